@@ -1,0 +1,145 @@
+//! [`Ctx`]: the read-only view of the machine and its tasks that every policy hook receives.
+//!
+//! The engine owns these facts and keeps them current before each hook call; a policy reads them and
+//! keeps everything else (its queues, virtual times, load averages) in its own private state.
+
+use crate::{CpuId, CpuSet, GroupId, Ns, TaskId, Topology};
+use serde::{Deserialize, Serialize};
+
+/// A task's scheduling policy, as set with `sched_setscheduler(2)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SchedClass {
+    /// SCHED_OTHER / SCHED_NORMAL: time-shared by nice level.
+    #[default]
+    Normal,
+    /// SCHED_BATCH: like Normal, but never preempts on wakeup.
+    Batch,
+    /// SCHED_IDLE: runs only when nothing else wants the CPU (weight 3 in CFS).
+    Idle,
+    /// SCHED_FIFO: real-time, runs until it blocks or a higher RT priority arrives.
+    Fifo,
+    /// SCHED_RR: real-time round robin among equal RT priorities.
+    Rr,
+}
+
+impl SchedClass {
+    /// Whether this is a real-time class (FIFO or RR).
+    pub fn is_rt(self) -> bool {
+        matches!(self, SchedClass::Fifo | SchedClass::Rr)
+    }
+}
+
+/// Where a task is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskState {
+    /// Created by the workload but not started yet (a start delay is pending).
+    New,
+    /// Wants a CPU and is known to the policy, but is not running.
+    Runnable,
+    /// On a CPU.
+    Running,
+    /// Sleeping or blocked; not known to the policy as runnable.
+    Blocked,
+    /// Finished.
+    Exited,
+}
+
+/// What a policy may know about one task.
+#[derive(Clone, Debug)]
+pub struct TaskInfo {
+    /// The task.
+    pub id: TaskId,
+    /// Thread-group (process) id: threads of one process share it and their address space (`mm`).
+    pub tgid: u32,
+    /// The task that forked it, if any.
+    pub parent: Option<TaskId>,
+    /// Scheduling class.
+    pub class: SchedClass,
+    /// Nice level, -20..=19 (meaningful for the non-RT classes).
+    pub nice: i8,
+    /// Real-time priority 1..=99 for FIFO/RR (higher runs first), 0 otherwise.
+    pub rt_priority: u8,
+    /// Task group (cgroup).
+    pub group: GroupId,
+    /// CPUs the task may run on.
+    pub allowed: CpuSet,
+    /// `task_cpu()`: the CPU the task runs or is queued on, or last ran on if it is blocked.
+    pub cpu: CpuId,
+    /// Current state.
+    pub state: TaskState,
+    /// CPU time consumed up to the task's last switch-in or switch-out, as the engine accounts it.
+    pub sum_exec_ns: Ns,
+    /// When the task last stopped running (0 if it never ran).
+    pub last_ran_ns: Ns,
+}
+
+/// What a policy may know about one CPU.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuInfo {
+    /// The task running on it, or `None` when idle.
+    pub curr: Option<TaskId>,
+    /// Tasks the engine counts on this CPU: runnable tasks whose `cpu` is this one, plus the running
+    /// task. (For global-queue policies this follows the CPU each task was last given.)
+    pub nr_running: u32,
+    /// Since when the CPU has been idle (meaningful when `curr` is `None`).
+    pub idle_since_ns: Ns,
+}
+
+/// A task group (cgroup with the cpu controller).
+#[derive(Clone, Copy, Debug)]
+pub struct GroupInfo {
+    /// The parent group (`None` for the root).
+    pub parent: Option<GroupId>,
+    /// `cpu.shares`; 1024 by default.
+    pub shares: u64,
+}
+
+/// The read-only view passed to every [`SchedPolicy`](crate::SchedPolicy) hook.
+#[derive(Clone, Copy)]
+pub struct Ctx<'a> {
+    /// The current simulated time.
+    pub now: Ns,
+    /// The machine topology.
+    pub topo: &'a Topology,
+    /// Every task ever created, indexed by [`TaskId`].
+    pub tasks: &'a [TaskInfo],
+    /// Every CPU, indexed by [`CpuId`].
+    pub cpus: &'a [CpuInfo],
+    /// Every task group, indexed by [`GroupId`]; group 0 is the root.
+    pub groups: &'a [GroupInfo],
+    /// The periodic tick length in nanoseconds (1/HZ).
+    pub tick_ns: Ns,
+}
+
+impl<'a> Ctx<'a> {
+    /// The facts about task `t`.
+    #[inline]
+    pub fn task(&self, t: TaskId) -> &'a TaskInfo {
+        &self.tasks[t.idx()]
+    }
+
+    /// The facts about CPU `c`.
+    #[inline]
+    pub fn cpu(&self, c: CpuId) -> &'a CpuInfo {
+        &self.cpus[c.idx()]
+    }
+
+    /// Number of logical CPUs.
+    #[inline]
+    pub fn nr_cpus(&self) -> usize {
+        self.cpus.len()
+    }
+
+    /// Whether CPU `c` runs nothing.
+    #[inline]
+    pub fn is_idle(&self, c: CpuId) -> bool {
+        self.cpus[c.idx()].curr.is_none()
+    }
+
+    /// The ticks per second (HZ).
+    pub fn hz(&self) -> u64 {
+        crate::NSEC_PER_SEC / self.tick_ns.max(1)
+    }
+}

@@ -1,0 +1,238 @@
+//! The Rust builder API for workloads.
+
+use crate::model::*;
+use schedlab_core::Ns;
+
+/// Builds a [`Program`] op by op. Loops are written as closures:
+/// `ProgramBuilder::new().repeat(10, |p| p.compute(1_000_000).sleep(500_000)).build()`.
+#[derive(Clone, Debug, Default)]
+pub struct ProgramBuilder {
+    ops: Vec<Op>,
+}
+
+impl ProgramBuilder {
+    /// An empty program.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Appends any op (loop markers are better written with [`ProgramBuilder::repeat`]).
+    pub fn op(mut self, op: Op) -> Self {
+        self.ops.push(op);
+        self
+    }
+
+    /// Calibrated work, in nanoseconds at nominal speed.
+    pub fn compute(self, work_ns: Ns) -> Self {
+        self.op(Op::Compute { work_ns })
+    }
+    /// Busy-wait for wall-clock nanoseconds.
+    pub fn spin(self, ns: Ns) -> Self {
+        self.op(Op::Spin { ns })
+    }
+    /// Sleep.
+    pub fn sleep(self, ns: Ns) -> Self {
+        self.op(Op::Sleep { ns })
+    }
+    /// Wait for the next period of this task's periodic timer.
+    pub fn timer(self, period_ns: Ns) -> Self {
+        self.op(Op::Timer { period_ns })
+    }
+    /// `sched_yield()`.
+    pub fn yield_now(self) -> Self {
+        self.op(Op::Yield)
+    }
+    /// Lock a mutex.
+    pub fn lock(self, m: MutexId) -> Self {
+        self.op(Op::Lock(m))
+    }
+    /// Unlock a mutex.
+    pub fn unlock(self, m: MutexId) -> Self {
+        self.op(Op::Unlock(m))
+    }
+    /// Wait on a condition variable with its mutex held.
+    pub fn cond_wait(self, cond: CondId, mutex: MutexId) -> Self {
+        self.op(Op::CondWait { cond, mutex })
+    }
+    /// Signal one waiter.
+    pub fn signal(self, cond: CondId) -> Self {
+        self.op(Op::Signal(cond))
+    }
+    /// Wake all waiters.
+    pub fn broadcast(self, cond: CondId) -> Self {
+        self.op(Op::Broadcast(cond))
+    }
+    /// Write bytes to a pipe.
+    pub fn send(self, pipe: PipeId, bytes: u32) -> Self {
+        self.op(Op::Send { pipe, bytes })
+    }
+    /// Read bytes from a pipe.
+    pub fn recv(self, pipe: PipeId, bytes: u32) -> Self {
+        self.op(Op::Recv { pipe, bytes })
+    }
+    /// Wait at a barrier.
+    pub fn barrier(self, b: BarrierId) -> Self {
+        self.op(Op::Barrier(b))
+    }
+    /// Fork a child from a template.
+    pub fn fork(self, template: TemplateId) -> Self {
+        self.op(Op::Fork(template))
+    }
+    /// Wait for all children.
+    pub fn wait_children(self) -> Self {
+        self.op(Op::WaitChildren)
+    }
+    /// Blocking I/O on a device.
+    pub fn io(self, device: DeviceId, service_ns: Ns) -> Self {
+        self.op(Op::Io { device, service_ns })
+    }
+    /// Exit.
+    pub fn exit(self) -> Self {
+        self.op(Op::Exit)
+    }
+
+    /// Repeats the ops written by `body` `count` times (0 = forever).
+    pub fn repeat(mut self, count: u32, body: impl FnOnce(ProgramBuilder) -> ProgramBuilder) -> Self {
+        let start = self.ops.len() as u32;
+        self.ops.push(Op::Loop { count, end: 0 });
+        let inner = body(ProgramBuilder::new()).ops;
+        let base = self.ops.len() as u32;
+        // Re-base the inner loop markers onto their new positions.
+        self.ops.extend(inner.into_iter().map(|op| match op {
+            Op::Loop { count, end } => Op::Loop { count, end: end + base },
+            Op::EndLoop { start } => Op::EndLoop { start: start + base },
+            other => other,
+        }));
+        let end = self.ops.len() as u32;
+        self.ops.push(Op::EndLoop { start });
+        self.ops[start as usize] = Op::Loop { count, end };
+        self
+    }
+
+    /// Repeats forever.
+    pub fn forever(self, body: impl FnOnce(ProgramBuilder) -> ProgramBuilder) -> Self {
+        self.repeat(0, body)
+    }
+
+    /// The finished program.
+    pub fn build(self) -> Program {
+        Program { ops: self.ops }
+    }
+}
+
+/// Builds a [`Workload`].
+#[derive(Clone, Debug)]
+pub struct WorkloadBuilder {
+    w: Workload,
+}
+
+impl WorkloadBuilder {
+    /// A new, empty workload with just the root group.
+    pub fn new(name: impl Into<String>) -> Self {
+        WorkloadBuilder {
+            w: Workload {
+                name: name.into(),
+                groups: vec![GroupSpec { name: "root".into(), parent: 0, shares: 1024 }],
+                ..Workload::default()
+            },
+        }
+    }
+
+    /// Adds a mutex.
+    pub fn mutex(&mut self, name: impl Into<String>) -> MutexId {
+        self.w.mutexes.push(name.into());
+        self.w.mutexes.len() as u32 - 1
+    }
+    /// Adds a condition variable.
+    pub fn cond(&mut self, name: impl Into<String>) -> CondId {
+        self.w.conds.push(name.into());
+        self.w.conds.len() as u32 - 1
+    }
+    /// Adds a pipe with a capacity in bytes.
+    pub fn pipe(&mut self, name: impl Into<String>, capacity: u32) -> PipeId {
+        self.w.pipes.push(PipeSpec { name: name.into(), capacity });
+        self.w.pipes.len() as u32 - 1
+    }
+    /// Adds a barrier for `parties` tasks.
+    pub fn barrier(&mut self, name: impl Into<String>, parties: u32) -> BarrierId {
+        self.w.barriers.push(BarrierSpec { name: name.into(), parties });
+        self.w.barriers.len() as u32 - 1
+    }
+    /// Adds a device.
+    pub fn device(&mut self, name: impl Into<String>) -> DeviceId {
+        self.w.devices.push(name.into());
+        self.w.devices.len() as u32 - 1
+    }
+    /// Adds a task group under `parent` (0 = root) with `shares`.
+    pub fn group(&mut self, name: impl Into<String>, parent: GroupIdx, shares: u64) -> GroupIdx {
+        self.w.groups.push(GroupSpec { name: name.into(), parent, shares });
+        self.w.groups.len() as u32 - 1
+    }
+    /// Adds a task template (one instance, default properties) and returns it for editing.
+    pub fn task(&mut self, name: impl Into<String>, program: Program) -> &mut TaskSpec {
+        self.w.tasks.push(TaskSpec::new(name, program));
+        self.w.tasks.last_mut().expect("just pushed")
+    }
+    /// The id the next [`WorkloadBuilder::task`] call will get (to fork templates defined later).
+    pub fn next_template(&self) -> TemplateId {
+        self.w.tasks.len() as u32
+    }
+    /// Changes a template's allowed CPUs at `at_ns`.
+    pub fn affinity_change(&mut self, template: TemplateId, at_ns: Ns, cpus: Option<Vec<u32>>) {
+        self.w.affinity_changes.push(AffinityChange { template, at_ns, cpus });
+    }
+    /// Sets the stop condition.
+    pub fn stop(&mut self, when: StopWhen) -> &mut Self {
+        self.w.stop = when;
+        self
+    }
+    /// Sets the workload's own duration limit.
+    pub fn duration(&mut self, ns: Ns) -> &mut Self {
+        self.w.duration_ns = Some(ns);
+        self
+    }
+    /// Validates and returns the workload.
+    pub fn build(self) -> Result<Workload, String> {
+        self.w.validate()?;
+        Ok(self.w)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nested_loops_are_linked() {
+        let p = ProgramBuilder::new()
+            .compute(1)
+            .repeat(3, |p| p.sleep(2).repeat(2, |q| q.yield_now()))
+            .build();
+        assert_eq!(
+            p.ops,
+            vec![
+                Op::Compute { work_ns: 1 },
+                Op::Loop { count: 3, end: 6 },
+                Op::Sleep { ns: 2 },
+                Op::Loop { count: 2, end: 5 },
+                Op::Yield,
+                Op::EndLoop { start: 3 },
+                Op::EndLoop { start: 1 },
+            ]
+        );
+        let mut w = WorkloadBuilder::new("t");
+        w.task("a", p);
+        assert!(w.build().is_ok());
+    }
+
+    #[test]
+    fn validation_catches_bad_references() {
+        let mut w = WorkloadBuilder::new("t");
+        w.task("a", ProgramBuilder::new().lock(3).build());
+        assert!(w.build().unwrap_err().contains("unknown mutex"));
+        let mut w = WorkloadBuilder::new("t");
+        let p = w.pipe("p", 10);
+        w.task("a", ProgramBuilder::new().send(p, 11).build());
+        assert!(w.build().unwrap_err().contains("must be 1..=10"));
+    }
+}

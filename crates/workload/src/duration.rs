@@ -1,0 +1,54 @@
+//! Durations written with a unit: `250ns`, `10us`, `5ms`, `1.5s`.
+
+use schedlab_core::{Ns, NSEC_PER_MSEC, NSEC_PER_SEC, NSEC_PER_USEC};
+
+/// Parses a duration such as `"5ms"`, `"100us"`, `"1.5s"` or `"250ns"` into nanoseconds. A bare
+/// number is rejected: the unit is always required, so `sleep = "10"` cannot be misread.
+pub fn parse_duration(s: &str) -> Result<Ns, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let scale = match unit.trim() {
+        "ns" => 1,
+        "us" => NSEC_PER_USEC,
+        "ms" => NSEC_PER_MSEC,
+        "s" => NSEC_PER_SEC,
+        "" => return Err(format!("duration `{s}` needs a unit (ns, us, ms or s)")),
+        u => return Err(format!("unknown unit `{u}` in duration `{s}` (use ns, us, ms or s)")),
+    };
+    if num.is_empty() {
+        return Err(format!("duration `{s}` has no number"));
+    }
+    // Exact decimal arithmetic: integer part and up to 9 fractional digits, no floating point.
+    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+    if frac.contains('.') || frac.len() > 9 {
+        return Err(format!("malformed number in duration `{s}`"));
+    }
+    let int: u64 = if int.is_empty() { 0 } else { int.parse().map_err(|_| format!("malformed number in duration `{s}`"))? };
+    let mut frac_ns = 0u64;
+    if !frac.is_empty() {
+        let digits: u64 = frac.parse().map_err(|_| format!("malformed number in duration `{s}`"))?;
+        frac_ns = digits * scale / 10u64.pow(frac.len() as u32);
+    }
+    int.checked_mul(scale)
+        .and_then(|v| v.checked_add(frac_ns))
+        .ok_or_else(|| format!("duration `{s}` is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_units_and_fractions() {
+        assert_eq!(parse_duration("250ns"), Ok(250));
+        assert_eq!(parse_duration("10us"), Ok(10_000));
+        assert_eq!(parse_duration("5ms"), Ok(5_000_000));
+        assert_eq!(parse_duration("1.5s"), Ok(1_500_000_000));
+        assert_eq!(parse_duration("0.75ms"), Ok(750_000));
+        assert!(parse_duration("10").unwrap_err().contains("needs a unit"));
+        assert!(parse_duration("10 parsecs").unwrap_err().contains("unknown unit"));
+        assert!(parse_duration("-5ms").is_err());
+        assert!(parse_duration("1.2.3ms").is_err());
+    }
+}

@@ -1,0 +1,355 @@
+//! The workload data model: what the simulator executes.
+
+use schedlab_core::{Ns, SchedClass};
+
+/// Index of a mutex in [`Workload::mutexes`].
+pub type MutexId = u32;
+/// Index of a condition variable in [`Workload::conds`].
+pub type CondId = u32;
+/// Index of a pipe in [`Workload::pipes`].
+pub type PipeId = u32;
+/// Index of a barrier in [`Workload::barriers`].
+pub type BarrierId = u32;
+/// Index of a device in [`Workload::devices`].
+pub type DeviceId = u32;
+/// Index of a task template in [`Workload::tasks`].
+pub type TemplateId = u32;
+/// Index of a task group in [`Workload::groups`] (0 is the root group).
+pub type GroupIdx = u32;
+
+/// One operation of a task's program.
+///
+/// Blocking semantics (what the engine implements): `Lock` blocks while another task owns the mutex
+/// and ownership is handed to waiters in FIFO order on `Unlock`; `Recv` blocks until `bytes` are in
+/// the pipe and `Send` until `bytes` fit, both served in FIFO order with the bytes handed over at wake
+/// time; `Barrier` blocks until `parties` tasks have arrived; `CondWait` releases the mutex, waits for a
+/// `Signal`/`Broadcast`, then re-acquires the mutex; `Io` queues on the device (FIFO, one request at a
+/// time) and blocks for its service time; `WaitChildren` blocks until every task this task forked has
+/// exited.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Compute `work_ns` of calibrated work: the wall time taken scales with CPU speed and cache warmth.
+    Compute {
+        /// Work, in nanoseconds on a nominal-speed CPU with a warm cache.
+        work_ns: Ns,
+    },
+    /// Busy-wait for `ns` of wall-clock time on the CPU (not scaled by speed: rt-app's `runtime`).
+    Spin {
+        /// Wall-clock nanoseconds spent running.
+        ns: Ns,
+    },
+    /// Sleep for `ns`.
+    Sleep {
+        /// Nanoseconds.
+        ns: Ns,
+    },
+    /// Wait for the next expiry of this task's periodic timer (first expiry one period after the task
+    /// first reaches a timer; each later expiry one period after the previous expiry, so the period does
+    /// not drift with run time). If the expiry has already passed, continue at once.
+    Timer {
+        /// Period, nanoseconds.
+        period_ns: Ns,
+    },
+    /// `sched_yield()`.
+    Yield,
+    /// Lock a mutex.
+    Lock(MutexId),
+    /// Unlock a mutex the task owns.
+    Unlock(MutexId),
+    /// `pthread_cond_wait(cond, mutex)`; the task must own `mutex`.
+    CondWait {
+        /// The condition variable.
+        cond: CondId,
+        /// The mutex released while waiting and re-acquired after.
+        mutex: MutexId,
+    },
+    /// Wake one waiter of a condition variable.
+    Signal(CondId),
+    /// Wake all waiters of a condition variable.
+    Broadcast(CondId),
+    /// Write `bytes` to a pipe.
+    Send {
+        /// The pipe.
+        pipe: PipeId,
+        /// Bytes (at most the pipe capacity).
+        bytes: u32,
+    },
+    /// Read `bytes` from a pipe.
+    Recv {
+        /// The pipe.
+        pipe: PipeId,
+        /// Bytes (at most the pipe capacity).
+        bytes: u32,
+    },
+    /// Wait at a barrier.
+    Barrier(BarrierId),
+    /// Fork a child running a template's program with that template's properties.
+    Fork(TemplateId),
+    /// Wait until every child this task forked has exited.
+    WaitChildren,
+    /// Block on a device for `service_ns` once the device is free (FIFO).
+    Io {
+        /// The device.
+        device: DeviceId,
+        /// Service time, nanoseconds.
+        service_ns: Ns,
+    },
+    /// Start of a loop body repeated `count` times (`0` = forever); `end` is the index of the matching
+    /// [`Op::EndLoop`].
+    Loop {
+        /// Repetitions; 0 means forever.
+        count: u32,
+        /// Index of the matching `EndLoop`.
+        end: u32,
+    },
+    /// End of a loop body; `start` is the index of the matching [`Op::Loop`].
+    EndLoop {
+        /// Index of the matching `Loop`.
+        start: u32,
+    },
+    /// Exit now (reaching the end of the program also exits).
+    Exit,
+}
+
+/// A program: a flat list of operations with loop markers.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Program {
+    /// The operations, executed in order.
+    pub ops: Vec<Op>,
+}
+
+/// A task template: a program plus scheduling properties. Templates with `instances > 0` start when
+/// the run starts (after `start_ns`); any template can be forked with [`Op::Fork`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskSpec {
+    /// Name; instance `i` is called `name-i` when there is more than one.
+    pub name: String,
+    /// The program each instance runs.
+    pub program: Program,
+    /// Instances started at the beginning (0 for a template that is only forked).
+    pub instances: u32,
+    /// Whether the instances are threads of one process (share a tgid/mm) rather than processes.
+    pub threads: bool,
+    /// Scheduling class.
+    pub class: SchedClass,
+    /// Nice level, -20..=19.
+    pub nice: i8,
+    /// RT priority 1..=99 (for FIFO/RR).
+    pub rt_priority: u8,
+    /// Task group.
+    pub group: GroupIdx,
+    /// Allowed CPUs (`None` = all).
+    pub cpus: Option<Vec<u32>>,
+    /// Delay before the instances start, nanoseconds.
+    pub start_ns: Ns,
+}
+
+impl TaskSpec {
+    /// A template with default properties: one instance, nice 0, SCHED_NORMAL, root group, all CPUs.
+    pub fn new(name: impl Into<String>, program: Program) -> TaskSpec {
+        TaskSpec {
+            name: name.into(),
+            program,
+            instances: 1,
+            threads: false,
+            class: SchedClass::Normal,
+            nice: 0,
+            rt_priority: 0,
+            group: 0,
+            cpus: None,
+            start_ns: 0,
+        }
+    }
+}
+
+/// A pipe (or a socket buffer): a byte queue with a capacity.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PipeSpec {
+    /// Name.
+    pub name: String,
+    /// Capacity, bytes (Linux pipes: 65536).
+    pub capacity: u32,
+}
+
+/// A barrier released when `parties` tasks have arrived; it then resets for the next round.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BarrierSpec {
+    /// Name.
+    pub name: String,
+    /// Tasks that must arrive.
+    pub parties: u32,
+}
+
+/// A task group (cgroup) with CPU shares.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupSpec {
+    /// Name.
+    pub name: String,
+    /// Parent group (0 = root).
+    pub parent: GroupIdx,
+    /// `cpu.shares` (Linux default 1024).
+    pub shares: u64,
+}
+
+/// A change of a template's instances' allowed CPUs at a given time (e.g. pinned, then unpinned).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AffinityChange {
+    /// The template whose live instances change.
+    pub template: TemplateId,
+    /// When.
+    pub at_ns: Ns,
+    /// The new allowed CPUs (`None` = all).
+    pub cpus: Option<Vec<u32>>,
+}
+
+/// When a run ends.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum StopWhen {
+    /// After the run's duration.
+    #[default]
+    Duration,
+    /// When every task has exited (or the duration, if that comes first).
+    AllDone,
+    /// When every instance of a template (and their forked descendants of that template) has exited.
+    TemplateDone(TemplateId),
+}
+
+/// A complete workload.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Workload {
+    /// Name, for reports.
+    pub name: String,
+    /// Task templates.
+    pub tasks: Vec<TaskSpec>,
+    /// Task groups; index 0 is the root group and always present.
+    pub groups: Vec<GroupSpec>,
+    /// Mutex names.
+    pub mutexes: Vec<String>,
+    /// Condition variable names.
+    pub conds: Vec<String>,
+    /// Pipes.
+    pub pipes: Vec<PipeSpec>,
+    /// Barriers.
+    pub barriers: Vec<BarrierSpec>,
+    /// Device names (each serves one request at a time, FIFO).
+    pub devices: Vec<String>,
+    /// Scheduled affinity changes.
+    pub affinity_changes: Vec<AffinityChange>,
+    /// Stop condition.
+    pub stop: StopWhen,
+    /// Duration limit, if the workload sets one (the CLI's `--duration` overrides it).
+    pub duration_ns: Option<Ns>,
+}
+
+impl Workload {
+    /// Checks internal consistency: references in range, loops matched, properties in range. Returns
+    /// a description of the first problem found.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.groups.is_empty() {
+            return Err("a workload needs the root group at index 0".into());
+        }
+        for (i, g) in self.groups.iter().enumerate().skip(1) {
+            if g.parent as usize >= i {
+                return Err(format!("group `{}`: parent must be defined before it", g.name));
+            }
+            if !(2..=262_144).contains(&g.shares) {
+                return Err(format!("group `{}`: shares {} outside 2..=262144", g.name, g.shares));
+            }
+        }
+        for b in &self.barriers {
+            if b.parties == 0 {
+                return Err(format!("barrier `{}` needs at least one party", b.name));
+            }
+        }
+        for p in &self.pipes {
+            if p.capacity == 0 {
+                return Err(format!("pipe `{}` needs a capacity above 0", p.name));
+            }
+        }
+        for t in &self.tasks {
+            let ctx = |m: String| format!("task `{}`: {m}", t.name);
+            if !(-20..=19).contains(&t.nice) {
+                return Err(ctx(format!("nice {} outside -20..=19", t.nice)));
+            }
+            if t.class.is_rt() && !(1..=99).contains(&t.rt_priority) {
+                return Err(ctx(format!("rt_priority {} outside 1..=99", t.rt_priority)));
+            }
+            if t.group as usize >= self.groups.len() {
+                return Err(ctx(format!("unknown group index {}", t.group)));
+            }
+            if let Some(c) = &t.cpus {
+                if c.is_empty() {
+                    return Err(ctx("cpus must not be empty".into()));
+                }
+            }
+            self.validate_program(&t.program).map_err(ctx)?;
+        }
+        for a in &self.affinity_changes {
+            if a.template as usize >= self.tasks.len() {
+                return Err(format!("affinity change names unknown task index {}", a.template));
+            }
+        }
+        if let StopWhen::TemplateDone(t) = self.stop {
+            if t as usize >= self.tasks.len() {
+                return Err(format!("stop condition names unknown task index {t}"));
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_program(&self, p: &Program) -> Result<(), String> {
+        let n = |v: &Vec<_>| v.len() as u32;
+        for (i, op) in p.ops.iter().enumerate() {
+            let bad = |what: &str, id: u32| Err(format!("op {i}: unknown {what} index {id}"));
+            match *op {
+                Op::Lock(m) | Op::Unlock(m) if m >= n(&self.mutexes) => return bad("mutex", m),
+                Op::CondWait { cond, mutex } => {
+                    if cond >= n(&self.conds) {
+                        return bad("condition variable", cond);
+                    }
+                    if mutex >= n(&self.mutexes) {
+                        return bad("mutex", mutex);
+                    }
+                }
+                Op::Signal(c) | Op::Broadcast(c) if c >= n(&self.conds) => {
+                    return bad("condition variable", c)
+                }
+                Op::Send { pipe, bytes } | Op::Recv { pipe, bytes } => {
+                    if pipe >= self.pipes.len() as u32 {
+                        return bad("pipe", pipe);
+                    }
+                    let cap = self.pipes[pipe as usize].capacity;
+                    if bytes == 0 || bytes > cap {
+                        return Err(format!(
+                            "op {i}: {bytes} bytes on pipe `{}` must be 1..={cap}",
+                            self.pipes[pipe as usize].name
+                        ));
+                    }
+                }
+                Op::Barrier(b) if b >= self.barriers.len() as u32 => return bad("barrier", b),
+                Op::Fork(t) if t >= self.tasks.len() as u32 => return bad("task template", t),
+                Op::Io { device, .. } if device >= n(&self.devices) => return bad("device", device),
+                Op::Timer { period_ns: 0 } => return Err(format!("op {i}: timer period must be > 0")),
+                Op::Loop { end, .. } => {
+                    if !matches!(p.ops.get(end as usize), Some(Op::EndLoop { start }) if *start as usize == i)
+                    {
+                        return Err(format!("op {i}: loop without matching end"));
+                    }
+                }
+                Op::EndLoop { start } => {
+                    if !matches!(p.ops.get(start as usize), Some(Op::Loop { end, .. }) if *end as usize == i)
+                    {
+                        return Err(format!("op {i}: loop end without matching start"));
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Total tasks started at the beginning (forks not counted).
+    pub fn initial_tasks(&self) -> u64 {
+        self.tasks.iter().map(|t| t.instances as u64).sum()
+    }
+}

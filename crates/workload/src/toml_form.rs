@@ -1,0 +1,495 @@
+//! The minimal TOML form of a workload (documented in docs/workload-format.md).
+//!
+//! Every error names the file, line, column and key and says what was expected. Errors inside a
+//! nested loop body point at the enclosing top-level op and give the path to the key (`ops[2].ops[0]`).
+
+use crate::duration::parse_duration;
+use crate::model::*;
+use schedlab_core::SchedClass;
+use serde::Deserialize;
+use std::collections::HashMap;
+use toml::Spanned;
+
+/// A workload file that cannot be used, with where and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}:{column}: {key}{msg}", key = if key.is_empty() { String::new() } else { format!("key `{key}`: ") })]
+pub struct WorkloadError {
+    /// The file (or `<string>`).
+    pub file: String,
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column.
+    pub column: usize,
+    /// The key at fault (may be empty when the parser could not tell).
+    pub key: String,
+    /// What is wrong and what was expected.
+    pub msg: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Doc {
+    name: Option<String>,
+    duration: Option<Spanned<String>>,
+    stop: Option<Spanned<String>>,
+    #[serde(default)]
+    mutex: Vec<Spanned<Named>>,
+    #[serde(default)]
+    cond: Vec<Spanned<Named>>,
+    #[serde(default)]
+    device: Vec<Spanned<Named>>,
+    #[serde(default)]
+    pipe: Vec<Spanned<PipeDoc>>,
+    #[serde(default)]
+    barrier: Vec<Spanned<BarrierDoc>>,
+    #[serde(default)]
+    group: Vec<Spanned<GroupDoc>>,
+    #[serde(default)]
+    task: Vec<Spanned<TaskDoc>>,
+    #[serde(default)]
+    affinity: Vec<Spanned<AffinityDoc>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Named {
+    name: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PipeDoc {
+    name: String,
+    #[serde(default = "default_pipe_capacity")]
+    capacity: u32,
+}
+
+fn default_pipe_capacity() -> u32 {
+    65536
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BarrierDoc {
+    name: String,
+    parties: Spanned<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GroupDoc {
+    name: String,
+    parent: Option<Spanned<String>>,
+    shares: Option<Spanned<i64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TaskDoc {
+    name: String,
+    instances: Option<Spanned<i64>>,
+    #[serde(default)]
+    threads: bool,
+    policy: Option<Spanned<String>>,
+    nice: Option<Spanned<i64>>,
+    rt_priority: Option<Spanned<i64>>,
+    group: Option<Spanned<String>>,
+    cpus: Option<Spanned<Vec<u32>>>,
+    start: Option<Spanned<String>>,
+    ops: Vec<Spanned<toml::Table>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AffinityDoc {
+    task: Spanned<String>,
+    at: Spanned<String>,
+    cpus: Option<Vec<u32>>,
+}
+
+/// Limits applied while reading, so a typo cannot ask for a billion tasks.
+pub const MAX_INITIAL_TASKS: u64 = 100_000;
+
+struct Reader<'a> {
+    file: &'a str,
+    src: &'a str,
+}
+
+impl Reader<'_> {
+    fn err(&self, span: std::ops::Range<usize>, key: &str, msg: impl Into<String>) -> WorkloadError {
+        let upto = &self.src[..span.start.min(self.src.len())];
+        let line = upto.matches('\n').count() + 1;
+        let column = upto.rfind('\n').map_or(upto.len(), |p| upto.len() - p - 1) + 1;
+        WorkloadError { file: self.file.to_string(), line, column, key: key.to_string(), msg: msg.into() }
+    }
+}
+
+/// Reads a workload from TOML text. `file` is used in error messages only.
+pub fn parse_toml(file: &str, src: &str) -> Result<Workload, WorkloadError> {
+    let r = Reader { file, src };
+    let doc: Doc = toml::from_str(src).map_err(|e| {
+        let span = e.span().unwrap_or(0..0);
+        r.err(span, "", e.message().trim().to_string())
+    })?;
+    let mut w = Workload {
+        name: doc.name.unwrap_or_else(|| file.to_string()),
+        groups: vec![GroupSpec { name: "root".into(), parent: 0, shares: 1024 }],
+        ..Workload::default()
+    };
+    let index = |list: &[Spanned<Named>], kind: &str, out: &mut Vec<String>| {
+        let mut names = HashMap::new();
+        for n in list {
+            if names.insert(n.get_ref().name.clone(), out.len() as u32).is_some() {
+                return Err(r.err(n.span(), "name", format!("duplicate {kind} `{}`", n.get_ref().name)));
+            }
+            out.push(n.get_ref().name.clone());
+        }
+        Ok(names)
+    };
+    let mutexes = index(&doc.mutex, "mutex", &mut w.mutexes)?;
+    let conds = index(&doc.cond, "cond", &mut w.conds)?;
+    let devices = index(&doc.device, "device", &mut w.devices)?;
+    let mut pipes = HashMap::new();
+    for p in &doc.pipe {
+        let v = p.get_ref();
+        if v.capacity == 0 {
+            return Err(r.err(p.span(), "capacity", "a pipe needs a capacity of at least 1 byte"));
+        }
+        if pipes.insert(v.name.clone(), w.pipes.len() as u32).is_some() {
+            return Err(r.err(p.span(), "name", format!("duplicate pipe `{}`", v.name)));
+        }
+        w.pipes.push(PipeSpec { name: v.name.clone(), capacity: v.capacity });
+    }
+    let mut barriers = HashMap::new();
+    for b in &doc.barrier {
+        let v = b.get_ref();
+        let parties = *v.parties.get_ref();
+        if !(1..=1_000_000).contains(&parties) {
+            return Err(r.err(v.parties.span(), "parties", format!("{parties} is not in 1..=1000000")));
+        }
+        if barriers.insert(v.name.clone(), w.barriers.len() as u32).is_some() {
+            return Err(r.err(b.span(), "name", format!("duplicate barrier `{}`", v.name)));
+        }
+        w.barriers.push(BarrierSpec { name: v.name.clone(), parties: parties as u32 });
+    }
+    let mut groups: HashMap<String, u32> = HashMap::from([("root".to_string(), 0)]);
+    for g in &doc.group {
+        let v = g.get_ref();
+        let parent = match &v.parent {
+            None => 0,
+            Some(p) => *groups.get(p.get_ref()).ok_or_else(|| {
+                r.err(p.span(), "parent", format!("unknown group `{}` (define parents first)", p.get_ref()))
+            })?,
+        };
+        let shares = match &v.shares {
+            None => 1024,
+            Some(s) if (2..=262_144).contains(s.get_ref()) => *s.get_ref() as u64,
+            Some(s) => return Err(r.err(s.span(), "shares", format!("{} is not in 2..=262144", s.get_ref()))),
+        };
+        if groups.insert(v.name.clone(), w.groups.len() as u32).is_some() {
+            return Err(r.err(g.span(), "name", format!("duplicate group `{}`", v.name)));
+        }
+        w.groups.push(GroupSpec { name: v.name.clone(), parent, shares });
+    }
+    let templates: HashMap<String, u32> =
+        doc.task.iter().enumerate().map(|(i, t)| (t.get_ref().name.clone(), i as u32)).collect();
+    if templates.len() != doc.task.len() {
+        let mut seen = std::collections::HashSet::new();
+        let dup = doc.task.iter().find(|t| !seen.insert(t.get_ref().name.clone())).expect("a duplicate");
+        return Err(r.err(dup.span(), "name", format!("duplicate task `{}`", dup.get_ref().name)));
+    }
+    let names = Names { mutexes, conds, devices, pipes, barriers, templates: templates.clone() };
+    let mut total = 0u64;
+    for t in &doc.task {
+        let v = t.get_ref();
+        let mut spec = TaskSpec::new(v.name.clone(), Program::default());
+        spec.threads = v.threads;
+        if let Some(n) = &v.instances {
+            if *n.get_ref() < 0 {
+                return Err(r.err(n.span(), "instances", "must be 0 (a fork-only template) or more"));
+            }
+            spec.instances = *n.get_ref() as u32;
+            total += spec.instances as u64;
+            if total > MAX_INITIAL_TASKS {
+                return Err(r.err(n.span(), "instances", format!("more than {MAX_INITIAL_TASKS} tasks in all")));
+            }
+        }
+        if let Some(p) = &v.policy {
+            spec.class = match p.get_ref().as_str() {
+                "normal" | "other" => SchedClass::Normal,
+                "batch" => SchedClass::Batch,
+                "idle" => SchedClass::Idle,
+                "fifo" => SchedClass::Fifo,
+                "rr" => SchedClass::Rr,
+                other => {
+                    return Err(r.err(p.span(), "policy", format!("`{other}` is not one of normal, batch, idle, fifo, rr")))
+                }
+            };
+        }
+        if let Some(n) = &v.nice {
+            if !(-20..=19).contains(n.get_ref()) {
+                return Err(r.err(n.span(), "nice", format!("{} is not in -20..=19", n.get_ref())));
+            }
+            spec.nice = *n.get_ref() as i8;
+        }
+        match &v.rt_priority {
+            Some(p) if !(1..=99).contains(p.get_ref()) => {
+                return Err(r.err(p.span(), "rt_priority", format!("{} is not in 1..=99", p.get_ref())))
+            }
+            Some(p) if !spec.class.is_rt() => {
+                return Err(r.err(p.span(), "rt_priority", "only fifo and rr tasks have an RT priority"))
+            }
+            Some(p) => spec.rt_priority = *p.get_ref() as u8,
+            None if spec.class.is_rt() => spec.rt_priority = 10,
+            None => {}
+        }
+        if let Some(g) = &v.group {
+            spec.group = *groups
+                .get(g.get_ref())
+                .ok_or_else(|| r.err(g.span(), "group", format!("unknown group `{}`", g.get_ref())))?;
+        }
+        if let Some(c) = &v.cpus {
+            if c.get_ref().is_empty() {
+                return Err(r.err(c.span(), "cpus", "an empty CPU list leaves the task nowhere to run"));
+            }
+            spec.cpus = Some(c.get_ref().clone());
+        }
+        if let Some(s) = &v.start {
+            spec.start_ns = parse_duration(s.get_ref()).map_err(|m| r.err(s.span(), "start", m))?;
+        }
+        let mut ops = Vec::new();
+        for (i, op) in v.ops.iter().enumerate() {
+            let path = format!("ops[{i}]");
+            parse_op(op.get_ref(), &path, &names, &mut ops).map_err(|(key, m)| r.err(op.span(), &key, m))?;
+        }
+        spec.program = Program { ops };
+        w.tasks.push(spec);
+    }
+    for a in &doc.affinity {
+        let v = a.get_ref();
+        let template = *templates
+            .get(v.task.get_ref())
+            .ok_or_else(|| r.err(v.task.span(), "task", format!("unknown task `{}`", v.task.get_ref())))?;
+        let at_ns = parse_duration(v.at.get_ref()).map_err(|m| r.err(v.at.span(), "at", m))?;
+        w.affinity_changes.push(AffinityChange { template, at_ns, cpus: v.cpus.clone() });
+    }
+    if let Some(d) = &doc.duration {
+        w.duration_ns = Some(parse_duration(d.get_ref()).map_err(|m| r.err(d.span(), "duration", m))?);
+    }
+    if let Some(s) = &doc.stop {
+        w.stop = match s.get_ref().as_str() {
+            "duration" => StopWhen::Duration,
+            "all_done" => StopWhen::AllDone,
+            other => match other.strip_prefix("task:").and_then(|n| templates.get(n)) {
+                Some(&t) => StopWhen::TemplateDone(t),
+                None => {
+                    return Err(r.err(s.span(), "stop", format!("`{other}` is not duration, all_done or task:<known task name>")))
+                }
+            },
+        };
+    }
+    w.validate().map_err(|m| r.err(0..0, "", m))?;
+    Ok(w)
+}
+
+struct Names {
+    mutexes: HashMap<String, u32>,
+    conds: HashMap<String, u32>,
+    devices: HashMap<String, u32>,
+    pipes: HashMap<String, u32>,
+    barriers: HashMap<String, u32>,
+    templates: HashMap<String, u32>,
+}
+
+const VERBS: &str = "compute, spin, sleep, timer, yield, lock, unlock, wait, signal, broadcast, send, recv, \
+barrier, fork, wait_children, io, loop, exit";
+
+type OpErr = (String, String);
+
+fn parse_op(t: &toml::Table, path: &str, names: &Names, out: &mut Vec<Op>) -> Result<(), OpErr> {
+    let verbs: Vec<&str> = t.keys().map(String::as_str).filter(|k| VERBS.split(", ").any(|v| v == *k)).collect();
+    let verb = match verbs.as_slice() {
+        [v] => *v,
+        [] => return Err((path.to_string(), format!("an op needs one of: {VERBS}"))),
+        many => return Err((path.to_string(), format!("an op has exactly one verb, found {}", many.join(", ")))),
+    };
+    let key = |k: &str| format!("{path}.{k}");
+    let allowed_extra: &[&str] = match verb {
+        "send" | "recv" => &["bytes"],
+        "wait" => &["mutex"],
+        "io" => &["service"],
+        "loop" => &["ops"],
+        _ => &[],
+    };
+    for k in t.keys() {
+        if k != verb && !allowed_extra.contains(&k.as_str()) {
+            return Err((key(k), format!("not a key of a `{verb}` op (allowed: {verb}{}{})", if allowed_extra.is_empty() { "" } else { ", " }, allowed_extra.join(", "))));
+        }
+    }
+    let dur = |k: &str| -> Result<u64, OpErr> {
+        match t.get(k) {
+            Some(toml::Value::String(s)) => parse_duration(s).map_err(|m| (key(k), m)),
+            Some(_) => Err((key(k), "expected a duration string such as \"5ms\"".into())),
+            None => Err((key(k), "missing; expected a duration string such as \"5ms\"".into())),
+        }
+    };
+    let name = |k: &str, map: &HashMap<String, u32>, kind: &str| -> Result<u32, OpErr> {
+        match t.get(k) {
+            Some(toml::Value::String(s)) => {
+                map.get(s).copied().ok_or_else(|| (key(k), format!("unknown {kind} `{s}`")))
+            }
+            _ => Err((key(k), format!("expected the name of a {kind}"))),
+        }
+    };
+    let flag = |k: &str| -> Result<(), OpErr> {
+        match t.get(k) {
+            Some(toml::Value::Boolean(true)) => Ok(()),
+            _ => Err((key(k), "expected `true`".into())),
+        }
+    };
+    let bytes = || -> Result<u32, OpErr> {
+        match t.get("bytes") {
+            Some(toml::Value::Integer(b)) if *b > 0 && *b <= u32::MAX as i64 => Ok(*b as u32),
+            Some(_) => Err((key("bytes"), "expected a positive number of bytes".into())),
+            None => Err((key("bytes"), "missing; expected a positive number of bytes".into())),
+        }
+    };
+    let op = match verb {
+        "compute" => Op::Compute { work_ns: dur("compute")? },
+        "spin" => Op::Spin { ns: dur("spin")? },
+        "sleep" => Op::Sleep { ns: dur("sleep")? },
+        "timer" => {
+            let period_ns = dur("timer")?;
+            if period_ns == 0 {
+                return Err((key("timer"), "a timer period must be above 0".into()));
+            }
+            Op::Timer { period_ns }
+        }
+        "yield" => {
+            flag("yield")?;
+            Op::Yield
+        }
+        "exit" => {
+            flag("exit")?;
+            Op::Exit
+        }
+        "wait_children" => {
+            flag("wait_children")?;
+            Op::WaitChildren
+        }
+        "lock" => Op::Lock(name("lock", &names.mutexes, "mutex")?),
+        "unlock" => Op::Unlock(name("unlock", &names.mutexes, "mutex")?),
+        "wait" => Op::CondWait { cond: name("wait", &names.conds, "cond")?, mutex: name("mutex", &names.mutexes, "mutex")? },
+        "signal" => Op::Signal(name("signal", &names.conds, "cond")?),
+        "broadcast" => Op::Broadcast(name("broadcast", &names.conds, "cond")?),
+        "send" => Op::Send { pipe: name("send", &names.pipes, "pipe")?, bytes: bytes()? },
+        "recv" => Op::Recv { pipe: name("recv", &names.pipes, "pipe")?, bytes: bytes()? },
+        "barrier" => Op::Barrier(name("barrier", &names.barriers, "barrier")?),
+        "fork" => Op::Fork(name("fork", &names.templates, "task")?),
+        "io" => Op::Io { device: name("io", &names.devices, "device")?, service_ns: dur("service")? },
+        "loop" => {
+            let count = match t.get("loop") {
+                Some(toml::Value::Integer(c)) if *c >= 0 && *c <= u32::MAX as i64 => *c as u32,
+                Some(toml::Value::String(s)) if s == "forever" => 0,
+                _ => return Err((key("loop"), "expected a repetition count (0 or \"forever\" = forever)".into())),
+            };
+            let body = match t.get("ops") {
+                Some(toml::Value::Array(a)) => a,
+                _ => return Err((key("ops"), "a loop needs `ops = [ ... ]`".into())),
+            };
+            let start = out.len();
+            out.push(Op::Loop { count, end: 0 });
+            for (i, v) in body.iter().enumerate() {
+                let p = format!("{path}.ops[{i}]");
+                match v {
+                    toml::Value::Table(inner) => parse_op(inner, &p, names, out)?,
+                    _ => return Err((p, "expected an op table such as { compute = \"1ms\" }".into())),
+                }
+            }
+            let end = out.len();
+            out.push(Op::EndLoop { start: start as u32 });
+            out[start] = Op::Loop { count, end: end as u32 };
+            return Ok(());
+        }
+        _ => unreachable!("verb list and match agree"),
+    };
+    out.push(op);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+name = "demo"
+duration = "2s"
+stop = "all_done"
+
+[[mutex]]
+name = "m"
+
+[[pipe]]
+name = "p"
+capacity = 4096
+
+[[group]]
+name = "web"
+shares = 2048
+
+[[task]]
+name = "worker"
+instances = 3
+nice = 5
+group = "web"
+cpus = [0, 1]
+ops = [
+  { compute = "1ms" },
+  { loop = 4, ops = [ { lock = "m" }, { unlock = "m" }, { sleep = "100us" } ] },
+  { send = "p", bytes = 100 },
+]
+"#;
+
+    #[test]
+    fn reads_a_workload() {
+        let w = parse_toml("demo.toml", GOOD).unwrap();
+        assert_eq!(w.tasks.len(), 1);
+        let t = &w.tasks[0];
+        assert_eq!((t.instances, t.nice, t.group), (3, 5, 1));
+        assert_eq!(t.program.ops.len(), 7);
+        assert_eq!(t.program.ops[1], Op::Loop { count: 4, end: 5 });
+        assert_eq!(w.stop, StopWhen::AllDone);
+        assert_eq!(w.duration_ns, Some(2_000_000_000));
+    }
+
+    fn err(src: &str) -> WorkloadError {
+        parse_toml("bad.toml", src).unwrap_err()
+    }
+
+    #[test]
+    fn unknown_key_names_line_and_key() {
+        let e = err("[[task]]\nname = \"a\"\nops = []\nnicety = 3\n");
+        assert_eq!(e.line, 4, "{e}");
+        assert!(e.to_string().contains("nicety"), "{e}");
+        assert!(e.to_string().starts_with("bad.toml:4:"), "{e}");
+    }
+
+    #[test]
+    fn wrong_type_and_impossible_values() {
+        let e = err("[[task]]\nname = \"a\"\nnice = 40\nops = []\n");
+        assert_eq!((e.line, e.key.as_str()), (3, "nice"), "{e}");
+        let e = err("[[task]]\nname = \"a\"\nops = [ { sleep = \"-5ms\" } ]\n");
+        assert_eq!((e.line, e.key.as_str()), (3, "ops[0].sleep"), "{e}");
+        let e = err("[[task]]\nname = \"a\"\nops = [ { sleep = 5 } ]\n");
+        assert!(e.msg.contains("duration string"), "{e}");
+        let e = err("[[task]]\nname = \"a\"\nops = [ { loop = 2, ops = [ { lock = \"nope\" } ] } ]\n");
+        assert_eq!(e.key, "ops[0].ops[0].lock", "{e}");
+        assert!(e.msg.contains("unknown mutex `nope`"), "{e}");
+        let e = err("[[task]]\nname = \"a\"\ninstances = 200000\nops = []\n");
+        assert_eq!(e.key, "instances", "{e}");
+        let e = err("[[task]]\nname = \"a\"\nops = [ { fork = \"ghost\" } ]\n");
+        assert!(e.msg.contains("unknown task `ghost`"), "{e}");
+        let e = err("[[task]]\nname = \"a\"\nops = [ { compute = \"1ms\", sleep = \"1ms\" } ]\n");
+        assert!(e.msg.contains("exactly one verb"), "{e}");
+    }
+}
