@@ -111,6 +111,12 @@ pub struct Ctx<'a> {
     pub groups: &'a [GroupInfo],
     /// The periodic tick length in nanoseconds (1/HZ).
     pub tick_ns: Ns,
+    /// Whether CPUs in different nodes have separate memory (NUMA). On a UMA machine with several
+    /// sockets (4 x Pentium II SMP) this is false and Linux builds no NUMA scheduling domains.
+    pub numa: bool,
+    /// The run's seed. A policy that needs randomness (ULE's balancer interval) seeds its own
+    /// generator from it, so runs stay reproducible.
+    pub seed: u64,
 }
 
 impl<'a> Ctx<'a> {

@@ -26,7 +26,7 @@ pub type GroupIdx = u32;
 /// `Signal`/`Broadcast`, then re-acquires the mutex; `Io` queues on the device (FIFO, one request at a
 /// time) and blocks for its service time; `WaitChildren` blocks until every task this task forked has
 /// exited.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
     /// Compute `work_ns` of calibrated work: the wall time taken scales with CPU speed and cache warmth.
     Compute {

@@ -1,0 +1,347 @@
+//! The task-program interpreter and the blocking objects (mutexes, condition variables, pipes,
+//! barriers, devices).
+//!
+//! Operations that take no time (lock when free, unlock, send into room, signal, fork...) run back to
+//! back at one instant; the interpreter stops at the first op that needs CPU time (compute, spin), that
+//! blocks, yields or exits. Hand-offs are direct: a waiter that is granted a mutex, bytes from a pipe or
+//! a barrier release has its op completed at wake time, so it never re-checks or re-blocks.
+
+use crate::sim::{RunError, Sim, Step};
+use schedlab_core::{CpuId, Ns, TaskId, TaskState};
+use schedlab_workload::Op;
+use std::collections::VecDeque;
+
+/// Most ops one task may execute at a single instant before the run is declared stuck (a loop with
+/// no op that takes time).
+const MAX_OPS_PER_INSTANT: u32 = 1_000_000;
+
+/// A mutex with FIFO hand-off.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SyncMutex {
+    pub owner: Option<TaskId>,
+    pub waiters: VecDeque<TaskId>,
+}
+
+/// A pipe: bytes in flight and FIFO queues of blocked readers and writers.
+#[derive(Clone, Debug)]
+pub(crate) struct Pipe {
+    pub used: u32,
+    pub capacity: u32,
+    pub readers: VecDeque<(TaskId, u32)>,
+    pub writers: VecDeque<(TaskId, u32)>,
+    pub nr_sends: u64,
+    pub bytes_sent: u64,
+}
+
+impl Pipe {
+    pub fn new(capacity: u32) -> Pipe {
+        Pipe { used: 0, capacity, readers: VecDeque::new(), writers: VecDeque::new(), nr_sends: 0, bytes_sent: 0 }
+    }
+}
+
+/// A cyclic barrier.
+#[derive(Clone, Debug)]
+pub(crate) struct Barrier {
+    pub parties: u32,
+    pub arrived: Vec<TaskId>,
+    pub nr_releases: u64,
+}
+
+impl Barrier {
+    pub fn new(parties: u32) -> Barrier {
+        Barrier { parties, arrived: Vec::new(), nr_releases: 0 }
+    }
+}
+
+/// A device serving one request at a time in FIFO order.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Device {
+    pub current: Option<TaskId>,
+    pub queue: VecDeque<(TaskId, Ns)>,
+    pub nr_requests: u64,
+}
+
+impl<'a> Sim<'a> {
+    fn fail_workload(&mut self, t: TaskId, msg: String) -> Step {
+        if self.error.is_none() {
+            self.error = Some(RunError::Workload {
+                task: self.tasks[t.idx()].name.clone(),
+                op: self.tasks[t.idx()].pc,
+                now: self.now,
+                msg,
+            });
+        }
+        Step::Failed
+    }
+
+    /// Interprets `t`'s program (it runs on `cpu`) until an op needs time, blocks, yields or exits.
+    pub(crate) fn advance(&mut self, t: TaskId, cpu: CpuId) -> Step {
+        let w: &'a schedlab_workload::Workload = self.w;
+        let ops = &w.tasks[self.tasks[t.idx()].template as usize].program.ops;
+        {
+            let tk = &mut self.tasks[t.idx()];
+            if tk.in_op {
+                if tk.op_left > 0 {
+                    return Step::Run;
+                }
+                tk.in_op = false;
+                tk.pc += 1;
+            }
+        }
+        let mut budget = MAX_OPS_PER_INSTANT;
+        loop {
+            budget -= 1;
+            if budget == 0 {
+                return self.fail_workload(
+                    t,
+                    format!("ran {MAX_OPS_PER_INSTANT} ops without using time (a loop with no compute, sleep or blocking op?)"),
+                );
+            }
+            let pc = self.tasks[t.idx()].pc;
+            let Some(&op) = ops.get(pc as usize) else { return Step::Exit };
+            let now = self.now;
+            match op {
+                Op::Compute { work_ns: n } | Op::Spin { ns: n } => {
+                    if n == 0 {
+                        self.tasks[t.idx()].pc += 1;
+                        continue;
+                    }
+                    let tk = &mut self.tasks[t.idx()];
+                    tk.in_op = true;
+                    tk.op_left = n;
+                    return Step::Run;
+                }
+                Op::Sleep { ns } => {
+                    self.tasks[t.idx()].pc += 1;
+                    if ns == 0 {
+                        continue;
+                    }
+                    return self.block_until(t, now + ns);
+                }
+                Op::Timer { period_ns } => {
+                    let tk = &mut self.tasks[t.idx()];
+                    tk.pc += 1;
+                    let expiry = tk.timer_next.unwrap_or(now) + period_ns;
+                    tk.timer_next = Some(expiry);
+                    if expiry <= now {
+                        continue; // overrun: the period already passed
+                    }
+                    return self.block_until(t, expiry);
+                }
+                Op::Yield => {
+                    self.tasks[t.idx()].pc += 1;
+                    return Step::Yield;
+                }
+                Op::Lock(m) => {
+                    self.tasks[t.idx()].pc += 1;
+                    let mx = &mut self.mutexes[m as usize];
+                    match mx.owner {
+                        None => mx.owner = Some(t),
+                        Some(o) if o == t => {
+                            return self.fail_workload(t, format!("locks mutex `{}` it already holds", self.w.mutexes[m as usize]))
+                        }
+                        Some(_) => {
+                            mx.waiters.push_back(t);
+                            return Step::Block;
+                        }
+                    }
+                }
+                Op::Unlock(m) => {
+                    if self.mutexes[m as usize].owner != Some(t) {
+                        return self.fail_workload(t, format!("unlocks mutex `{}` it does not hold", self.w.mutexes[m as usize]));
+                    }
+                    self.tasks[t.idx()].pc += 1;
+                    self.release_mutex(m, t, cpu);
+                }
+                Op::CondWait { cond, mutex } => {
+                    if self.mutexes[mutex as usize].owner != Some(t) {
+                        return self.fail_workload(
+                            t,
+                            format!("waits on cond `{}` without holding mutex `{}`", self.w.conds[cond as usize], self.w.mutexes[mutex as usize]),
+                        );
+                    }
+                    self.tasks[t.idx()].pc += 1;
+                    self.conds[cond as usize].push_back((t, mutex));
+                    self.release_mutex(mutex, t, cpu);
+                    return Step::Block;
+                }
+                Op::Signal(c) => {
+                    self.tasks[t.idx()].pc += 1;
+                    if let Some((w, m)) = self.conds[c as usize].pop_front() {
+                        self.reacquire(w, m, t, cpu);
+                    }
+                }
+                Op::Broadcast(c) => {
+                    self.tasks[t.idx()].pc += 1;
+                    while let Some((w, m)) = self.conds[c as usize].pop_front() {
+                        self.reacquire(w, m, t, cpu);
+                    }
+                }
+                Op::Send { pipe, bytes } => {
+                    self.tasks[t.idx()].pc += 1;
+                    let p = &mut self.pipes[pipe as usize];
+                    p.nr_sends += 1;
+                    p.bytes_sent += bytes as u64;
+                    if p.writers.is_empty() && p.used + bytes <= p.capacity {
+                        p.used += bytes;
+                        self.pump_pipe(pipe, t, cpu);
+                    } else {
+                        p.writers.push_back((t, bytes));
+                        return Step::Block;
+                    }
+                }
+                Op::Recv { pipe, bytes } => {
+                    self.tasks[t.idx()].pc += 1;
+                    let p = &mut self.pipes[pipe as usize];
+                    if p.readers.is_empty() && p.used >= bytes {
+                        p.used -= bytes;
+                        self.pump_pipe(pipe, t, cpu);
+                    } else {
+                        p.readers.push_back((t, bytes));
+                        return Step::Block;
+                    }
+                }
+                Op::Barrier(b) => {
+                    self.tasks[t.idx()].pc += 1;
+                    let bar = &mut self.barriers[b as usize];
+                    if bar.arrived.len() as u32 + 1 < bar.parties {
+                        bar.arrived.push(t);
+                        return Step::Block;
+                    }
+                    bar.nr_releases += 1;
+                    let mut list = std::mem::take(&mut self.scratch);
+                    list.extend(self.barriers[b as usize].arrived.drain(..));
+                    for &w in &list {
+                        self.wake(w, cpu, Some(t), false);
+                    }
+                    list.clear();
+                    self.scratch = list;
+                }
+                Op::Fork(template) => {
+                    self.tasks[t.idx()].pc += 1;
+                    if self.tasks.len() >= self.cfg.max_tasks {
+                        return self.fail_workload(t, format!("fork would exceed the limit of {} tasks", self.cfg.max_tasks));
+                    }
+                    let spec = &self.w.tasks[template as usize];
+                    let tgid = spec.threads.then_some(self.views[t.idx()].tgid);
+                    let name = format!("{}-{}", spec.name, self.tasks.len());
+                    let child = self.create_task(template, name, Some(t), tgid);
+                    self.tasks[t.idx()].children_alive += 1;
+                    self.start_task(child);
+                }
+                Op::WaitChildren => {
+                    let tk = &mut self.tasks[t.idx()];
+                    tk.pc += 1;
+                    if tk.children_alive > 0 {
+                        tk.waiting_children = true;
+                        return Step::Block;
+                    }
+                }
+                Op::Io { device, service_ns } => {
+                    self.tasks[t.idx()].pc += 1;
+                    let d = &mut self.devices[device as usize];
+                    d.nr_requests += 1;
+                    if d.current.is_none() {
+                        d.current = Some(t);
+                        self.q.push(now + service_ns, crate::event::Ev::IoDone(device));
+                    } else {
+                        d.queue.push_back((t, service_ns));
+                    }
+                    return Step::Block;
+                }
+                Op::Loop { count, end } => {
+                    let tk = &mut self.tasks[t.idx()];
+                    if count == 0 && end == pc + 1 {
+                        return self.fail_workload(t, "an empty loop that repeats forever".into());
+                    }
+                    tk.loops.push((pc, if count == 0 { u32::MAX } else { count }));
+                    tk.pc += 1;
+                }
+                Op::EndLoop { start } => {
+                    let tk = &mut self.tasks[t.idx()];
+                    let frame = tk.loops.last_mut().expect("validated loop nesting");
+                    debug_assert_eq!(frame.0, start);
+                    if frame.1 == u32::MAX || frame.1 > 1 {
+                        if frame.1 != u32::MAX {
+                            frame.1 -= 1;
+                        }
+                        tk.pc = start + 1;
+                    } else {
+                        tk.loops.pop();
+                        tk.pc += 1;
+                    }
+                }
+                Op::Exit => return Step::Exit,
+            }
+        }
+    }
+
+    fn block_until(&mut self, t: TaskId, at: Ns) -> Step {
+        let tk = &mut self.tasks[t.idx()];
+        tk.wait_gen = tk.wait_gen.wrapping_add(1);
+        self.q.push(at, crate::event::Ev::Wake { task: t, gen: tk.wait_gen });
+        Step::Block
+    }
+
+    /// Unlocks mutex `m` held by `t`, handing it to the first waiter.
+    fn release_mutex(&mut self, m: u32, t: TaskId, cpu: CpuId) {
+        let mx = &mut self.mutexes[m as usize];
+        mx.owner = mx.waiters.pop_front();
+        if let Some(w) = mx.owner {
+            self.wake(w, cpu, Some(t), false);
+        }
+    }
+
+    /// A condition waiter `w` was signalled: it gets mutex `m` now if free, else queues for it.
+    fn reacquire(&mut self, w: TaskId, m: u32, waker: TaskId, cpu: CpuId) {
+        let mx = &mut self.mutexes[m as usize];
+        if mx.owner.is_none() {
+            mx.owner = Some(w);
+            self.wake(w, cpu, Some(waker), false);
+        } else {
+            mx.waiters.push_back(w);
+        }
+    }
+
+    /// Serves blocked readers and writers of a pipe in FIFO order while bytes or room allow.
+    fn pump_pipe(&mut self, pipe: u32, waker: TaskId, cpu: CpuId) {
+        loop {
+            let p = &mut self.pipes[pipe as usize];
+            let mut woke = None;
+            if let Some(&(r, want)) = p.readers.front() {
+                if p.used >= want {
+                    p.used -= want;
+                    p.readers.pop_front();
+                    woke = Some(r);
+                }
+            }
+            if woke.is_none() {
+                if let Some(&(wr, b)) = p.writers.front() {
+                    if p.used + b <= p.capacity {
+                        p.used += b;
+                        p.writers.pop_front();
+                        woke = Some(wr);
+                    }
+                }
+            }
+            match woke {
+                Some(x) => self.wake(x, cpu, Some(waker), true),
+                None => break,
+            }
+        }
+    }
+
+    /// A device finished its request: wake the requester, start the next request.
+    pub(crate) fn on_io_done(&mut self, device: u32) {
+        let d = &mut self.devices[device as usize];
+        let Some(t) = d.current.take() else { return };
+        if let Some((n, service)) = d.queue.pop_front() {
+            d.current = Some(n);
+            self.q.push(self.now + service, crate::event::Ev::IoDone(device));
+        }
+        if self.views[t.idx()].state == TaskState::Blocked {
+            let cpu = self.views[t.idx()].cpu;
+            self.wake(t, cpu, None, false);
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! A latency histogram with bounded memory and bounded relative error (HDR-style log-linear buckets).
+//!
+//! Values below 64 ns are counted exactly; above, each power of two is split into 32 linear
+//! sub-buckets, so a recorded value is known to within 1/32 (about 3 %). The bucket vector grows only
+//! to the largest value seen (at most 1,888 buckets for any u64), so a task that only ever waits
+//! microseconds costs a few hundred bytes.
+
+use serde::Serialize;
+
+const SUB_BITS: u32 = 5; // 32 sub-buckets per power of two
+const LINEAR: u64 = 64; // exact below this
+
+/// A histogram of nanosecond values.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Histogram {
+    counts: Vec<u32>,
+    total: u64,
+    sum: u128,
+    min: u64,
+    max: u64,
+}
+
+fn bucket_of(v: u64) -> usize {
+    if v < LINEAR {
+        return v as usize;
+    }
+    let exp = 63 - v.leading_zeros(); // >= 6
+    let shift = exp - SUB_BITS;
+    let sub = (v >> shift) - (1 << SUB_BITS); // 0..32
+    (LINEAR as usize) + ((exp - 6) as usize) * (1 << SUB_BITS) + sub as usize
+}
+
+/// The lowest value that falls in bucket `b`.
+fn bucket_low(b: usize) -> u64 {
+    if b < LINEAR as usize {
+        return b as u64;
+    }
+    let k = b - LINEAR as usize;
+    let exp = (k >> SUB_BITS) as u32 + 6;
+    let sub = (k & ((1 << SUB_BITS) - 1)) as u64;
+    ((1 << SUB_BITS) + sub) << (exp - SUB_BITS)
+}
+
+/// Summary percentiles of a histogram, in nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct LatencySummary {
+    /// Samples.
+    pub count: u64,
+    /// Smallest sample (exact).
+    pub min_ns: u64,
+    /// Mean (exact).
+    pub mean_ns: u64,
+    /// Median (bucket lower bound, within ~3 %).
+    pub p50_ns: u64,
+    /// 90th percentile.
+    pub p90_ns: u64,
+    /// 99th percentile.
+    pub p99_ns: u64,
+    /// 99.9th percentile.
+    pub p999_ns: u64,
+    /// Largest sample (exact).
+    pub max_ns: u64,
+}
+
+impl Histogram {
+    /// An empty histogram.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records one value.
+    #[inline]
+    pub fn record(&mut self, v: u64) {
+        let b = bucket_of(v);
+        if b >= self.counts.len() {
+            self.counts.resize(b + 1, 0);
+        }
+        self.counts[b] = self.counts[b].saturating_add(1);
+        if self.total == 0 || v < self.min {
+            self.min = v;
+        }
+        self.max = self.max.max(v);
+        self.total += 1;
+        self.sum += v as u128;
+    }
+
+    /// Adds every sample of `other`.
+    pub fn merge(&mut self, other: &Histogram) {
+        if other.total == 0 {
+            return;
+        }
+        if other.counts.len() > self.counts.len() {
+            self.counts.resize(other.counts.len(), 0);
+        }
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a = a.saturating_add(*b);
+        }
+        self.min = if self.total == 0 { other.min } else { self.min.min(other.min) };
+        self.max = self.max.max(other.max);
+        self.total += other.total;
+        self.sum += other.sum;
+    }
+
+    /// Number of samples.
+    pub fn count(&self) -> u64 {
+        self.total
+    }
+
+    /// The value at quantile `q` in 0..=1 (the lower bound of its bucket; exact max for q = 1).
+    pub fn quantile(&self, q: f64) -> u64 {
+        if self.total == 0 {
+            return 0;
+        }
+        if q >= 1.0 {
+            return self.max;
+        }
+        let rank = ((q * self.total as f64).ceil() as u64).max(1);
+        let mut seen = 0u64;
+        for (b, &c) in self.counts.iter().enumerate() {
+            seen += c as u64;
+            if seen >= rank {
+                return bucket_low(b).max(self.min).min(self.max);
+            }
+        }
+        self.max
+    }
+
+    /// Percentile summary.
+    pub fn summary(&self) -> LatencySummary {
+        LatencySummary {
+            count: self.total,
+            min_ns: if self.total == 0 { 0 } else { self.min },
+            mean_ns: if self.total == 0 { 0 } else { (self.sum / self.total as u128) as u64 },
+            p50_ns: self.quantile(0.5),
+            p90_ns: self.quantile(0.9),
+            p99_ns: self.quantile(0.99),
+            p999_ns: self.quantile(0.999),
+            max_ns: self.max,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_monotone_and_tight() {
+        let mut prev = 0;
+        for v in (0..5000u64).chain([1 << 20, (1 << 20) + 12345, u64::MAX / 3, u64::MAX]) {
+            let b = bucket_of(v);
+            assert!(b >= prev || v < 5000);
+            prev = b;
+            let lo = bucket_low(b);
+            assert!(lo <= v, "v={v} lo={lo}");
+            assert!(v - lo <= v / 32 + 1, "v={v} lo={lo}");
+        }
+        assert!(bucket_of(u64::MAX) < 1900);
+    }
+
+    #[test]
+    fn percentiles_of_uniform_values() {
+        let mut h = Histogram::new();
+        for v in 1..=10_000u64 {
+            h.record(v * 1000);
+        }
+        let s = h.summary();
+        assert_eq!((s.count, s.min_ns, s.max_ns), (10_000, 1000, 10_000_000));
+        assert_eq!(s.mean_ns, 5_000_500);
+        for (got, want) in [(s.p50_ns, 5_000_000u64), (s.p90_ns, 9_000_000), (s.p99_ns, 9_900_000)] {
+            assert!(got <= want && want - got <= want / 32, "got {got} want {want}");
+        }
+        let mut m = Histogram::new();
+        m.record(7);
+        m.merge(&h);
+        assert_eq!((m.count(), m.summary().min_ns), (10_001, 7));
+    }
+}

@@ -1,0 +1,349 @@
+//! The simulated machine: topology, tick rate, CPU speed and the cost model, with presets for the
+//! seed papers' machines and a TOML form for any other (up to 1,024 CPUs).
+
+use schedlab_core::{Level, Ns, Topology, NSEC_PER_MSEC, NSEC_PER_USEC};
+use serde::{Deserialize, Serialize};
+
+/// Every cost the engine charges in simulated time. All fields have documented defaults
+/// ([`CostModel::default`]) and can be set per machine in TOML (`[costs]`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CostModel {
+    /// Direct cost of a context switch (register and address-space switch), charged when the next
+    /// task differs from the previous one. Default 2 us.
+    pub context_switch_ns: Ns,
+    /// Fixed cost of one scheduling decision (`pick_next`). Default 250 ns.
+    pub sched_base_ns: Ns,
+    /// Cost per task the policy reports having examined (seed 001: the 2.4 scheduler's O(n) goodness
+    /// scan is what makes it slow). Default 40 ns, about 100 cycles at 2.5 GHz.
+    pub sched_per_task_ns: Ns,
+    /// Latency of a reschedule IPI to another CPU (wakeup or preemption of a remote CPU), including an
+    /// idle CPU's exit from its idle state. A CPU acting on itself pays nothing. Default 2 us.
+    pub wakeup_ipi_ns: Ns,
+    /// Speed of a task with a cold cache, in percent of full speed. Default 50.
+    pub cold_speed_pct: u32,
+    /// How long a task runs at `cold_speed_pct` after moving between SMT siblings. Default 0.
+    pub refill_smt_ns: Ns,
+    /// ... between cores sharing an LLC (private L1/L2 refill). Default 10 us.
+    pub refill_llc_ns: Ns,
+    /// ... between LLCs of one node. Default 100 us.
+    pub refill_node_ns: Ns,
+    /// ... between nodes of one socket. Default 200 us.
+    pub refill_socket_ns: Ns,
+    /// ... between sockets. Default 250 us.
+    pub refill_machine_ns: Ns,
+    /// If other tasks ran at least this long on a CPU since a task last ran there, the task's working
+    /// set counts as evicted. Default 2 ms.
+    pub evict_after_ns: Ns,
+    /// Cold time after such an eviction (same CPU). Default 50 us.
+    pub refill_evicted_ns: Ns,
+}
+
+impl Default for CostModel {
+    fn default() -> Self {
+        CostModel {
+            context_switch_ns: 2 * NSEC_PER_USEC,
+            sched_base_ns: 250,
+            sched_per_task_ns: 40,
+            wakeup_ipi_ns: 2 * NSEC_PER_USEC,
+            cold_speed_pct: 50,
+            refill_smt_ns: 0,
+            refill_llc_ns: 10 * NSEC_PER_USEC,
+            refill_node_ns: 100 * NSEC_PER_USEC,
+            refill_socket_ns: 200 * NSEC_PER_USEC,
+            refill_machine_ns: 250 * NSEC_PER_USEC,
+            evict_after_ns: 2 * NSEC_PER_MSEC,
+            refill_evicted_ns: 50 * NSEC_PER_USEC,
+        }
+    }
+}
+
+impl CostModel {
+    /// Cold-cache time after a move across `level`.
+    pub fn refill_ns(&self, level: Level) -> Ns {
+        match level {
+            Level::Same => 0,
+            Level::Smt => self.refill_smt_ns,
+            Level::Llc => self.refill_llc_ns,
+            Level::Node => self.refill_node_ns,
+            Level::Socket => self.refill_socket_ns,
+            Level::Machine => self.refill_machine_ns,
+        }
+    }
+}
+
+/// A machine to simulate.
+#[derive(Clone, Debug)]
+pub struct Machine {
+    /// Name (preset name or the TOML file's `name`).
+    pub name: String,
+    /// One line describing it.
+    pub description: String,
+    /// Topology.
+    pub topology: Topology,
+    /// Whether nodes have separate memory (see [`schedlab_core::Ctx::numa`]).
+    pub numa: bool,
+    /// Timer interrupt rate (100, 250 or 1000 Hz).
+    pub hz: u32,
+    /// Per-CPU speed in permille of nominal (1000 = work runs at its nominal rate).
+    pub speed_permille: Vec<u32>,
+    /// Costs.
+    pub costs: CostModel,
+}
+
+/// A machine description that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MachineError {
+    /// Not a preset name and not a readable file.
+    #[error("unknown machine `{0}`: not a preset ({presets}) and no such file", presets = preset_names().join(", "))]
+    Unknown(String),
+    /// The file could not be read.
+    #[error("{file}: {err}")]
+    Io {
+        /// File.
+        file: String,
+        /// Cause.
+        err: std::io::Error,
+    },
+    /// Bad content.
+    #[error("{file}:{line}:{column}: {key}{msg}", key = if key.is_empty() { String::new() } else { format!("key `{key}`: ") })]
+    Invalid {
+        /// File.
+        file: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// Key at fault.
+        key: String,
+        /// What is wrong.
+        msg: String,
+    },
+}
+
+/// `(name, description, builder)` for each preset.
+type Preset = (&'static str, &'static str, fn() -> Machine);
+
+const PRESETS: &[Preset] = &[
+    ("up", "uniprocessor: one CPU (seed 003 experiments, uniprocessor kernels of seed 001)", || {
+        machine("up", Topology::flat(1), false, 1000)
+    }),
+    ("athlon2-x2", "AMD Athlon II M320: 2 cores, private L2 each, 2.1 GHz (HTFS thesis, seed 000 sec. 5.1)", || {
+        machine("athlon2-x2", Topology::symmetric(1, 1, 2, 1, 1).expect("preset"), false, 1000)
+    }),
+    ("core2duo", "Intel Core2Duo: 2 cores sharing an L2 (AVEC thesis, seed 004)", || {
+        machine("core2duo", Topology::symmetric(1, 1, 1, 2, 1).expect("preset"), false, 1000)
+    }),
+    ("xeon-e5520-2s", "2 x Intel Xeon E5520: 2 sockets x 4 cores x 2 SMT = 16 CPUs, L3 per socket, NUMA (seed 000 sec. 5.1)", || {
+        machine("xeon-e5520-2s", Topology::symmetric(2, 1, 1, 4, 2).expect("preset"), true, 1000)
+    }),
+    ("pentium2-4way", "4 x Pentium II Xeon SMP: private L2 each, one shared memory (seed 001 VolanoMark machine)", || {
+        machine("pentium2-4way", Topology::symmetric(4, 1, 1, 1, 1).expect("preset"), false, 100)
+    }),
+    ("opteron6172-32", "32-core AMD Opteron 6172 box: 2 sockets x 2 NUMA nodes x 8 cores, L3 per node (seed 002)", || {
+        machine("opteron6172-32", Topology::symmetric(2, 2, 1, 8, 1).expect("preset"), true, 1000)
+    }),
+];
+
+fn machine(name: &str, topology: Topology, numa: bool, hz: u32) -> Machine {
+    let n = topology.nr_cpus();
+    Machine {
+        name: name.to_string(),
+        description: String::new(),
+        topology,
+        numa,
+        hz,
+        speed_permille: vec![1000; n],
+        costs: CostModel::default(),
+    }
+}
+
+/// Names of the machine presets.
+pub fn preset_names() -> Vec<&'static str> {
+    PRESETS.iter().map(|p| p.0).collect()
+}
+
+/// `(name, description)` of every preset.
+pub fn presets() -> Vec<(&'static str, &'static str)> {
+    PRESETS.iter().map(|p| (p.0, p.1)).collect()
+}
+
+impl Machine {
+    /// A preset by name.
+    pub fn preset(name: &str) -> Option<Machine> {
+        PRESETS.iter().find(|p| p.0 == name).map(|p| {
+            let mut m = (p.2)();
+            m.description = p.1.to_string();
+            m
+        })
+    }
+
+    /// A flat SMP machine of `n` CPUs sharing one LLC (for tests and quick experiments).
+    pub fn flat(n: u32) -> Machine {
+        machine(&format!("flat{n}"), Topology::flat(n), false, 1000)
+    }
+
+    /// A preset name or a TOML file path.
+    pub fn load(spec: &str) -> Result<Machine, MachineError> {
+        if let Some(m) = Machine::preset(spec) {
+            return Ok(m);
+        }
+        let path = std::path::Path::new(spec);
+        if !path.exists() {
+            return Err(MachineError::Unknown(spec.to_string()));
+        }
+        let src = std::fs::read_to_string(path).map_err(|err| MachineError::Io { file: spec.to_string(), err })?;
+        Machine::from_toml(spec, &src)
+    }
+
+    /// The tick length in nanoseconds.
+    pub fn tick_ns(&self) -> Ns {
+        1_000_000_000 / self.hz as Ns
+    }
+
+    /// Reads a machine from TOML:
+    ///
+    /// ```toml
+    /// name = "my-box"
+    /// sockets = 2            # defaults: 1 everywhere, hz 250, numa = (nodes > 1)
+    /// nodes_per_socket = 1
+    /// llcs_per_node = 1
+    /// cores_per_llc = 8
+    /// threads_per_core = 2
+    /// hz = 1000
+    /// speed_permille = 1000  # or one value per CPU: [1000, 1000, 800, ...]
+    /// [costs]
+    /// context_switch_ns = 3000
+    /// ```
+    pub fn from_toml(file: &str, src: &str) -> Result<Machine, MachineError> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Doc {
+            name: Option<String>,
+            description: Option<String>,
+            #[serde(default = "one")]
+            sockets: u32,
+            #[serde(default = "one")]
+            nodes_per_socket: u32,
+            #[serde(default = "one")]
+            llcs_per_node: u32,
+            #[serde(default = "one")]
+            cores_per_llc: u32,
+            #[serde(default = "one")]
+            threads_per_core: u32,
+            numa: Option<bool>,
+            hz: Option<toml::Spanned<u32>>,
+            speed_permille: Option<toml::Spanned<Speed>>,
+            #[serde(default)]
+            costs: CostModel,
+        }
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Speed {
+            All(u32),
+            PerCpu(Vec<u32>),
+        }
+        fn one() -> u32 {
+            1
+        }
+        let at = |span: std::ops::Range<usize>, key: &str, msg: String| {
+            let upto = &src[..span.start.min(src.len())];
+            MachineError::Invalid {
+                file: file.to_string(),
+                line: upto.matches('\n').count() + 1,
+                column: upto.rfind('\n').map_or(upto.len(), |p| upto.len() - p - 1) + 1,
+                key: key.to_string(),
+                msg,
+            }
+        };
+        let doc: Doc =
+            toml::from_str(src).map_err(|e| at(e.span().unwrap_or(0..0), "", e.message().trim().to_string()))?;
+        let total = [doc.sockets, doc.nodes_per_socket, doc.llcs_per_node, doc.cores_per_llc, doc.threads_per_core]
+            .iter()
+            .try_fold(1u64, |acc, &x| acc.checked_mul(x as u64))
+            .unwrap_or(u64::MAX);
+        if total == 0 || total > 1024 {
+            return Err(at(0..0, "", format!("the machine has {total} CPUs; schedlab models 1 to 1024")));
+        }
+        let topology = Topology::symmetric(
+            doc.sockets,
+            doc.nodes_per_socket,
+            doc.llcs_per_node,
+            doc.cores_per_llc,
+            doc.threads_per_core,
+        )
+        .map_err(|e| at(0..0, "", e.to_string()))?;
+        let n = topology.nr_cpus();
+        let hz = match doc.hz {
+            None => 250,
+            Some(h) if [100, 250, 300, 1000].contains(h.get_ref()) => *h.get_ref(),
+            Some(h) => return Err(at(h.span(), "hz", format!("{} is not one of 100, 250, 300, 1000", h.get_ref()))),
+        };
+        let speed_permille = match doc.speed_permille {
+            None => vec![1000; n],
+            Some(s) => {
+                let span = s.span();
+                let v = match s.into_inner() {
+                    Speed::All(x) => vec![x; n],
+                    Speed::PerCpu(v) if v.len() == n => v,
+                    Speed::PerCpu(v) => {
+                        return Err(at(span, "speed_permille", format!("{} values for {n} CPUs", v.len())))
+                    }
+                };
+                if v.iter().any(|&x| !(1..=100_000).contains(&x)) {
+                    return Err(at(span, "speed_permille", "speeds must be in 1..=100000 permille".into()));
+                }
+                v
+            }
+        };
+        if !(1..=100).contains(&doc.costs.cold_speed_pct) {
+            return Err(at(0..0, "costs.cold_speed_pct", format!("{} is not in 1..=100", doc.costs.cold_speed_pct)));
+        }
+        let nodes = doc.sockets * doc.nodes_per_socket;
+        Ok(Machine {
+            name: doc.name.unwrap_or_else(|| file.to_string()),
+            description: doc.description.unwrap_or_default(),
+            topology,
+            numa: doc.numa.unwrap_or(nodes > 1),
+            hz,
+            speed_permille,
+            costs: doc.costs,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_have_the_papers_shapes() {
+        let x = Machine::preset("xeon-e5520-2s").unwrap();
+        assert_eq!(x.topology.nr_cpus(), 16);
+        assert_eq!(x.topology.counts(), (8, 2, 2, 2));
+        let o = Machine::preset("opteron6172-32").unwrap();
+        assert_eq!(o.topology.nr_cpus(), 32);
+        assert_eq!(o.topology.counts().2, 4);
+        assert_eq!(Machine::preset("pentium2-4way").unwrap().hz, 100);
+        assert!(Machine::preset("nope").is_none());
+        for name in preset_names() {
+            assert!(!Machine::preset(name).unwrap().description.is_empty());
+        }
+    }
+
+    #[test]
+    fn toml_machine_and_errors() {
+        let m = Machine::from_toml("m.toml", "name='big'\nsockets=4\ncores_per_llc=64\nthreads_per_core=4\nhz=1000\n").unwrap();
+        assert_eq!(m.topology.nr_cpus(), 1024);
+        let e = Machine::from_toml("m.toml", "sockets=5\ncores_per_llc=64\nthreads_per_core=4\n").unwrap_err();
+        assert!(e.to_string().contains("1280 CPUs"), "{e}");
+        let e = Machine::from_toml("m.toml", "cores_per_llc=2\nhz=123\n").unwrap_err();
+        assert!(e.to_string().starts_with("m.toml:2:4: key `hz`"), "{e}");
+        let e = Machine::from_toml("m.toml", "cores=2\n").unwrap_err();
+        assert!(e.to_string().contains("unknown field `cores`"), "{e}");
+        let e = Machine::from_toml("m.toml", "cores_per_llc=2\n[costs]\nctx_switch=3\n").unwrap_err();
+        assert!(e.to_string().contains("m.toml:3:"), "{e}");
+        assert!(matches!(Machine::load("no-such-machine"), Err(MachineError::Unknown(_))));
+    }
+}

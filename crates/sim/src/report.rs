@@ -1,0 +1,441 @@
+//! The result of a run: per-run summary, per-task and per-CPU accounting, policy counters and time
+//! series, serialisable as versioned JSON (schema `schedlab.run/1`, described in docs/metrics.md and
+//! docs/run-schema.json). Every metric is defined in docs/metrics.md.
+
+use crate::histogram::{Histogram, LatencySummary};
+use crate::sim::Sim;
+use schedlab_core::weights::nice_to_weight;
+use schedlab_core::{Ns, SchedClass, TaskState, NSEC_PER_SEC};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// The schema identifier written into every report.
+pub const SCHEMA: &str = "schedlab.run/1";
+
+/// A whole run.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunReport {
+    /// Always [`SCHEMA`].
+    pub schema: &'static str,
+    /// The machine.
+    pub machine: MachineSummary,
+    /// The policy as named (with parameters), e.g. `cfs[sched_latency_ns=6000000]`.
+    pub policy: String,
+    /// Workload name.
+    pub workload: String,
+    /// The run's seed.
+    pub seed: u64,
+    /// Simulated length of the run, ns.
+    pub duration_ns: Ns,
+    /// Why it ended: `duration`, `all_done` or `task_done`.
+    pub stop_reason: &'static str,
+    /// Run-wide metrics.
+    pub summary: Summary,
+    /// One entry per task, by id.
+    pub tasks: Vec<TaskReport>,
+    /// One entry per CPU, by id.
+    pub cpus: Vec<CpuReport>,
+    /// The policy's own counters.
+    pub policy_stats: Vec<PolicyStatReport>,
+    /// Time series (absent when sampling is off).
+    pub series: Option<Series>,
+}
+
+/// The machine a run used.
+#[derive(Clone, Debug, Serialize)]
+pub struct MachineSummary {
+    /// Name.
+    pub name: String,
+    /// Logical CPUs.
+    pub nr_cpus: usize,
+    /// Tick rate.
+    pub hz: u32,
+    /// NUMA or not.
+    pub numa: bool,
+}
+
+/// Run-wide metrics (see docs/metrics.md).
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    /// Tasks created (initial and forked).
+    pub nr_tasks: u64,
+    /// Tasks that exited.
+    pub nr_exited: u64,
+    /// Time the last task exited, if all exited.
+    pub makespan_ns: Option<Ns>,
+    /// Calibrated work completed, ns at nominal speed (all tasks).
+    pub work_ns: Ns,
+    /// Work completed per second of run: the machine's useful throughput in CPUs' worth of work.
+    pub work_per_sec: f64,
+    /// Exits per second of run.
+    pub exits_per_sec: f64,
+    /// Context switches (task to task, to idle, from idle).
+    pub nr_switches: u64,
+    /// Context switches per second.
+    pub switches_per_sec: f64,
+    /// Task migrations (changes of a task's CPU after its first placement).
+    pub nr_migrations: u64,
+    /// Migrations per second.
+    pub migrations_per_sec: f64,
+    /// Wakeups.
+    pub nr_wakeups: u64,
+    /// Calls to the policy's `balance` hook.
+    pub nr_balance_calls: u64,
+    /// Migrations requested by `balance`.
+    pub nr_balance_migrations: u64,
+    /// Scheduling decisions (`pick_next` rounds).
+    pub nr_decisions: u64,
+    /// Tasks the policy reported examining (picks and balancing).
+    pub nr_examined: u64,
+    /// Sum of CPU busy time (tasks running), ns.
+    pub busy_ns: Ns,
+    /// Sum of CPU idle time, ns.
+    pub idle_ns: Ns,
+    /// Sum of scheduling overhead (decisions and context switches), ns.
+    pub overhead_ns: Ns,
+    /// busy / (CPUs x duration).
+    pub utilization: f64,
+    /// Wakeup latency over all tasks.
+    pub wakeup_latency: LatencySummary,
+    /// Longest time any task waited runnable without running, ns (starvation indicator).
+    pub max_wait_ns: Ns,
+    /// Fairness among the non-RT tasks alive at the end.
+    pub fairness: Fairness,
+}
+
+/// Fairness metrics.
+#[derive(Clone, Debug, Serialize)]
+pub struct Fairness {
+    /// Tasks considered (non-RT, started, not exited at the end).
+    pub nr_tasks: u64,
+    /// Seed 000 eq. 4: max over task pairs of |run_i/w_i - run_j/w_j|, in ns of nice-0 run time
+    /// (each run time scaled by 1024/weight).
+    pub unfairness_ns: Ns,
+    /// Jain's fairness index of weight-normalised run time (1 = perfectly fair).
+    pub jain_index: f64,
+    /// Work spread among identical tasks (same template and nice), for classes of two or more.
+    pub work_spread: Vec<WorkSpread>,
+}
+
+/// Work statistics of one class of identical tasks.
+#[derive(Clone, Debug, Serialize)]
+pub struct WorkSpread {
+    /// Template name.
+    pub template: String,
+    /// Nice level.
+    pub nice: i8,
+    /// Tasks in the class.
+    pub nr_tasks: u64,
+    /// Mean work done, ns.
+    pub mean_work_ns: f64,
+    /// Population standard deviation of work done, ns.
+    pub stddev_work_ns: f64,
+    /// Mean run time, ns.
+    pub mean_run_ns: f64,
+    /// Population standard deviation of run time, ns.
+    pub stddev_run_ns: f64,
+}
+
+/// One task.
+#[derive(Clone, Debug, Serialize)]
+pub struct TaskReport {
+    /// Id.
+    pub id: u32,
+    /// Name.
+    pub name: String,
+    /// Template name.
+    pub template: String,
+    /// Process id.
+    pub tgid: u32,
+    /// Class.
+    pub class: SchedClass,
+    /// Nice.
+    pub nice: i8,
+    /// Final state.
+    pub state: TaskState,
+    /// CPU it ended on.
+    pub cpu: u32,
+    /// Time running, ns.
+    pub run_ns: Ns,
+    /// Time runnable but not running, ns.
+    pub wait_ns: Ns,
+    /// Time blocked, ns.
+    pub sleep_ns: Ns,
+    /// Longest runnable-but-not-running stretch, ns.
+    pub max_wait_ns: Ns,
+    /// Calibrated work done, ns.
+    pub work_ns: Ns,
+    /// Spin time done, ns.
+    pub spin_ns: Ns,
+    /// Voluntary context switches (blocked or exited).
+    pub nvcsw: u64,
+    /// Involuntary context switches (preempted or yielded, as Linux counts yields).
+    pub nivcsw: u64,
+    /// Migrations.
+    pub nr_migrations: u64,
+    /// Wakeups.
+    pub nr_wakeups: u64,
+    /// Wakeup latency (wakeup to first run).
+    pub wakeup_latency: LatencySummary,
+    /// Start time.
+    pub started_ns: Option<Ns>,
+    /// Exit time.
+    pub exited_ns: Option<Ns>,
+}
+
+/// One CPU.
+#[derive(Clone, Debug, Serialize)]
+pub struct CpuReport {
+    /// Id.
+    pub id: u32,
+    /// Task time, ns.
+    pub busy_ns: Ns,
+    /// Idle time, ns.
+    pub idle_ns: Ns,
+    /// Overhead time, ns.
+    pub overhead_ns: Ns,
+    /// Context switches.
+    pub nr_switches: u64,
+    /// busy / duration.
+    pub utilization: f64,
+}
+
+/// A policy counter.
+#[derive(Clone, Debug, Serialize)]
+pub struct PolicyStatReport {
+    /// Name.
+    pub name: &'static str,
+    /// Value.
+    pub value: u64,
+    /// What it counts.
+    pub help: &'static str,
+}
+
+/// Time series sampled at a fixed interval.
+#[derive(Clone, Debug, Serialize)]
+pub struct Series {
+    /// Interval, ns.
+    pub interval_ns: Ns,
+    /// Sample times, ns.
+    pub time_ns: Vec<Ns>,
+    /// `nr_running[cpu][sample]`: tasks counted on each CPU (running + queued).
+    pub nr_running: Vec<Vec<u32>>,
+    /// `task_run_ns[task][sample]`: cumulative run time per task (only with task sampling on;
+    /// tasks created later have shorter rows, aligned to the end).
+    pub task_run_ns: Option<Vec<Vec<Ns>>>,
+}
+
+impl Series {
+    pub(crate) fn new(interval_ns: Ns, ncpus: usize) -> Series {
+        Series { interval_ns, time_ns: Vec::new(), nr_running: vec![Vec::new(); ncpus], task_run_ns: None }
+    }
+
+    pub(crate) fn record(&mut self, now: Ns, per_cpu: impl Iterator<Item = u32>, per_task: Option<Vec<Ns>>) {
+        self.time_ns.push(now);
+        for (row, v) in self.nr_running.iter_mut().zip(per_cpu) {
+            row.push(v);
+        }
+        if let Some(vals) = per_task {
+            let rows = self.task_run_ns.get_or_insert_with(Vec::new);
+            rows.resize(vals.len(), Vec::new());
+            for (row, v) in rows.iter_mut().zip(vals) {
+                row.push(v);
+            }
+        }
+    }
+}
+
+fn per_sec(n: u64, dur: Ns) -> f64 {
+    if dur == 0 {
+        0.0
+    } else {
+        n as f64 * NSEC_PER_SEC as f64 / dur as f64
+    }
+}
+
+fn mean_std(v: &[f64]) -> (f64, f64) {
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    let var = v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n;
+    (mean, var.sqrt())
+}
+
+pub(crate) fn build(sim: &Sim, end: Ns, stop: &'static str) -> RunReport {
+    let w = sim.w;
+    let ncpus = sim.cpus.len();
+    let mut all_lat = Histogram::new();
+    let tasks: Vec<TaskReport> = sim
+        .tasks
+        .iter()
+        .zip(&sim.views)
+        .map(|(tk, v)| {
+            all_lat.merge(&tk.wake_lat);
+            TaskReport {
+                id: v.id.0,
+                name: tk.name.clone(),
+                template: w.tasks[tk.template as usize].name.clone(),
+                tgid: v.tgid,
+                class: v.class,
+                nice: v.nice,
+                state: v.state,
+                cpu: v.cpu.0,
+                run_ns: tk.run_ns,
+                wait_ns: tk.wait_ns,
+                sleep_ns: tk.sleep_ns,
+                max_wait_ns: tk.max_wait_ns,
+                work_ns: tk.work_ns,
+                spin_ns: tk.spin_ns,
+                nvcsw: tk.nvcsw,
+                nivcsw: tk.nivcsw,
+                nr_migrations: tk.nr_migrations,
+                nr_wakeups: tk.nr_wakeups,
+                wakeup_latency: tk.wake_lat.summary(),
+                started_ns: tk.started_at,
+                exited_ns: tk.exited_at,
+            }
+        })
+        .collect();
+    let cpus: Vec<CpuReport> = sim
+        .cpus
+        .iter()
+        .enumerate()
+        .map(|(i, c)| CpuReport {
+            id: i as u32,
+            busy_ns: c.busy_ns,
+            idle_ns: c.idle_ns,
+            overhead_ns: c.overhead_ns,
+            nr_switches: c.nr_switches,
+            utilization: if end == 0 { 0.0 } else { c.busy_ns as f64 / end as f64 },
+        })
+        .collect();
+    let nr_exited = tasks.iter().filter(|t| t.exited_ns.is_some()).count() as u64;
+    let makespan_ns =
+        if nr_exited == tasks.len() as u64 && nr_exited > 0 { tasks.iter().filter_map(|t| t.exited_ns).max() } else { None };
+    let busy: Ns = cpus.iter().map(|c| c.busy_ns).sum();
+    let c = &sim.counters;
+    let work_ns: Ns = tasks.iter().map(|t| t.work_ns).sum();
+    RunReport {
+        schema: SCHEMA,
+        machine: MachineSummary {
+            name: sim.machine.name.clone(),
+            nr_cpus: ncpus,
+            hz: sim.machine.hz,
+            numa: sim.machine.numa,
+        },
+        policy: sim.policy_spec.clone(),
+        workload: w.name.clone(),
+        seed: sim.cfg.seed,
+        duration_ns: end,
+        stop_reason: stop,
+        summary: Summary {
+            nr_tasks: tasks.len() as u64,
+            nr_exited,
+            makespan_ns,
+            work_ns,
+            work_per_sec: if end == 0 { 0.0 } else { work_ns as f64 / end as f64 },
+            exits_per_sec: per_sec(nr_exited, end),
+            nr_switches: c.nr_switches,
+            switches_per_sec: per_sec(c.nr_switches, end),
+            nr_migrations: c.nr_migrations,
+            migrations_per_sec: per_sec(c.nr_migrations, end),
+            nr_wakeups: c.nr_wakeups,
+            nr_balance_calls: c.nr_balance_calls,
+            nr_balance_migrations: c.nr_balance_migrations,
+            nr_decisions: c.nr_decisions,
+            nr_examined: c.nr_examined,
+            busy_ns: busy,
+            idle_ns: cpus.iter().map(|c| c.idle_ns).sum(),
+            overhead_ns: cpus.iter().map(|c| c.overhead_ns).sum(),
+            utilization: if end == 0 { 0.0 } else { busy as f64 / (end as f64 * ncpus as f64) },
+            wakeup_latency: all_lat.summary(),
+            max_wait_ns: tasks.iter().map(|t| t.max_wait_ns).max().unwrap_or(0),
+            fairness: fairness(&tasks),
+        },
+        tasks,
+        cpus,
+        policy_stats: sim
+            .policy
+            .stats()
+            .into_iter()
+            .map(|s| PolicyStatReport { name: s.name, value: s.value, help: s.help })
+            .collect(),
+        series: (sim.cfg.sample_interval_ns > 0).then(|| sim.series.clone()),
+    }
+}
+
+/// Fairness over the non-RT tasks that were alive (started, not exited) at the end.
+pub fn fairness(tasks: &[TaskReport]) -> Fairness {
+    let alive: Vec<&TaskReport> = tasks
+        .iter()
+        .filter(|t| !t.class.is_rt() && t.started_ns.is_some() && t.exited_ns.is_none())
+        .collect();
+    let norm: Vec<u128> = alive.iter().map(|t| t.run_ns as u128 * 1024 / nice_to_weight(t.nice) as u128).collect();
+    let unfairness_ns = match (norm.iter().max(), norm.iter().min()) {
+        (Some(hi), Some(lo)) => (hi - lo) as Ns,
+        _ => 0,
+    };
+    let sum: f64 = norm.iter().map(|&x| x as f64).sum();
+    let sq: f64 = norm.iter().map(|&x| (x as f64) * (x as f64)).sum();
+    let jain_index = if sq == 0.0 { 1.0 } else { sum * sum / (norm.len() as f64 * sq) };
+    let mut classes: BTreeMap<(String, i8), Vec<&TaskReport>> = BTreeMap::new();
+    for t in tasks.iter().filter(|t| t.started_ns.is_some()) {
+        classes.entry((t.template.clone(), t.nice)).or_default().push(t);
+    }
+    let work_spread = classes
+        .into_iter()
+        .filter(|(_, v)| v.len() >= 2)
+        .map(|((template, nice), v)| {
+            let (mean_work_ns, stddev_work_ns) = mean_std(&v.iter().map(|t| t.work_ns as f64).collect::<Vec<_>>());
+            let (mean_run_ns, stddev_run_ns) = mean_std(&v.iter().map(|t| t.run_ns as f64).collect::<Vec<_>>());
+            WorkSpread { template, nice, nr_tasks: v.len() as u64, mean_work_ns, stddev_work_ns, mean_run_ns, stddev_run_ns }
+        })
+        .collect();
+    Fairness { nr_tasks: alive.len() as u64, unfairness_ns, jain_index, work_spread }
+}
+
+impl RunReport {
+    /// The report as pretty JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("reports serialise")
+    }
+
+    /// A readable summary table for terminals.
+    pub fn summary_table(&self) -> String {
+        use schedlab_core::fmt_ns;
+        let s = &self.summary;
+        let mut out = String::new();
+        let mut row = |k: &str, v: String| out.push_str(&format!("  {k:<28} {v}\n"));
+        row("machine", format!("{} ({} CPUs, HZ={})", self.machine.name, self.machine.nr_cpus, self.machine.hz));
+        row("policy", self.policy.clone());
+        row("workload", self.workload.clone());
+        row("seed", self.seed.to_string());
+        row("simulated time", format!("{} (stopped by {})", fmt_ns(self.duration_ns), self.stop_reason));
+        row("tasks", format!("{} created, {} exited", s.nr_tasks, s.nr_exited));
+        if let Some(m) = s.makespan_ns {
+            row("makespan", fmt_ns(m));
+        }
+        row("utilization", format!("{:.1} %", s.utilization * 100.0));
+        row("work done", format!("{} ({:.3} CPUs' worth)", fmt_ns(s.work_ns), s.work_per_sec));
+        row("context switches", format!("{} ({:.0}/s)", s.nr_switches, s.switches_per_sec));
+        row("migrations", format!("{} ({:.0}/s)", s.nr_migrations, s.migrations_per_sec));
+        row("wakeups", s.nr_wakeups.to_string());
+        let l = &s.wakeup_latency;
+        row(
+            "wakeup latency",
+            format!("p50 {}  p99 {}  max {}", fmt_ns(l.p50_ns), fmt_ns(l.p99_ns), fmt_ns(l.max_ns)),
+        );
+        row("longest wait (runnable)", fmt_ns(s.max_wait_ns));
+        row("scheduler decisions", format!("{} ({} tasks examined)", s.nr_decisions, s.nr_examined));
+        row("balancing", format!("{} calls, {} migrations", s.nr_balance_calls, s.nr_balance_migrations));
+        row("overhead", format!("{} of CPU time", fmt_ns(s.overhead_ns)));
+        let f = &s.fairness;
+        row(
+            "fairness (eq. 4, Jain)",
+            format!("unfairness {} over {} tasks, Jain {:.4}", fmt_ns(f.unfairness_ns), f.nr_tasks, f.jain_index),
+        );
+        for p in &self.policy_stats {
+            row(p.name, p.value.to_string());
+        }
+        out
+    }
+}

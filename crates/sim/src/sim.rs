@@ -1,0 +1,1084 @@
+//! The engine: CPUs, tasks, the event loop and the scheduling mechanics around the policy hooks.
+//!
+//! ## CPU time
+//!
+//! A CPU is idle or runs one task. When a task is switched in at time `t`, the CPU first spends an
+//! *overhead* period (the scheduling decision, `sched_base_ns + sched_per_task_ns x tasks examined`,
+//! plus `context_switch_ns` if the task changed) and the task makes progress only from
+//! `useful_start = t + overhead`. Time is accounted lazily by [`Sim::settle`], which splits the
+//! elapsed time of the running segment into overhead and task time and applies the task's progress.
+//! So for every CPU, busy + idle + overhead equals the run's length exactly (checked in tests).
+//!
+//! ## Cache warmth
+//!
+//! When a task is switched in on a CPU other than the one it last ran on, it runs at
+//! `cold_speed_pct` for `refill_*_ns` (chosen by the topology level crossed); when it comes back to the
+//! same CPU after other tasks ran there for `evict_after_ns`, it runs cold for `refill_evicted_ns`.
+//! Only `Compute` work slows down; `Spin` is wall-clock time.
+
+use crate::event::{Ev, EventQueue};
+use crate::exec::{Barrier, Device, Pipe, SyncMutex};
+use crate::machine::Machine;
+use crate::report::{self, RunReport, Series};
+use crate::Histogram;
+use schedlab_core::{
+    BalanceKind, CpuId, CpuInfo, CpuSet, Ctx, DequeueReason, Dispatch, EnqueueReason, GroupId,
+    GroupInfo, Migration, Ns, SchedPolicy, SwitchReason, TaskId, TaskInfo, TaskState, WakeInfo,
+    WakeKind, WorkConservation,
+};
+use schedlab_workload::{Op, StopWhen, Workload};
+use std::collections::VecDeque;
+
+/// How to run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunConfig {
+    /// The run ends at this time at the latest.
+    pub duration_ns: Ns,
+    /// The run's seed (reported; passed to the policy through `Ctx::seed`).
+    pub seed: u64,
+    /// Time-series sampling interval (0 = no series).
+    pub sample_interval_ns: Ns,
+    /// Also sample each task's cumulative run time (large for many tasks).
+    pub sample_tasks: bool,
+    /// Check engine/policy invariants after every event (slow; on in tests).
+    pub check_invariants: bool,
+    /// Most tasks a run may create (initial plus forked).
+    pub max_tasks: usize,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            duration_ns: 10 * schedlab_core::NSEC_PER_SEC,
+            seed: 1,
+            sample_interval_ns: 10 * schedlab_core::NSEC_PER_MSEC,
+            sample_tasks: false,
+            check_invariants: cfg!(debug_assertions),
+            max_tasks: 200_000,
+        }
+    }
+}
+
+/// Why a run stopped without a result.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// The policy returned something the engine cannot accept (a bug in the policy).
+    #[error("policy `{policy}` violated the interface in `{hook}` at {now} ns: {msg}")]
+    PolicyViolation {
+        /// Policy name.
+        policy: String,
+        /// Hook.
+        hook: &'static str,
+        /// Simulated time.
+        now: Ns,
+        /// What went wrong.
+        msg: String,
+    },
+    /// The workload did something impossible at run time (unlocking a mutex it does not own...).
+    #[error("task `{task}` at op {op}, time {now} ns: {msg}")]
+    Workload {
+        /// Task name.
+        task: String,
+        /// Op index in its program.
+        op: u32,
+        /// Simulated time.
+        now: Ns,
+        /// What went wrong.
+        msg: String,
+    },
+    /// An engine invariant failed (time not conserved, a task on two CPUs...).
+    #[error("invariant violated at {now} ns: {msg}")]
+    Invariant {
+        /// Simulated time.
+        now: Ns,
+        /// Which invariant.
+        msg: String,
+    },
+    /// The machine and workload do not fit (a task's CPU list names CPUs the machine lacks...).
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// Per-CPU engine state.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Cpu {
+    /// Start of the current accounting segment of the running task.
+    pub seg_start: Ns,
+    /// When the running task starts (or started) making progress after the switch overhead.
+    pub useful_start: Ns,
+    /// Generation of the pending `Segment` event.
+    pub gen: u32,
+    /// End of the slice given by the policy's `Dispatch`, if any.
+    pub slice_end: Option<Ns>,
+    /// A reschedule is wanted at the next opportunity.
+    pub need_resched: bool,
+    /// A `Resched` event is in flight.
+    pub resched_pending: bool,
+    /// The periodic tick is running (tickless idle stops it).
+    pub tick_armed: bool,
+    /// Accumulated task time.
+    pub busy_ns: Ns,
+    /// Accumulated idle time.
+    pub idle_ns: Ns,
+    /// Accumulated overhead (decisions, context switches).
+    pub overhead_ns: Ns,
+    /// When the CPU last became idle.
+    pub idle_since: Ns,
+    /// Context switches (task to task, task to idle, idle to task).
+    pub nr_switches: u64,
+    /// Cumulative time tasks ran here (for the eviction model).
+    pub task_run_total: Ns,
+}
+
+/// Per-task engine state and accounting.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Task {
+    pub name: String,
+    pub template: u32,
+    pub pc: u32,
+    /// Loop frames: (index of the `Loop` op, iterations left; `u32::MAX` = forever).
+    pub loops: Vec<(u32, u32)>,
+    /// The timed op at `pc` is in progress with `op_left` work (Compute) or ns (Spin) to go.
+    pub in_op: bool,
+    pub op_left: Ns,
+    pub cold_ns: Ns,
+    pub last_cpu_ran: Option<CpuId>,
+    pub evict_stamp: Ns,
+    pub timer_next: Option<Ns>,
+    pub wait_gen: u32,
+    /// When the current runnable or blocked stretch began.
+    pub since: Ns,
+    pub woke_at: Option<Ns>,
+    pub children_alive: u32,
+    pub waiting_children: bool,
+    // Accounting.
+    pub run_ns: Ns,
+    pub wait_ns: Ns,
+    pub sleep_ns: Ns,
+    pub max_wait_ns: Ns,
+    pub nvcsw: u64,
+    pub nivcsw: u64,
+    pub nr_migrations: u64,
+    pub nr_wakeups: u64,
+    pub work_ns: Ns,
+    pub spin_ns: Ns,
+    pub wake_lat: Histogram,
+    pub started_at: Option<Ns>,
+    pub exited_at: Option<Ns>,
+}
+
+/// Run-wide counters.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Counters {
+    pub nr_switches: u64,
+    pub nr_migrations: u64,
+    pub nr_decisions: u64,
+    pub nr_examined: u64,
+    pub nr_balance_calls: u64,
+    pub nr_balance_migrations: u64,
+    pub nr_wakeups: u64,
+    pub nr_events: u64,
+}
+
+/// What a task's program does next (from [`Sim::advance`]).
+pub(crate) enum Step {
+    /// A timed op is in progress: keep running.
+    Run,
+    /// The task blocked.
+    Block,
+    /// The task yields.
+    Yield,
+    /// The task exits.
+    Exit,
+    /// A run error was recorded.
+    Failed,
+}
+
+/// One simulation run. Build it with [`Sim::new`] and consume it with [`Sim::run`].
+pub struct Sim<'a> {
+    pub(crate) machine: &'a Machine,
+    pub(crate) w: &'a Workload,
+    pub(crate) cfg: RunConfig,
+    pub(crate) policy: &'a mut dyn SchedPolicy,
+    pub(crate) policy_spec: String,
+    pub(crate) now: Ns,
+    pub(crate) q: EventQueue,
+    pub(crate) tick_ns: Ns,
+    pub(crate) cpus: Vec<Cpu>,
+    pub(crate) cpu_views: Vec<CpuInfo>,
+    pub(crate) idle: CpuSet,
+    pub(crate) tasks: Vec<Task>,
+    pub(crate) views: Vec<TaskInfo>,
+    pub(crate) groups: Vec<GroupInfo>,
+    pub(crate) mutexes: Vec<SyncMutex>,
+    pub(crate) conds: Vec<VecDeque<(TaskId, u32)>>,
+    pub(crate) pipes: Vec<Pipe>,
+    pub(crate) barriers: Vec<Barrier>,
+    pub(crate) devices: Vec<Device>,
+    pub(crate) scratch: Vec<TaskId>,
+    migr: Vec<Migration>,
+    pub(crate) next_tgid: u32,
+    pub(crate) alive: usize,
+    pub(crate) template_alive: Vec<u64>,
+    pub(crate) nr_runnable: usize,
+    pub(crate) counters: Counters,
+    pub(crate) series: Series,
+    pub(crate) error: Option<RunError>,
+    stop: Option<&'static str>,
+    progress: Option<Box<dyn FnMut(Ns, Ns) + 'a>>,
+}
+
+/// Builds the read-only context from the engine's fields (a macro so that the borrow of the policy
+/// and of the views stay disjoint).
+macro_rules! ctx {
+    ($s:ident) => {
+        &Ctx {
+            now: $s.now,
+            topo: &$s.machine.topology,
+            tasks: &$s.views,
+            cpus: &$s.cpu_views,
+            groups: &$s.groups,
+            tick_ns: $s.tick_ns,
+            numa: $s.machine.numa,
+            seed: $s.cfg.seed,
+        }
+    };
+}
+
+impl<'a> Sim<'a> {
+    /// Prepares a run. `policy_spec` is how the policy was named (for reports).
+    pub fn new(
+        machine: &'a Machine,
+        workload: &'a Workload,
+        policy: &'a mut dyn SchedPolicy,
+        policy_spec: impl Into<String>,
+        cfg: RunConfig,
+    ) -> Result<Sim<'a>, RunError> {
+        workload.validate().map_err(|m| RunError::Setup(format!("workload `{}`: {m}", workload.name)))?;
+        let ncpus = machine.topology.nr_cpus();
+        let check_cpus = |cpus: &Option<Vec<u32>>, what: &str| -> Result<(), RunError> {
+            if let Some(list) = cpus {
+                if let Some(bad) = list.iter().find(|&&c| c as usize >= ncpus) {
+                    return Err(RunError::Setup(format!(
+                        "{what} names CPU {bad}, but machine `{}` has CPUs 0..={}",
+                        machine.name,
+                        ncpus - 1
+                    )));
+                }
+            }
+            Ok(())
+        };
+        for t in &workload.tasks {
+            check_cpus(&t.cpus, &format!("task `{}`", t.name))?;
+        }
+        for a in &workload.affinity_changes {
+            check_cpus(&a.cpus, "an affinity change")?;
+        }
+        if workload.initial_tasks() as usize > cfg.max_tasks {
+            return Err(RunError::Setup(format!(
+                "workload `{}` starts {} tasks; the limit is {}",
+                workload.name,
+                workload.initial_tasks(),
+                cfg.max_tasks
+            )));
+        }
+        let groups = workload
+            .groups
+            .iter()
+            .enumerate()
+            .map(|(i, g)| GroupInfo {
+                parent: if i == 0 { None } else { Some(GroupId(g.parent)) },
+                shares: g.shares,
+            })
+            .collect();
+        let mut sim = Sim {
+            machine,
+            w: workload,
+            policy,
+            policy_spec: policy_spec.into(),
+            now: 0,
+            q: EventQueue::new(),
+            tick_ns: machine.tick_ns(),
+            cpus: vec![Cpu::default(); ncpus],
+            cpu_views: vec![CpuInfo::default(); ncpus],
+            idle: CpuSet::first_n(ncpus),
+            tasks: Vec::new(),
+            views: Vec::new(),
+            groups,
+            mutexes: workload.mutexes.iter().map(|_| SyncMutex::default()).collect(),
+            conds: workload.conds.iter().map(|_| VecDeque::new()).collect(),
+            pipes: workload.pipes.iter().map(|p| Pipe::new(p.capacity)).collect(),
+            barriers: workload.barriers.iter().map(|b| Barrier::new(b.parties)).collect(),
+            devices: workload.devices.iter().map(|_| Device::default()).collect(),
+            scratch: Vec::new(),
+            migr: Vec::new(),
+            next_tgid: 1,
+            alive: 0,
+            template_alive: vec![0; workload.tasks.len()],
+            nr_runnable: 0,
+            counters: Counters::default(),
+            series: Series::new(cfg.sample_interval_ns, ncpus),
+            error: None,
+            stop: None,
+            progress: None,
+            cfg,
+        };
+        // Initial tasks get ids in template order, instance order.
+        for (ti, spec) in workload.tasks.iter().enumerate() {
+            let shared_tgid = if spec.threads { Some(sim.alloc_tgid()) } else { None };
+            for i in 0..spec.instances {
+                let name =
+                    if spec.instances == 1 { spec.name.clone() } else { format!("{}-{i}", spec.name) };
+                let t = sim.create_task(ti as u32, name, None, shared_tgid);
+                sim.q.push(spec.start_ns, Ev::Start(t));
+            }
+        }
+        for (i, a) in workload.affinity_changes.iter().enumerate() {
+            sim.q.push(a.at_ns, Ev::Affinity(i as u32));
+        }
+        Ok(sim)
+    }
+
+    /// Calls `f(now, end)` every 65,536 events, for progress display on long runs.
+    pub fn on_progress(&mut self, f: impl FnMut(Ns, Ns) + 'a) {
+        self.progress = Some(Box::new(f));
+    }
+
+    fn alloc_tgid(&mut self) -> u32 {
+        self.next_tgid += 1;
+        self.next_tgid - 1
+    }
+
+    /// Allocates a task in state `New` (not yet known to the policy).
+    pub(crate) fn create_task(
+        &mut self,
+        template: u32,
+        name: String,
+        parent: Option<TaskId>,
+        tgid: Option<u32>,
+    ) -> TaskId {
+        let spec = &self.w.tasks[template as usize];
+        let id = TaskId(self.tasks.len() as u32);
+        let allowed = match &spec.cpus {
+            Some(list) => list.iter().map(|&c| CpuId(c)).collect(),
+            None => self.machine.topology.all(),
+        };
+        let tgid = tgid.unwrap_or_else(|| self.alloc_tgid());
+        let cpu = parent.map_or(CpuId(0), |p| self.views[p.idx()].cpu);
+        self.views.push(TaskInfo {
+            id,
+            tgid,
+            parent,
+            class: spec.class,
+            nice: spec.nice,
+            rt_priority: spec.rt_priority,
+            group: GroupId(spec.group),
+            allowed,
+            cpu,
+            state: TaskState::New,
+            sum_exec_ns: 0,
+            last_ran_ns: 0,
+        });
+        self.tasks.push(Task { name, template, ..Task::default() });
+        self.alive += 1;
+        self.template_alive[template as usize] += 1;
+        id
+    }
+
+    /// Runs to the end and returns the report.
+    pub fn run(mut self) -> Result<RunReport, RunError> {
+        self.policy.init(ctx!(self));
+        self.q.push(self.cfg.duration_ns, Ev::Stop);
+        if self.cfg.sample_interval_ns > 0 {
+            self.q.push(0, Ev::Sample);
+        }
+        while let Some((time, ev)) = self.q.pop() {
+            debug_assert!(time >= self.now, "time went backwards");
+            self.now = time;
+            self.counters.nr_events += 1;
+            if self.counters.nr_events & 0xffff == 0 {
+                if let Some(p) = self.progress.as_mut() {
+                    p(time, self.cfg.duration_ns);
+                }
+            }
+            self.dispatch(ev);
+            if let Some(e) = self.error.take() {
+                return Err(e);
+            }
+            if self.cfg.check_invariants {
+                self.check_invariants()?;
+            }
+            if self.stop.is_some() {
+                break;
+            }
+        }
+        self.finish()
+    }
+
+    fn dispatch(&mut self, ev: Ev) {
+        match ev {
+            Ev::Tick(cpu) => self.on_tick(cpu),
+            Ev::Segment { cpu, gen } => {
+                if self.cpus[cpu.idx()].gen == gen && self.cpu_views[cpu.idx()].curr.is_some() {
+                    self.on_segment(cpu);
+                }
+            }
+            Ev::Wake { task, gen } => {
+                let tk = &self.tasks[task.idx()];
+                if tk.wait_gen == gen && self.views[task.idx()].state == TaskState::Blocked {
+                    let cpu = self.views[task.idx()].cpu;
+                    self.wake(task, cpu, None, false);
+                }
+            }
+            Ev::Resched(cpu) => self.on_resched(cpu),
+            Ev::Start(t) => self.start_task(t),
+            Ev::IoDone(d) => self.on_io_done(d),
+            Ev::Affinity(i) => self.on_affinity(i),
+            Ev::Sample => {
+                self.take_sample();
+                let next = self.now + self.cfg.sample_interval_ns;
+                if next < self.cfg.duration_ns {
+                    self.q.push(next, Ev::Sample);
+                }
+            }
+            Ev::Stop => self.stop = Some("duration"),
+        }
+    }
+
+    pub(crate) fn fail_policy(&mut self, hook: &'static str, msg: String) {
+        if self.error.is_none() {
+            self.error = Some(RunError::PolicyViolation {
+                policy: self.policy.name().to_string(),
+                hook,
+                now: self.now,
+                msg,
+            });
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Accounting
+    // ------------------------------------------------------------------------------------------
+
+    /// Accounts the running segment of `cpu` up to now and applies the task's progress.
+    pub(crate) fn settle(&mut self, cpu: CpuId) {
+        let Some(t) = self.cpu_views[cpu.idx()].curr else { return };
+        let now = self.now;
+        let c = &mut self.cpus[cpu.idx()];
+        let from = c.seg_start;
+        if now <= from {
+            return;
+        }
+        let ov_end = c.useful_start.clamp(from, now);
+        c.overhead_ns += ov_end - from;
+        let useful = now - ov_end;
+        c.busy_ns += useful;
+        c.task_run_total += useful;
+        c.seg_start = now;
+        if useful == 0 {
+            return;
+        }
+        let speed = self.machine.speed_permille[cpu.idx()] as u64;
+        let cold_pct = self.machine.costs.cold_speed_pct as u64;
+        let tk = &mut self.tasks[t.idx()];
+        tk.run_ns += useful;
+        self.views[t.idx()].sum_exec_ns += useful;
+        let cold = useful.min(tk.cold_ns);
+        if tk.in_op {
+            match self.w.tasks[tk.template as usize].program.ops[tk.pc as usize] {
+                Op::Compute { .. } => {
+                    let done = cold * speed * cold_pct / 100_000 + (useful - cold) * speed / 1000;
+                    let done = done.min(tk.op_left);
+                    tk.op_left -= done;
+                    tk.work_ns += done;
+                }
+                Op::Spin { .. } => {
+                    let done = useful.min(tk.op_left);
+                    tk.op_left -= done;
+                    tk.spin_ns += done;
+                }
+                _ => {}
+            }
+        }
+        tk.cold_ns -= cold;
+    }
+
+    /// Wall time the running task `t` on `cpu` needs to finish its timed op.
+    fn time_to_finish(&self, cpu: CpuId, t: TaskId) -> Ns {
+        let tk = &self.tasks[t.idx()];
+        if !tk.in_op {
+            return 0;
+        }
+        match self.w.tasks[tk.template as usize].program.ops[tk.pc as usize] {
+            Op::Compute { .. } => {
+                let s = self.machine.speed_permille[cpu.idx()] as u64;
+                let p = self.machine.costs.cold_speed_pct as u64;
+                let w = tk.op_left;
+                let cold_work = tk.cold_ns * s * p / 100_000;
+                if w <= cold_work {
+                    (w * 100_000).div_ceil(s * p)
+                } else {
+                    tk.cold_ns + ((w - cold_work) * 1000).div_ceil(s)
+                }
+            }
+            Op::Spin { .. } => tk.op_left,
+            _ => 0,
+        }
+    }
+
+    /// (Re)programs the end of the running segment on `cpu`.
+    pub(crate) fn program_segment(&mut self, cpu: CpuId) {
+        let Some(t) = self.cpu_views[cpu.idx()].curr else { return };
+        let start = self.cpus[cpu.idx()].useful_start.max(self.now);
+        let mut end = start + self.time_to_finish(cpu, t);
+        if let Some(se) = self.cpus[cpu.idx()].slice_end {
+            end = end.min(se.max(self.now));
+        }
+        let c = &mut self.cpus[cpu.idx()];
+        c.gen = c.gen.wrapping_add(1);
+        self.q.push(end, Ev::Segment { cpu, gen: c.gen });
+    }
+
+    /// Moves `t`'s CPU to `cpu`, counting a migration when it changes.
+    pub(crate) fn set_task_cpu(&mut self, t: TaskId, cpu: CpuId) {
+        let v = &mut self.views[t.idx()];
+        if v.cpu != cpu {
+            v.cpu = cpu;
+            self.tasks[t.idx()].nr_migrations += 1;
+            self.counters.nr_migrations += 1;
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Events
+    // ------------------------------------------------------------------------------------------
+
+    fn on_segment(&mut self, cpu: CpuId) {
+        self.settle(cpu);
+        let c = &self.cpus[cpu.idx()];
+        if let Some(se) = c.slice_end {
+            if self.now >= se {
+                self.schedule(cpu, SwitchReason::SliceExpired);
+                return;
+            }
+        }
+        let t = self.cpu_views[cpu.idx()].curr.expect("segment on a busy CPU");
+        let tk = &self.tasks[t.idx()];
+        if self.now < c.useful_start || (tk.in_op && tk.op_left > 0) {
+            self.program_segment(cpu);
+            return;
+        }
+        self.run_task(cpu, t);
+    }
+
+    /// Runs the program of `t` (running on `cpu`) from its current op until it needs time or stops.
+    pub(crate) fn run_task(&mut self, cpu: CpuId, t: TaskId) {
+        match self.advance(t, cpu) {
+            Step::Run => {
+                if self.cpus[cpu.idx()].need_resched {
+                    self.schedule(cpu, SwitchReason::Preempted);
+                } else {
+                    self.program_segment(cpu);
+                }
+            }
+            Step::Block => {
+                self.views[t.idx()].state = TaskState::Blocked;
+                self.tasks[t.idx()].since = self.now;
+                self.schedule(cpu, SwitchReason::Blocked);
+            }
+            Step::Yield => {
+                self.policy.yield_task(ctx!(self), cpu, t);
+                self.schedule(cpu, SwitchReason::Yielded);
+            }
+            Step::Exit => self.exit_task(cpu, t),
+            Step::Failed => {}
+        }
+    }
+
+    fn on_tick(&mut self, cpu: CpuId) {
+        let Some(curr) = self.cpu_views[cpu.idx()].curr else {
+            self.cpus[cpu.idx()].tick_armed = false;
+            return;
+        };
+        self.settle(cpu);
+        if self.policy.tick(ctx!(self), cpu, curr) {
+            self.cpus[cpu.idx()].need_resched = true;
+        }
+        self.q.push(self.now + self.tick_ns, Ev::Tick(cpu));
+        self.balance(cpu, BalanceKind::Periodic);
+        if self.cpu_views[cpu.idx()].nr_running >= 2 {
+            if let Some(ilb) = self.idle.first() {
+                self.balance(ilb, BalanceKind::NohzIdle);
+            }
+        }
+        if self.error.is_none()
+            && self.cpus[cpu.idx()].need_resched
+            && self.cpu_views[cpu.idx()].curr.is_some()
+        {
+            self.schedule(cpu, SwitchReason::Preempted);
+        }
+    }
+
+    fn on_resched(&mut self, cpu: CpuId) {
+        let c = &mut self.cpus[cpu.idx()];
+        c.resched_pending = false;
+        if self.cpu_views[cpu.idx()].curr.is_none() {
+            self.schedule(cpu, SwitchReason::Preempted);
+        } else if c.need_resched {
+            self.schedule(cpu, SwitchReason::Preempted);
+        }
+    }
+
+    /// Asks `cpu` to reschedule: at once if `from` is the same CPU, after the IPI latency otherwise.
+    pub(crate) fn kick(&mut self, cpu: CpuId, from: CpuId) {
+        let c = &mut self.cpus[cpu.idx()];
+        if !c.resched_pending {
+            c.resched_pending = true;
+            let lat = if cpu == from { 0 } else { self.machine.costs.wakeup_ipi_ns };
+            self.q.push(self.now + lat, Ev::Resched(cpu));
+        }
+    }
+
+    /// After `t` was enqueued on `cpu`: wake the CPU if idle, or ask the policy about preemption.
+    fn preempt_check(&mut self, cpu: CpuId, t: TaskId, kind: WakeKind, from: CpuId) {
+        match self.cpu_views[cpu.idx()].curr {
+            None => self.kick(cpu, from),
+            Some(curr) => {
+                if !self.cpus[cpu.idx()].need_resched
+                    && self.policy.check_preempt(ctx!(self), cpu, curr, t, kind)
+                {
+                    self.cpus[cpu.idx()].need_resched = true;
+                    self.kick(cpu, from);
+                }
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Task life cycle
+    // ------------------------------------------------------------------------------------------
+
+    /// Makes a `New` task runnable: `task_new`, `enqueue(New)`, preemption check.
+    pub(crate) fn start_task(&mut self, t: TaskId) {
+        let now = self.now;
+        self.views[t.idx()].state = TaskState::Runnable;
+        let tk = &mut self.tasks[t.idx()];
+        tk.since = now;
+        tk.started_at = Some(now);
+        let from = self.views[t.idx()].cpu;
+        let cpu = self.policy.task_new(ctx!(self), t);
+        if !self.check_cpu_choice("task_new", t, cpu) {
+            return;
+        }
+        // Fork placement is not counted as a migration (the task has not run anywhere yet).
+        self.views[t.idx()].cpu = cpu;
+        self.cpu_views[cpu.idx()].nr_running += 1;
+        self.nr_runnable += 1;
+        self.policy.enqueue(ctx!(self), cpu, t, EnqueueReason::New);
+        self.preempt_check(cpu, t, WakeKind::Fork, from);
+    }
+
+    fn check_cpu_choice(&mut self, hook: &'static str, t: TaskId, cpu: CpuId) -> bool {
+        if cpu.idx() >= self.cpus.len() || !self.views[t.idx()].allowed.contains(cpu) {
+            let allowed = self.views[t.idx()].allowed;
+            self.fail_policy(hook, format!("placed task {t} on CPU {cpu}, outside its allowed CPUs {allowed:?}"));
+            return false;
+        }
+        true
+    }
+
+    /// Wakes a blocked task. `waker_cpu` is the CPU the wakeup happens on.
+    pub(crate) fn wake(&mut self, t: TaskId, waker_cpu: CpuId, waker: Option<TaskId>, sync: bool) {
+        debug_assert_eq!(self.views[t.idx()].state, TaskState::Blocked);
+        let now = self.now;
+        let tk = &mut self.tasks[t.idx()];
+        tk.sleep_ns += now - tk.since;
+        tk.since = now;
+        tk.woke_at = Some(now);
+        tk.nr_wakeups += 1;
+        self.counters.nr_wakeups += 1;
+        self.views[t.idx()].state = TaskState::Runnable;
+        let info = WakeInfo { waker_cpu, waker, sync };
+        let cpu = self.policy.select_cpu(ctx!(self), t, &info);
+        if !self.check_cpu_choice("select_cpu", t, cpu) {
+            return;
+        }
+        self.set_task_cpu(t, cpu);
+        self.cpu_views[cpu.idx()].nr_running += 1;
+        self.nr_runnable += 1;
+        self.policy.enqueue(ctx!(self), cpu, t, EnqueueReason::Wakeup);
+        self.preempt_check(cpu, t, WakeKind::Wakeup, waker_cpu);
+    }
+
+    fn exit_task(&mut self, cpu: CpuId, t: TaskId) {
+        let now = self.now;
+        self.views[t.idx()].state = TaskState::Exited;
+        let tk = &mut self.tasks[t.idx()];
+        tk.exited_at = Some(now);
+        let template = tk.template as usize;
+        self.alive -= 1;
+        self.template_alive[template] -= 1;
+        if let Some(p) = self.views[t.idx()].parent {
+            let pt = &mut self.tasks[p.idx()];
+            pt.children_alive -= 1;
+            if pt.children_alive == 0 && pt.waiting_children {
+                pt.waiting_children = false;
+                self.wake(p, cpu, Some(t), false);
+            }
+        }
+        self.schedule(cpu, SwitchReason::Exited);
+        match self.w.stop {
+            StopWhen::AllDone if self.alive == 0 => self.stop = Some("all_done"),
+            StopWhen::TemplateDone(k) if k as usize == template && self.template_alive[template] == 0 => {
+                self.stop = Some("task_done")
+            }
+            _ => {}
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Scheduling
+    // ------------------------------------------------------------------------------------------
+
+    /// The core `schedule()`: the running task (if any) stops for `why`, then the policy picks.
+    pub(crate) fn schedule(&mut self, cpu: CpuId, why: SwitchReason) {
+        let prev = self.deschedule(cpu, why);
+        self.pick_and_switch(cpu, prev, why);
+    }
+
+    /// Takes the running task off `cpu` (`put_prev`), returning it.
+    fn deschedule(&mut self, cpu: CpuId, why: SwitchReason) -> Option<TaskId> {
+        self.settle(cpu);
+        let now = self.now;
+        let c = &mut self.cpus[cpu.idx()];
+        c.need_resched = false;
+        c.slice_end = None;
+        c.gen = c.gen.wrapping_add(1); // cancels the pending segment event
+        let Some(p) = self.cpu_views[cpu.idx()].curr else {
+            c.idle_ns += now - c.idle_since;
+            c.idle_since = now;
+            return None;
+        };
+        let stamp = c.task_run_total;
+        self.cpu_views[cpu.idx()].curr = None;
+        let tk = &mut self.tasks[p.idx()];
+        tk.last_cpu_ran = Some(cpu);
+        tk.evict_stamp = stamp;
+        let v = &mut self.views[p.idx()];
+        v.last_ran_ns = now;
+        if why.still_runnable() {
+            v.state = TaskState::Runnable;
+            tk.since = now;
+        } else {
+            self.cpu_views[cpu.idx()].nr_running -= 1;
+            self.nr_runnable -= 1;
+        }
+        self.policy.put_prev(ctx!(self), cpu, p, why);
+        if why == SwitchReason::Exited {
+            self.policy.task_exit(ctx!(self), p);
+        }
+        Some(p)
+    }
+
+    /// Asks the policy for the next task on `cpu` (balancing if it has none) and switches to it.
+    fn pick_and_switch(&mut self, cpu: CpuId, prev: Option<TaskId>, why: SwitchReason) {
+        let mut next = self.policy.pick_next(ctx!(self), cpu);
+        if next.is_none() {
+            self.balance(cpu, BalanceKind::NewlyIdle);
+            if self.error.is_some() {
+                return;
+            }
+            if self.cpu_views[cpu.idx()].curr.is_some() {
+                // A migration applied during balancing already switched this CPU.
+                return;
+            }
+            next = self.policy.pick_next(ctx!(self), cpu);
+        }
+        let examined = self.policy.take_examined();
+        self.counters.nr_decisions += 1;
+        self.counters.nr_examined += examined;
+        if let Some(d) = next {
+            let ok = d.task.idx() < self.views.len()
+                && self.views[d.task.idx()].state == TaskState::Runnable
+                && self.views[d.task.idx()].allowed.contains(cpu);
+            if !ok {
+                let state = self.views.get(d.task.idx()).map(|v| v.state);
+                self.fail_policy(
+                    "pick_next",
+                    format!("picked task {} on CPU {cpu}, but it is not runnable there (state {state:?})", d.task),
+                );
+                return;
+            }
+        }
+        let switched = next.map(|d| d.task) != prev;
+        if switched {
+            self.cpus[cpu.idx()].nr_switches += 1;
+            self.counters.nr_switches += 1;
+            if let Some(p) = prev {
+                let tk = &mut self.tasks[p.idx()];
+                if why.still_runnable() {
+                    tk.nivcsw += 1;
+                } else {
+                    tk.nvcsw += 1;
+                }
+            }
+        }
+        match next {
+            None => {
+                let c = &mut self.cpus[cpu.idx()];
+                c.idle_since = self.now;
+                self.cpu_views[cpu.idx()].idle_since_ns = self.now;
+                self.idle.insert(cpu);
+                if self.cfg.check_invariants {
+                    self.check_work_conservation(cpu);
+                }
+            }
+            Some(d) => self.switch_in(cpu, d, switched, examined),
+        }
+    }
+
+    fn switch_in(&mut self, cpu: CpuId, d: Dispatch, switched: bool, examined: u64) {
+        let t = d.task;
+        let now = self.now;
+        let old = self.views[t.idx()].cpu;
+        if old != cpu {
+            // A global-queue policy handed over a task last queued elsewhere.
+            self.cpu_views[old.idx()].nr_running -= 1;
+            self.cpu_views[cpu.idx()].nr_running += 1;
+            self.set_task_cpu(t, cpu);
+        }
+        let costs = &self.machine.costs;
+        let mut overhead = costs.sched_base_ns + costs.sched_per_task_ns * examined;
+        let tk = &mut self.tasks[t.idx()];
+        if switched {
+            overhead += costs.context_switch_ns;
+            match tk.last_cpu_ran {
+                Some(l) if l != cpu => {
+                    let level = self.machine.topology.level(l, cpu);
+                    tk.cold_ns = tk.cold_ns.max(costs.refill_ns(level));
+                }
+                Some(_) if self.cpus[cpu.idx()].task_run_total - tk.evict_stamp >= costs.evict_after_ns => {
+                    tk.cold_ns = tk.cold_ns.max(costs.refill_evicted_ns);
+                }
+                _ => {}
+            }
+        }
+        let waited = now - tk.since;
+        tk.wait_ns += waited;
+        tk.max_wait_ns = tk.max_wait_ns.max(waited);
+        if let Some(w) = tk.woke_at.take() {
+            tk.wake_lat.record(now - w);
+        }
+        self.views[t.idx()].state = TaskState::Running;
+        self.cpu_views[cpu.idx()].curr = Some(t);
+        self.idle.remove(cpu);
+        let c = &mut self.cpus[cpu.idx()];
+        c.seg_start = now;
+        c.useful_start = now + overhead;
+        c.slice_end = d.slice_ns.map(|s| now + s.max(1));
+        if !c.tick_armed {
+            c.tick_armed = true;
+            let next_tick = (now / self.tick_ns + 1) * self.tick_ns;
+            self.q.push(next_tick, Ev::Tick(cpu));
+        }
+        self.program_segment(cpu);
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Balancing and migration
+    // ------------------------------------------------------------------------------------------
+
+    fn balance(&mut self, cpu: CpuId, kind: BalanceKind) {
+        let mut list = std::mem::take(&mut self.migr);
+        list.clear();
+        self.policy.balance(ctx!(self), cpu, kind, &mut list);
+        self.counters.nr_balance_calls += 1;
+        let examined = self.policy.take_examined();
+        self.counters.nr_examined += examined;
+        for m in list.drain(..) {
+            if self.error.is_some() {
+                break;
+            }
+            self.apply_migration(m, cpu);
+        }
+        self.migr = list;
+    }
+
+    fn apply_migration(&mut self, m: Migration, initiator: CpuId) {
+        let t = m.task;
+        let bad = |s: &Self| {
+            let Some(v) = s.views.get(t.idx()) else { return Some("no such task".to_string()) };
+            if !matches!(v.state, TaskState::Runnable | TaskState::Running) {
+                return Some(format!("task is {:?}", v.state));
+            }
+            if v.cpu != m.from {
+                return Some(format!("task is on CPU {}, not {}", v.cpu, m.from));
+            }
+            if m.to.idx() >= s.cpus.len() || !v.allowed.contains(m.to) {
+                return Some(format!("CPU {} is not allowed for it", m.to));
+            }
+            if m.from == m.to {
+                return Some("source and destination are the same".into());
+            }
+            None
+        };
+        if let Some(why) = bad(self) {
+            self.fail_policy("balance", format!("migration of task {t} from {} to {}: {why}", m.from, m.to));
+            return;
+        }
+        self.counters.nr_balance_migrations += 1;
+        if self.views[t.idx()].state == TaskState::Running {
+            // Active balance: the stopper preempts the running task, then it moves.
+            let prev = self.deschedule(m.from, SwitchReason::Preempted);
+            self.move_queued(t, m.from, m.to, initiator);
+            self.pick_and_switch(m.from, prev, SwitchReason::Preempted);
+        } else {
+            self.move_queued(t, m.from, m.to, initiator);
+        }
+    }
+
+    /// Moves a runnable, not running task: `dequeue(Migrate)`, `enqueue(Migrated)`, preemption check.
+    pub(crate) fn move_queued(&mut self, t: TaskId, from: CpuId, to: CpuId, initiator: CpuId) {
+        self.policy.dequeue(ctx!(self), from, t, DequeueReason::Migrate);
+        self.cpu_views[from.idx()].nr_running -= 1;
+        self.set_task_cpu(t, to);
+        self.cpu_views[to.idx()].nr_running += 1;
+        self.policy.enqueue(ctx!(self), to, t, EnqueueReason::Migrated);
+        self.preempt_check(to, t, WakeKind::Migration, initiator);
+    }
+
+    fn on_affinity(&mut self, i: u32) {
+        let change = &self.w.affinity_changes[i as usize];
+        let mask: CpuSet = match &change.cpus {
+            Some(l) => l.iter().map(|&c| CpuId(c)).collect(),
+            None => self.machine.topology.all(),
+        };
+        let template = change.template;
+        for ti in 0..self.tasks.len() {
+            if self.tasks[ti].template != template {
+                continue;
+            }
+            let t = TaskId(ti as u32);
+            self.views[ti].allowed = mask;
+            let v = &self.views[ti];
+            if mask.contains(v.cpu) {
+                continue;
+            }
+            // Linux set_cpus_allowed_ptr: move to cpumask_any_and(active, new_mask), the first CPU.
+            let dest = mask.first().expect("validated non-empty");
+            let from = v.cpu;
+            match v.state {
+                TaskState::Running => {
+                    let prev = self.deschedule(from, SwitchReason::Preempted);
+                    self.move_queued(t, from, dest, from);
+                    self.pick_and_switch(from, prev, SwitchReason::Preempted);
+                }
+                TaskState::Runnable => self.move_queued(t, from, dest, from),
+                _ => {}
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Samples, invariants, end of run
+    // ------------------------------------------------------------------------------------------
+
+    fn take_sample(&mut self) {
+        let now = self.now;
+        let running = |s: &Self, t: usize| {
+            let mut r = s.tasks[t].run_ns;
+            if s.views[t].state == TaskState::Running {
+                let c = &s.cpus[s.views[t].cpu.idx()];
+                let from = c.seg_start.max(c.useful_start);
+                r += now.saturating_sub(from);
+            }
+            r
+        };
+        let per_task: Option<Vec<Ns>> =
+            self.cfg.sample_tasks.then(|| (0..self.tasks.len()).map(|t| running(self, t)).collect());
+        self.series.record(now, self.cpu_views.iter().map(|c| c.nr_running), per_task);
+    }
+
+    fn check_work_conservation(&mut self, cpu: CpuId) {
+        let promise = self.policy.work_conservation();
+        let waiting = self.views.iter().find(|v| {
+            v.state == TaskState::Runnable
+                && match promise {
+                    WorkConservation::None => false,
+                    WorkConservation::PerCpu => v.cpu == cpu,
+                    WorkConservation::Global => v.allowed.contains(cpu),
+                }
+        });
+        if let Some(v) = waiting {
+            let msg = format!("CPU {cpu} went idle while task {} waits ({promise:?} promise)", v.id);
+            self.fail_policy("pick_next", msg);
+        }
+    }
+
+    fn check_invariants(&mut self) -> Result<(), RunError> {
+        let fail = |msg: String, now| Err(RunError::Invariant { now, msg });
+        let mut running = 0;
+        for (i, c) in self.cpu_views.iter().enumerate() {
+            if let Some(t) = c.curr {
+                running += 1;
+                let v = &self.views[t.idx()];
+                if v.state != TaskState::Running || v.cpu.idx() != i {
+                    return fail(format!("CPU {i} runs task {t} which is {:?} on CPU {}", v.state, v.cpu), self.now);
+                }
+            }
+        }
+        let engine_running = self.views.iter().filter(|v| v.state == TaskState::Running).count();
+        if engine_running != running {
+            return fail(format!("{engine_running} tasks are Running but {running} CPUs run one"), self.now);
+        }
+        if let Some(n) = self.policy.nr_runnable() {
+            if n != self.nr_runnable {
+                return fail(
+                    format!("policy holds {n} runnable tasks, the engine counts {}", self.nr_runnable),
+                    self.now,
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<RunReport, RunError> {
+        let end = self.now;
+        for i in 0..self.cpus.len() {
+            let cpu = CpuId(i as u32);
+            if self.cpu_views[i].curr.is_some() {
+                self.settle(cpu);
+            } else {
+                let c = &mut self.cpus[i];
+                c.idle_ns += end - c.idle_since;
+                c.idle_since = end;
+            }
+        }
+        // Stretches still open at the end count toward waiting and sleeping time.
+        for (tk, v) in self.tasks.iter_mut().zip(&self.views) {
+            match v.state {
+                TaskState::Runnable => {
+                    tk.wait_ns += end - tk.since;
+                    tk.max_wait_ns = tk.max_wait_ns.max(end - tk.since);
+                }
+                TaskState::Blocked => tk.sleep_ns += end - tk.since,
+                _ => {}
+            }
+        }
+        for (i, c) in self.cpus.iter().enumerate() {
+            let total = c.busy_ns + c.idle_ns + c.overhead_ns;
+            if total != end {
+                return Err(RunError::Invariant {
+                    now: end,
+                    msg: format!(
+                        "CPU {i}: busy {} + idle {} + overhead {} = {total} ns, not the run length {end} ns",
+                        c.busy_ns, c.idle_ns, c.overhead_ns
+                    ),
+                });
+            }
+        }
+        let stop = self.stop.unwrap_or("duration");
+        Ok(report::build(&self, end, stop))
+    }
+}
