@@ -138,10 +138,13 @@ impl<'a> Ctx<'a> {
         self.cpus.len()
     }
 
-    /// Whether CPU `c` runs nothing.
+    /// Whether CPU `c` runs nothing and has nothing queued (a task just woken onto an idle CPU makes
+    /// it busy at once, before the CPU has switched to it; Linux's `idle_cpu()` also checks
+    /// `nr_running` since 3.x, and without that check simultaneous wakeups pile onto one CPU).
     #[inline]
     pub fn is_idle(&self, c: CpuId) -> bool {
-        self.cpus[c.idx()].curr.is_none()
+        let cpu = &self.cpus[c.idx()];
+        cpu.curr.is_none() && cpu.nr_running == 0
     }
 
     /// The ticks per second (HZ).

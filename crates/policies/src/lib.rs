@@ -1,1 +1,19 @@
+//! # schedlab-policies
+//!
+//! The schedulers schedlab implements, each behind [`SchedPolicy`], one file (or folder) per policy,
+//! each opening with an essay that names its source. Policies depend only on schedlab-core: they are
+//! pure logic over their own state and the read-only [`Ctx`](schedlab_core::Ctx).
+//!
+//! Policies are created by name through the [`registry`]: a spec such as
+//! `cfs[sched_latency_ns=6000000,start_debit=false]` names a policy and overrides parameters; each
+//! policy documents its parameters with defaults and units ([`PolicyInfo::params`]).
+#![warn(missing_docs)]
 
+pub mod cfs;
+pub mod fifo;
+mod params;
+pub mod registry;
+
+pub use params::{ParamError, ParamInfo, Params};
+pub use registry::{create, parse_spec, policies, PolicyInfo};
+pub use schedlab_core::SchedPolicy;

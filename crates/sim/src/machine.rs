@@ -20,6 +20,9 @@ pub struct CostModel {
     /// Latency of a reschedule IPI to another CPU (wakeup or preemption of a remote CPU), including an
     /// idle CPU's exit from its idle state. A CPU acting on itself pays nothing. Default 2 us.
     pub wakeup_ipi_ns: Ns,
+    /// Time for an idle CPU to leave its idle state when work arrives (added to the IPI latency, or
+    /// alone when the wakeup happens on the idle CPU itself, e.g. its own timer). Default 1 us.
+    pub idle_exit_ns: Ns,
     /// Speed of a task with a cold cache, in percent of full speed. Default 50.
     pub cold_speed_pct: u32,
     /// How long a task runs at `cold_speed_pct` after moving between SMT siblings. Default 0.
@@ -46,6 +49,7 @@ impl Default for CostModel {
             sched_base_ns: 250,
             sched_per_task_ns: 40,
             wakeup_ipi_ns: 2 * NSEC_PER_USEC,
+            idle_exit_ns: NSEC_PER_USEC,
             cold_speed_pct: 50,
             refill_smt_ns: 0,
             refill_llc_ns: 10 * NSEC_PER_USEC,

@@ -630,12 +630,17 @@ impl<'a> Sim<'a> {
         }
     }
 
-    /// Asks `cpu` to reschedule: at once if `from` is the same CPU, after the IPI latency otherwise.
+    /// Asks `cpu` to reschedule: after the IPI latency if `from` is another CPU, plus the idle-exit
+    /// latency if `cpu` is idle; at once for a busy CPU acting on itself.
     pub(crate) fn kick(&mut self, cpu: CpuId, from: CpuId) {
         let c = &mut self.cpus[cpu.idx()];
         if !c.resched_pending {
             c.resched_pending = true;
-            let lat = if cpu == from { 0 } else { self.machine.costs.wakeup_ipi_ns };
+            let costs = &self.machine.costs;
+            let mut lat = if cpu == from { 0 } else { costs.wakeup_ipi_ns };
+            if self.cpu_views[cpu.idx()].curr.is_none() {
+                lat += costs.idle_exit_ns;
+            }
             self.q.push(self.now + lat, Ev::Resched(cpu));
         }
     }

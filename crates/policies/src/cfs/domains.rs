@@ -1,0 +1,230 @@
+//! Scheduling domains and groups, built from the machine topology as Linux 2.6.38 builds them
+//! (kernel/sched.c `build_sched_domains`, include/linux/topology.h and arch/x86/include/asm/topology.h
+//! for the `SD_*_INIT` parameters).
+//!
+//! Mapping from schedlab's topology levels to Linux domain types: SMT siblings -> SIBLING, CPUs sharing
+//! an LLC -> MC, a node with several LLCs -> CPU (package), and above the node: NODE on a NUMA machine,
+//! CPU on a UMA SMP (4 x Pentium II). Where a socket holds several NUMA nodes (Opteron 6172) the socket
+//! and machine levels both become NODE domains; 2.6.38 would build one NODE level spanning all nodes
+//! (fewer than 16), later kernels build one per NUMA distance as here. Degenerate levels (span equal to
+//! the child's) are dropped, as `sd_degenerate` does.
+
+use schedlab_core::{CpuId, CpuSet, Level, Topology};
+
+/// `SD_LOAD_BALANCE`.
+pub const SD_LOAD_BALANCE: u32 = 0x0001;
+/// `SD_BALANCE_NEWIDLE`.
+pub const SD_BALANCE_NEWIDLE: u32 = 0x0002;
+/// `SD_BALANCE_EXEC`.
+pub const SD_BALANCE_EXEC: u32 = 0x0004;
+/// `SD_BALANCE_FORK`.
+pub const SD_BALANCE_FORK: u32 = 0x0008;
+/// `SD_BALANCE_WAKE`.
+pub const SD_BALANCE_WAKE: u32 = 0x0010;
+/// `SD_WAKE_AFFINE`.
+pub const SD_WAKE_AFFINE: u32 = 0x0020;
+/// `SD_SHARE_CPUPOWER`.
+pub const SD_SHARE_CPUPOWER: u32 = 0x0080;
+/// `SD_SHARE_PKG_RESOURCES`.
+pub const SD_SHARE_PKG_RESOURCES: u32 = 0x0200;
+/// `SD_SERIALIZE`.
+pub const SD_SERIALIZE: u32 = 0x0400;
+/// `SD_PREFER_SIBLING`.
+pub const SD_PREFER_SIBLING: u32 = 0x1000;
+
+/// `SCHED_LOAD_SCALE`, also the power of one full CPU.
+pub const SCHED_LOAD_SCALE: u64 = 1024;
+/// `smt_gain` of SIBLING domains: two threads are worth 1178/1024 of a core.
+pub const SMT_GAIN: u64 = 1178;
+
+/// The Linux domain types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DomainKind {
+    /// SMT siblings.
+    Sibling,
+    /// Multi-core: CPUs sharing a last-level cache.
+    Mc,
+    /// Physical package / SMP.
+    Cpu,
+    /// NUMA nodes.
+    Node,
+}
+
+/// A scheduling group: a set of CPUs balanced as one unit within a domain.
+#[derive(Clone, Debug)]
+pub struct Group {
+    /// Its CPUs.
+    pub cpus: CpuSet,
+    /// `cpu_power`: sum of its CPUs' power.
+    pub power: u64,
+}
+
+/// One `struct sched_domain` of one CPU.
+#[derive(Clone, Debug)]
+pub struct Domain {
+    /// Type.
+    pub kind: DomainKind,
+    /// CPUs spanned.
+    pub span: CpuSet,
+    /// Groups, the one holding this CPU first, then in CPU order (the kernel's circular list).
+    pub groups: Vec<Group>,
+    /// `min_interval`, ms.
+    pub min_interval_ms: u64,
+    /// `max_interval`, ms.
+    pub max_interval_ms: u64,
+    /// `busy_factor`.
+    pub busy_factor: u64,
+    /// `imbalance_pct`.
+    pub imbalance_pct: u64,
+    /// `cache_nice_tries`.
+    pub cache_nice_tries: u32,
+    /// `busy_idx`.
+    pub busy_idx: usize,
+    /// `idle_idx`.
+    pub idle_idx: usize,
+    /// `newidle_idx`.
+    pub newidle_idx: usize,
+    /// `wake_idx`.
+    pub wake_idx: usize,
+    /// `forkexec_idx`.
+    pub forkexec_idx: usize,
+    /// `SD_*` flags.
+    pub flags: u32,
+    /// `balance_interval`, ms (backs off exponentially while balanced).
+    pub balance_interval_ms: u64,
+    /// `last_balance`, in jiffies.
+    pub last_balance: u64,
+    /// `nr_balance_failed`.
+    pub nr_balance_failed: u32,
+}
+
+impl Domain {
+    fn new(kind: DomainKind, ncpus: usize) -> Domain {
+        // (min, max, busy_factor, imbalance_pct, cache_nice_tries, busy, idle, newidle, wake, forkexec, flags)
+        let (min, max, busy, pct, tries, bi, ii, ni, wi, fi, flags) = match kind {
+            DomainKind::Sibling => (
+                1, 2, 64, 110, 0, 0, 0, 0, 0, 0,
+                SD_LOAD_BALANCE | SD_BALANCE_NEWIDLE | SD_BALANCE_EXEC | SD_BALANCE_FORK | SD_WAKE_AFFINE
+                    | SD_SHARE_CPUPOWER | SD_SHARE_PKG_RESOURCES,
+            ),
+            DomainKind::Mc => (
+                1, 4, 64, 125, 1, 2, 0, 0, 0, 0,
+                SD_LOAD_BALANCE | SD_BALANCE_NEWIDLE | SD_BALANCE_EXEC | SD_BALANCE_FORK | SD_WAKE_AFFINE
+                    | SD_SHARE_PKG_RESOURCES,
+            ),
+            DomainKind::Cpu => (
+                1, 4, 64, 125, 1, 2, 1, 0, 0, 0,
+                SD_LOAD_BALANCE | SD_BALANCE_NEWIDLE | SD_BALANCE_EXEC | SD_BALANCE_FORK | SD_WAKE_AFFINE
+                    | SD_PREFER_SIBLING,
+            ),
+            DomainKind::Node => (
+                8, 32, 32, 125, 2, 3, 0, 0, 0, 0,
+                SD_LOAD_BALANCE | SD_BALANCE_NEWIDLE | SD_BALANCE_EXEC | SD_BALANCE_FORK | SD_WAKE_AFFINE
+                    | SD_SERIALIZE,
+            ),
+        };
+        let _ = ncpus;
+        Domain {
+            kind,
+            span: CpuSet::empty(),
+            groups: Vec::new(),
+            min_interval_ms: min,
+            max_interval_ms: max,
+            busy_factor: busy,
+            imbalance_pct: pct,
+            cache_nice_tries: tries,
+            busy_idx: bi,
+            idle_idx: ii,
+            newidle_idx: ni,
+            wake_idx: wi,
+            forkexec_idx: fi,
+            flags,
+            balance_interval_ms: min,
+            last_balance: 0,
+            nr_balance_failed: 0,
+        }
+    }
+
+    /// Number of CPUs spanned (`span_weight`).
+    pub fn span_weight(&self) -> usize {
+        self.span.count()
+    }
+}
+
+/// `power_of(cpu)`: 1024, or `smt_gain / siblings` for an SMT thread.
+pub fn cpu_power(topo: &Topology, cpu: CpuId) -> u64 {
+    let w = topo.smt_width(cpu) as u64;
+    if w > 1 {
+        SMT_GAIN / w
+    } else {
+        SCHED_LOAD_SCALE
+    }
+}
+
+/// The domains of `cpu`, bottom-up.
+pub fn build(topo: &Topology, numa: bool, cpu: CpuId) -> Vec<Domain> {
+    let levels = topo.domain_levels();
+    let mut out: Vec<Domain> = Vec::new();
+    let mut child = Level::Same;
+    for level in levels {
+        let kind = match level {
+            Level::Smt => DomainKind::Sibling,
+            Level::Llc => DomainKind::Mc,
+            Level::Node => DomainKind::Cpu,
+            Level::Socket | Level::Machine if numa => DomainKind::Node,
+            _ => DomainKind::Cpu,
+        };
+        let span = topo.span(level, cpu);
+        let mut d = Domain::new(kind, topo.nr_cpus());
+        d.span = span;
+        // Groups: the child-level spans inside this span, ordered by first CPU, rotated so the
+        // group holding `cpu` comes first.
+        let mut groups: Vec<CpuSet> = Vec::new();
+        for c in span.iter() {
+            let g = topo.span(child, c);
+            if !groups.contains(&g) {
+                groups.push(g);
+            }
+        }
+        groups.sort_by_key(|g| g.first().map(|c| c.0));
+        let local = groups.iter().position(|g| g.contains(cpu)).expect("cpu in its own span");
+        groups.rotate_left(local);
+        d.groups = groups
+            .into_iter()
+            .map(|g| Group { power: g.iter().map(|c| cpu_power(topo, c)).sum(), cpus: g })
+            .collect();
+        out.push(d);
+        child = level;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xeon_domains() {
+        let t = Topology::symmetric(2, 1, 1, 4, 2).unwrap();
+        let d = build(&t, true, CpuId(3));
+        let kinds: Vec<_> = d.iter().map(|x| x.kind).collect();
+        assert_eq!(kinds, vec![DomainKind::Sibling, DomainKind::Mc, DomainKind::Node]);
+        assert_eq!(d[0].groups.len(), 2);
+        assert_eq!(d[0].groups[0].cpus, CpuSet::single(CpuId(3)));
+        assert_eq!(d[0].groups[0].power, 589);
+        assert_eq!(d[1].groups.len(), 4);
+        assert!(d[1].groups[0].cpus.contains(CpuId(3)));
+        assert_eq!(d[2].groups.len(), 2);
+        assert_eq!(d[2].groups[0].power, 8 * 589);
+        assert_eq!((d[2].min_interval_ms, d[2].busy_factor, d[2].imbalance_pct), (8, 32, 125));
+    }
+
+    #[test]
+    fn smp_without_numa_is_one_cpu_domain() {
+        let t = Topology::symmetric(4, 1, 1, 1, 1).unwrap();
+        let d = build(&t, false, CpuId(0));
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].kind, DomainKind::Cpu);
+        assert_eq!(d[0].groups.len(), 4);
+    }
+}

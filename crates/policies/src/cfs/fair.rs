@@ -1,0 +1,702 @@
+//! Scheduling entities, CFS runqueues and the per-runqueue mechanics of Linux 2.6.38
+//! kernel/sched_fair.c: `update_curr`, `place_entity`, `enqueue_entity`/`dequeue_entity`,
+//! `pick_next_entity` with buddies, `put_prev_entity`, `check_preempt_tick`, `check_preempt_wakeup`,
+//! `sched_slice`, and group shares.
+
+use super::math::{calc_delta_fair, calc_delta_mine, inv_weight_of};
+use super::timeline;
+use super::Cfs;
+use schedlab_core::weights::{nice_to_weight, nice_to_wmult, NICE_0_LOAD, WEIGHT_IDLEPRIO};
+use schedlab_core::{CpuId, Ctx, Ns, SchedClass, TaskId};
+
+/// Index of a scheduling entity.
+pub type SeId = u32;
+/// Index of a CFS runqueue: `group * ncpus + cpu`.
+pub type RqId = u32;
+/// "Not in a timeline".
+pub const NO_POS: u32 = u32::MAX;
+/// `WMULT_IDLEPRIO`: the inverse weight of SCHED_IDLE's weight 3.
+const WMULT_IDLEPRIO: u64 = 1431655765;
+/// `MIN_SHARES`.
+const MIN_SHARES: u64 = 2;
+
+/// `struct sched_entity`: a task, or a task group on one CPU.
+#[derive(Clone, Debug)]
+pub struct Se {
+    /// `load.weight`.
+    pub weight: u64,
+    /// `load.inv_weight` (precomputed for tasks, on demand for groups).
+    pub inv_weight: u64,
+    /// Virtual run time (absolute while queued; relative to `min_vruntime` while migrating/waking).
+    pub vruntime: u64,
+    /// When the entity last started running or was last accounted (`exec_start`).
+    pub exec_start: Ns,
+    /// `sum_exec_runtime`.
+    pub sum_exec: Ns,
+    /// `prev_sum_exec_runtime`: `sum_exec` when it was last picked.
+    pub prev_sum_exec: Ns,
+    /// Queued on (or running from) `cfs_rq`.
+    pub on_rq: bool,
+    /// The runqueue it belongs to.
+    pub cfs_rq: RqId,
+    /// For a group entity: the runqueue it owns.
+    pub my_q: Option<RqId>,
+    /// The group entity above it (`parent_entity`), `None` at the root.
+    pub parent: Option<SeId>,
+    /// Depth in the group hierarchy (0 on a root runqueue).
+    pub depth: u32,
+    /// Position in its timeline, or [`NO_POS`].
+    pub pos: u32,
+    /// Tie-break for equal vruntimes: later insertions go right.
+    pub tree_seq: u64,
+    /// When it was last added to its runqueue's task list (the balancer walks newest first).
+    pub list_seq: u64,
+    /// The task, for task entities.
+    pub task: Option<TaskId>,
+}
+
+impl Se {
+    fn new(cfs_rq: RqId) -> Se {
+        Se {
+            weight: NICE_0_LOAD,
+            inv_weight: 0,
+            vruntime: 0,
+            exec_start: 0,
+            sum_exec: 0,
+            prev_sum_exec: 0,
+            on_rq: false,
+            cfs_rq,
+            my_q: None,
+            parent: None,
+            depth: 0,
+            pos: NO_POS,
+            tree_seq: 0,
+            list_seq: 0,
+            task: None,
+        }
+    }
+
+    /// The inverse weight to use in `calc_delta_fair`.
+    #[inline]
+    pub fn inv(&self) -> u64 {
+        if self.inv_weight != 0 {
+            self.inv_weight
+        } else {
+            inv_weight_of(self.weight)
+        }
+    }
+}
+
+/// `struct cfs_rq`.
+#[derive(Clone, Debug)]
+pub struct CfsRq {
+    /// `load.weight`: sum of the weights of its queued entities (the running one included).
+    pub load: u64,
+    /// `nr_running`: entities queued (running one included).
+    pub nr_running: u32,
+    /// `min_vruntime`: monotonic floor of the entities' vruntimes.
+    pub min_vruntime: u64,
+    /// The timeline of queued entities, without `curr`.
+    pub timeline: Vec<SeId>,
+    /// The entity running from this runqueue.
+    pub curr: Option<SeId>,
+    /// Next buddy.
+    pub next: Option<SeId>,
+    /// Last buddy.
+    pub last: Option<SeId>,
+    /// The CPU.
+    pub cpu: CpuId,
+    /// The task group.
+    pub group: u32,
+    /// Sum of the weights of the *task* entities queued here (`task_weight`).
+    pub task_weight: u64,
+    /// `h_load`, refreshed by the balancer.
+    pub h_load: u64,
+}
+
+impl CfsRq {
+    /// An empty runqueue for `group` on `cpu`.
+    pub fn new(group: u32, cpu: CpuId) -> CfsRq {
+        CfsRq {
+            load: 0,
+            nr_running: 0,
+            // The kernel starts min_vruntime at (u64)(-(1LL << 20)) so wrap-around is exercised early.
+            min_vruntime: (-(1i64 << 20)) as u64,
+            timeline: Vec::new(),
+            curr: None,
+            next: None,
+            last: None,
+            cpu,
+            group,
+            task_weight: 0,
+            h_load: 0,
+        }
+    }
+}
+
+#[inline]
+fn max_vruntime(a: u64, b: u64) -> u64 {
+    if (b.wrapping_sub(a) as i64) > 0 {
+        b
+    } else {
+        a
+    }
+}
+
+#[inline]
+fn min_vruntime(a: u64, b: u64) -> u64 {
+    if (b.wrapping_sub(a) as i64) < 0 {
+        b
+    } else {
+        a
+    }
+}
+
+/// Weight and inverse weight of a task (`set_load_weight`).
+pub fn task_load(class: SchedClass, nice: i8) -> (u64, u64) {
+    if class == SchedClass::Idle {
+        (WEIGHT_IDLEPRIO, WMULT_IDLEPRIO)
+    } else {
+        (nice_to_weight(nice), nice_to_wmult(nice))
+    }
+}
+
+impl Cfs {
+    /// The runqueue of `group` on `cpu`.
+    #[inline]
+    pub(crate) fn rq_id(&self, group: u32, cpu: CpuId) -> RqId {
+        (group as usize * self.ncpus + cpu.idx()) as RqId
+    }
+
+    /// The root runqueue of `cpu` (`rq->cfs`).
+    #[inline]
+    pub(crate) fn root(&self, cpu: CpuId) -> RqId {
+        cpu.idx() as RqId
+    }
+
+    /// `weighted_cpuload(cpu)`: the root runqueue's load.
+    #[inline]
+    pub(crate) fn weighted_cpuload(&self, cpu: CpuId) -> u64 {
+        self.rqs[cpu.idx()].load
+    }
+
+    /// Creates the group entities and runqueues (called once from `init`).
+    pub(crate) fn build_groups(&mut self, ctx: &Ctx) {
+        self.ngroups = ctx.groups.len();
+        self.group_parent = ctx.groups.iter().map(|g| g.parent.map(|p| p.0)).collect();
+        self.group_shares = ctx.groups.iter().map(|g| g.shares).collect();
+        self.group_load = vec![0; self.ngroups];
+        for g in 0..self.ngroups as u32 {
+            for c in 0..self.ncpus {
+                self.rqs.push(CfsRq::new(g, CpuId(c as u32)));
+            }
+        }
+        self.group_se = vec![u32::MAX; self.ngroups * self.ncpus];
+        for g in 1..self.ngroups as u32 {
+            let parent = self.group_parent[g as usize].unwrap_or(0);
+            for c in 0..self.ncpus as u32 {
+                let cpu = CpuId(c);
+                let mut se = Se::new(self.rq_id(parent, cpu));
+                se.my_q = Some(self.rq_id(g, cpu));
+                se.weight = self.group_shares[g as usize];
+                se.parent = (parent != 0).then(|| self.group_se[(parent as usize) * self.ncpus + c as usize]);
+                se.depth = se.parent.map_or(0, |p| self.ses[p as usize].depth + 1);
+                let id = self.ses.len() as SeId;
+                self.ses.push(se);
+                self.group_se[g as usize * self.ncpus + c as usize] = id;
+            }
+        }
+    }
+
+    /// Creates the entity of a new task.
+    pub(crate) fn new_task_se(&mut self, ctx: &Ctx, t: TaskId) -> SeId {
+        let info = ctx.task(t);
+        let mut se = Se::new(0);
+        (se.weight, se.inv_weight) = task_load(info.class, info.nice);
+        se.task = Some(t);
+        let id = self.ses.len() as SeId;
+        self.ses.push(se);
+        if self.task_se.len() <= t.idx() {
+            self.task_se.resize(t.idx() + 1, u32::MAX);
+        }
+        self.task_se[t.idx()] = id;
+        self.set_task_rq(t, info.cpu, info.group.0);
+        id
+    }
+
+    /// `set_task_rq`: points the task's entity at its group's runqueue on `cpu`.
+    pub(crate) fn set_task_rq(&mut self, t: TaskId, cpu: CpuId, group: u32) {
+        let id = self.task_se[t.idx()];
+        let rq = self.rq_id(group, cpu);
+        let parent = (group != 0).then(|| self.group_se[group as usize * self.ncpus + cpu.idx()]);
+        let depth = parent.map_or(0, |p| self.ses[p as usize].depth + 1);
+        let se = &mut self.ses[id as usize];
+        se.cfs_rq = rq;
+        se.parent = parent;
+        se.depth = depth;
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Time
+    // ------------------------------------------------------------------------------------------
+
+    /// `update_curr`: charges the running entity of `rq` for the time since `exec_start`.
+    pub(crate) fn update_curr(&mut self, rq: RqId, now: Ns) {
+        let Some(curr) = self.rqs[rq as usize].curr else { return };
+        let se = &mut self.ses[curr as usize];
+        let delta_exec = now.saturating_sub(se.exec_start);
+        if delta_exec == 0 {
+            return;
+        }
+        se.sum_exec += delta_exec;
+        se.vruntime = se.vruntime.wrapping_add(calc_delta_fair(delta_exec, se.weight, se.inv()));
+        se.exec_start = now;
+        self.update_min_vruntime(rq);
+    }
+
+    /// `update_min_vruntime`.
+    pub(crate) fn update_min_vruntime(&mut self, rq: RqId) {
+        let r = &self.rqs[rq as usize];
+        let mut v = r.min_vruntime;
+        if let Some(c) = r.curr {
+            v = self.ses[c as usize].vruntime;
+        }
+        if let Some(left) = timeline::first(&r.timeline) {
+            let lv = self.ses[left as usize].vruntime;
+            v = if r.curr.is_none() { lv } else { min_vruntime(v, lv) };
+        }
+        let r = &mut self.rqs[rq as usize];
+        r.min_vruntime = max_vruntime(r.min_vruntime, v);
+    }
+
+    /// `__sched_period(nr_running)`.
+    pub(crate) fn sched_period(&self, nr_running: u64) -> u64 {
+        if nr_running > self.nr_latency {
+            self.min_gran_ns * nr_running
+        } else {
+            self.latency_ns
+        }
+    }
+
+    /// `sched_slice(cfs_rq, se)`: the entity's share of the period, through every level.
+    pub(crate) fn sched_slice(&self, se: SeId) -> u64 {
+        let s = &self.ses[se as usize];
+        let rq = &self.rqs[s.cfs_rq as usize];
+        let mut slice = self.sched_period(rq.nr_running as u64 + u64::from(!s.on_rq));
+        let mut cur = Some(se);
+        while let Some(id) = cur {
+            let e = &self.ses[id as usize];
+            let r = &self.rqs[e.cfs_rq as usize];
+            let load = if e.on_rq { r.load } else { r.load + e.weight };
+            slice = calc_delta_mine(slice, e.weight, inv_weight_of(load));
+            cur = e.parent;
+        }
+        slice
+    }
+
+    /// `sched_vslice`: the slice in virtual time.
+    pub(crate) fn sched_vslice(&self, se: SeId) -> u64 {
+        let s = &self.ses[se as usize];
+        calc_delta_fair(self.sched_slice(se), s.weight, s.inv())
+    }
+
+    /// `place_entity(cfs_rq, se, initial)`.
+    pub(crate) fn place_entity(&mut self, rq: RqId, se: SeId, initial: bool) {
+        let mut v = self.rqs[rq as usize].min_vruntime;
+        if initial && self.p.start_debit {
+            v = v.wrapping_add(self.sched_vslice(se));
+        }
+        if !initial {
+            let mut thresh = self.latency_ns;
+            if self.p.gentle_fair_sleepers {
+                thresh >>= 1;
+            }
+            v = v.wrapping_sub(thresh);
+        }
+        let s = &mut self.ses[se as usize];
+        s.vruntime = max_vruntime(s.vruntime, v);
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Enqueue / dequeue
+    // ------------------------------------------------------------------------------------------
+
+    fn account_enqueue(&mut self, rq: RqId, se: SeId) {
+        let (w, is_task) = (self.ses[se as usize].weight, self.ses[se as usize].task.is_some());
+        let r = &mut self.rqs[rq as usize];
+        r.load += w;
+        r.nr_running += 1;
+        let group = r.group;
+        if is_task {
+            r.task_weight += w;
+            self.seq += 1;
+            self.ses[se as usize].list_seq = self.seq;
+        }
+        self.group_load[group as usize] += w;
+    }
+
+    fn account_dequeue(&mut self, rq: RqId, se: SeId) {
+        let (w, is_task) = (self.ses[se as usize].weight, self.ses[se as usize].task.is_some());
+        let r = &mut self.rqs[rq as usize];
+        r.load -= w;
+        r.nr_running -= 1;
+        if is_task {
+            r.task_weight -= w;
+        }
+        let group = r.group;
+        self.group_load[group as usize] -= w;
+    }
+
+    fn tree_insert(&mut self, rq: RqId, se: SeId) {
+        self.seq += 1;
+        self.ses[se as usize].tree_seq = self.seq;
+        let heap = &mut self.rqs[rq as usize].timeline;
+        timeline::insert(heap, &mut self.ses, se);
+    }
+
+    fn tree_remove(&mut self, rq: RqId, se: SeId) {
+        let heap = &mut self.rqs[rq as usize].timeline;
+        timeline::remove(heap, &mut self.ses, se);
+    }
+
+    /// `enqueue_entity`. `wakeup` = ENQUEUE_WAKEUP, `waking` = ENQUEUE_WAKING (vruntime is relative).
+    pub(crate) fn enqueue_entity(&mut self, rq: RqId, se: SeId, wakeup: bool, waking: bool, now: Ns) {
+        if !wakeup || waking {
+            let mv = self.rqs[rq as usize].min_vruntime;
+            let s = &mut self.ses[se as usize];
+            s.vruntime = s.vruntime.wrapping_add(mv);
+        }
+        self.update_curr(rq, now);
+        self.account_enqueue(rq, se);
+        self.update_cfs_shares(rq, now);
+        if wakeup {
+            self.place_entity(rq, se, false);
+        }
+        if self.rqs[rq as usize].curr != Some(se) {
+            self.tree_insert(rq, se);
+        }
+        self.ses[se as usize].on_rq = true;
+    }
+
+    /// `dequeue_entity`. `sleep` = DEQUEUE_SLEEP (otherwise vruntime becomes relative).
+    pub(crate) fn dequeue_entity(&mut self, rq: RqId, se: SeId, sleep: bool, now: Ns) {
+        self.update_curr(rq, now);
+        self.clear_buddies(rq, se);
+        if self.rqs[rq as usize].curr != Some(se) {
+            self.tree_remove(rq, se);
+        }
+        self.ses[se as usize].on_rq = false;
+        self.account_dequeue(rq, se);
+        self.update_min_vruntime(rq);
+        self.update_cfs_shares(rq, now);
+        if !sleep {
+            let mv = self.rqs[rq as usize].min_vruntime;
+            let s = &mut self.ses[se as usize];
+            s.vruntime = s.vruntime.wrapping_sub(mv);
+        }
+    }
+
+    /// `enqueue_task_fair`: enqueues the task's entity and every group entity above it that is not
+    /// queued yet (those with ENQUEUE_WAKEUP).
+    pub(crate) fn enqueue_task(&mut self, t: TaskId, wakeup: bool, waking: bool, now: Ns) {
+        let mut cur = Some(self.task_se[t.idx()]);
+        let (mut wakeup, mut waking) = (wakeup, waking);
+        while let Some(se) = cur {
+            if self.ses[se as usize].on_rq {
+                break;
+            }
+            let rq = self.ses[se as usize].cfs_rq;
+            self.enqueue_entity(rq, se, wakeup, waking, now);
+            wakeup = true;
+            waking = false;
+            cur = self.ses[se as usize].parent;
+        }
+        self.nr_running_total += 1;
+    }
+
+    /// `dequeue_task_fair`: dequeues the task's entity and every group entity left empty.
+    pub(crate) fn dequeue_task(&mut self, t: TaskId, sleep: bool, now: Ns) {
+        let mut cur = Some(self.task_se[t.idx()]);
+        let mut sleep = sleep;
+        while let Some(se) = cur {
+            let rq = self.ses[se as usize].cfs_rq;
+            self.dequeue_entity(rq, se, sleep, now);
+            if self.rqs[rq as usize].load != 0 {
+                break;
+            }
+            sleep = true;
+            cur = self.ses[se as usize].parent;
+        }
+        self.nr_running_total -= 1;
+    }
+
+    /// `update_cfs_shares` with `calc_cfs_shares` (seed 000 eq. 5). Simplification: the group's load
+    /// is the instantaneous sum of its runqueues' loads, where 2.6.38 averages each runqueue's load
+    /// over a 10 ms window (`load_avg`, `sysctl_sched_shares_window`).
+    pub(crate) fn update_cfs_shares(&mut self, rq: RqId, now: Ns) {
+        let r = &self.rqs[rq as usize];
+        let g = r.group as usize;
+        if g == 0 {
+            return;
+        }
+        let se = self.group_se[g * self.ncpus + r.cpu.idx()];
+        let load = r.load;
+        let tg_load = self.group_load[g];
+        let tg_shares = self.group_shares[g];
+        let mut shares = tg_shares * load;
+        if tg_load != 0 {
+            shares /= tg_load;
+        }
+        let shares = shares.clamp(MIN_SHARES, tg_shares);
+        self.reweight_entity(se, shares, now);
+    }
+
+    /// `reweight_entity`.
+    fn reweight_entity(&mut self, se: SeId, weight: u64, now: Ns) {
+        let s = &self.ses[se as usize];
+        if s.weight == weight {
+            return;
+        }
+        let (rq, on_rq) = (s.cfs_rq, s.on_rq);
+        if on_rq {
+            if self.rqs[rq as usize].curr == Some(se) {
+                self.update_curr(rq, now);
+            }
+            self.account_dequeue(rq, se);
+        }
+        let s = &mut self.ses[se as usize];
+        s.weight = weight;
+        s.inv_weight = 0;
+        if on_rq {
+            self.account_enqueue(rq, se);
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Buddies
+    // ------------------------------------------------------------------------------------------
+
+    /// `clear_buddies(cfs_rq, se)`: clears `last`/`next` up the hierarchy where they point at `se`.
+    pub(crate) fn clear_buddies(&mut self, rq: RqId, se: SeId) {
+        for which in [0, 1] {
+            let mut rq = rq;
+            let mut cur = Some(se);
+            while let Some(id) = cur {
+                let r = &mut self.rqs[rq as usize];
+                let slot = if which == 0 { &mut r.last } else { &mut r.next };
+                if *slot != Some(id) {
+                    break;
+                }
+                *slot = None;
+                cur = self.ses[id as usize].parent;
+                if let Some(p) = cur {
+                    rq = self.ses[p as usize].cfs_rq;
+                }
+            }
+        }
+    }
+
+    /// `set_last_buddy` / `set_next_buddy` (not for SCHED_IDLE tasks).
+    pub(crate) fn set_buddy(&mut self, ctx: &Ctx, se: SeId, last: bool) {
+        if let Some(t) = self.ses[se as usize].task {
+            if ctx.task(t).class == SchedClass::Idle {
+                return;
+            }
+        }
+        let mut cur = Some(se);
+        while let Some(id) = cur {
+            let rq = self.ses[id as usize].cfs_rq;
+            let r = &mut self.rqs[rq as usize];
+            if last {
+                r.last = Some(id);
+            } else {
+                r.next = Some(id);
+            }
+            cur = self.ses[id as usize].parent;
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Pick / put
+    // ------------------------------------------------------------------------------------------
+
+    /// `wakeup_gran(curr, se)`: the wakeup granularity in `se`'s virtual time.
+    fn wakeup_gran(&self, se: SeId) -> u64 {
+        let s = &self.ses[se as usize];
+        calc_delta_fair(self.wakeup_gran_ns, s.weight, s.inv())
+    }
+
+    /// `wakeup_preempt_entity(curr, se)`: -1 if `se` is not behind `curr`, 1 if behind by more than
+    /// the wakeup granularity, 0 otherwise.
+    pub(crate) fn wakeup_preempt_entity(&self, curr: SeId, se: SeId) -> i32 {
+        let vdiff = self.ses[curr as usize].vruntime.wrapping_sub(self.ses[se as usize].vruntime) as i64;
+        if vdiff <= 0 {
+            return -1;
+        }
+        if vdiff > self.wakeup_gran(se) as i64 {
+            1
+        } else {
+            0
+        }
+    }
+
+    /// `pick_next_entity`: leftmost, or the next buddy, or the last buddy if not too far ahead.
+    fn pick_next_entity(&mut self, rq: RqId) -> SeId {
+        let r = &self.rqs[rq as usize];
+        let left = timeline::first(&r.timeline).expect("pick from a non-empty runqueue");
+        let mut se = left;
+        self.nr_examined += 1;
+        if let Some(n) = r.next {
+            self.nr_examined += 1;
+            if self.wakeup_preempt_entity(n, left) < 1 {
+                se = n;
+            }
+        }
+        if let Some(l) = r.last {
+            self.nr_examined += 1;
+            if self.wakeup_preempt_entity(l, left) < 1 {
+                se = l;
+            }
+        }
+        self.clear_buddies(rq, se);
+        se
+    }
+
+    /// `set_next_entity`.
+    fn set_next_entity(&mut self, rq: RqId, se: SeId, now: Ns) {
+        if self.ses[se as usize].on_rq {
+            self.tree_remove(rq, se);
+        }
+        let s = &mut self.ses[se as usize];
+        s.exec_start = now;
+        s.prev_sum_exec = s.sum_exec;
+        self.rqs[rq as usize].curr = Some(se);
+    }
+
+    /// `pick_next_task_fair`: descends from the root runqueue of `cpu`.
+    pub(crate) fn pick_next_task(&mut self, cpu: CpuId, now: Ns) -> Option<TaskId> {
+        let mut rq = self.root(cpu);
+        if self.rqs[rq as usize].nr_running == 0 {
+            return None;
+        }
+        loop {
+            let se = self.pick_next_entity(rq);
+            self.set_next_entity(rq, se, now);
+            match self.ses[se as usize].my_q {
+                Some(q) => rq = q,
+                None => return self.ses[se as usize].task,
+            }
+        }
+    }
+
+    /// `put_prev_entity` for every level (`put_prev_task_fair`).
+    pub(crate) fn put_prev_task(&mut self, t: TaskId, now: Ns) {
+        let mut cur = Some(self.task_se[t.idx()]);
+        while let Some(se) = cur {
+            let rq = self.ses[se as usize].cfs_rq;
+            if self.ses[se as usize].on_rq {
+                self.update_curr(rq, now);
+                self.tree_insert(rq, se);
+            }
+            self.rqs[rq as usize].curr = None;
+            cur = self.ses[se as usize].parent;
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------
+    // Preemption
+    // ------------------------------------------------------------------------------------------
+
+    /// `entity_tick` for every level (`task_tick_fair`). Returns whether to reschedule.
+    pub(crate) fn task_tick(&mut self, t: TaskId, now: Ns) -> bool {
+        let mut resched = false;
+        let mut cur = Some(self.task_se[t.idx()]);
+        while let Some(se) = cur {
+            let rq = self.ses[se as usize].cfs_rq;
+            self.update_curr(rq, now);
+            self.update_cfs_shares(rq, now);
+            if self.rqs[rq as usize].nr_running > 1 || !self.p.wakeup_preempt {
+                resched |= self.check_preempt_tick(rq, se);
+            }
+            cur = self.ses[se as usize].parent;
+        }
+        resched
+    }
+
+    /// `check_preempt_tick` (2.6.38).
+    fn check_preempt_tick(&mut self, rq: RqId, curr: SeId) -> bool {
+        let ideal_runtime = self.sched_slice(curr);
+        let c = &self.ses[curr as usize];
+        let delta_exec = c.sum_exec - c.prev_sum_exec;
+        if delta_exec > ideal_runtime {
+            self.clear_buddies(rq, curr);
+            return true;
+        }
+        if !self.p.wakeup_preempt || delta_exec < self.min_gran_ns {
+            return false;
+        }
+        if self.rqs[rq as usize].nr_running > 1 {
+            let left = timeline::first(&self.rqs[rq as usize].timeline).expect("nr_running > 1");
+            let delta = self.ses[curr as usize].vruntime.wrapping_sub(self.ses[left as usize].vruntime) as i64;
+            // 2.6.38 compares this s64 against an unsigned long, so a negative delta (curr behind the
+            // leftmost) converts to a huge value and also asks for a reschedule. Kept as in the
+            // kernel; the `delta < 0` early return came in a later release.
+            if (delta as u64) > ideal_runtime {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// `find_matching_se`: walks both entities up to a common runqueue.
+    fn find_matching_se(&self, mut se: SeId, mut pse: SeId) -> (SeId, SeId) {
+        let depth = |x: SeId| self.ses[x as usize].depth;
+        let parent = |x: SeId| self.ses[x as usize].parent.expect("deeper entity has a parent");
+        while depth(se) > depth(pse) {
+            se = parent(se);
+        }
+        while depth(pse) > depth(se) {
+            pse = parent(pse);
+        }
+        while self.ses[se as usize].cfs_rq != self.ses[pse as usize].cfs_rq {
+            se = parent(se);
+            pse = parent(pse);
+        }
+        (se, pse)
+    }
+
+    /// `check_preempt_wakeup` (2.6.38). `fork` = WF_FORK.
+    pub(crate) fn check_preempt_wakeup(&mut self, ctx: &Ctx, curr: TaskId, p: TaskId, fork: bool) -> bool {
+        let se = self.task_se[curr.idx()];
+        let pse = self.task_se[p.idx()];
+        if se == pse {
+            return false;
+        }
+        let rq = self.ses[se as usize].cfs_rq;
+        let scale = self.rqs[rq as usize].nr_running as u64 >= self.nr_latency;
+        if self.p.next_buddy && scale && !fork {
+            self.set_buddy(ctx, pse, false);
+        }
+        let (cc, pc) = (ctx.task(curr).class, ctx.task(p).class);
+        let preempt = if cc == SchedClass::Idle && pc != SchedClass::Idle {
+            true // idle tasks are by definition preempted by non-idle tasks
+        } else if pc != SchedClass::Normal || !self.p.wakeup_preempt {
+            false // batch and idle wakees do not preempt; their preemption is driven by the tick
+        } else {
+            self.update_curr(rq, ctx.now);
+            let (se, pse) = self.find_matching_se(se, pse);
+            if self.wakeup_preempt_entity(se, pse) == 1 {
+                if self.p.last_buddy && scale && self.ses[se as usize].task.is_some() && self.ses[se as usize].on_rq {
+                    self.set_buddy(ctx, se, true);
+                }
+                true
+            } else {
+                false
+            }
+        };
+        if preempt {
+            self.nr_wakeup_preempt += 1;
+        }
+        preempt
+    }
+}

@@ -1,0 +1,424 @@
+//! # CFS, the Completely Fair Scheduler, as in Linux 2.6.38
+//!
+//! Source: Linux 2.6.38 kernel/sched_fair.c, kernel/sched.c, kernel/sched_features.h,
+//! include/linux/topology.h; seed 000 (HTFS thesis) sec. 2.5-2.8 and 3.1, seed 002 sec. 2.1.
+//!
+//! Each CPU has a runqueue of *scheduling entities* ordered by virtual run time: an entity's
+//! `vruntime` grows by its real run time scaled by `1024 / weight`, so over time every entity receives
+//! CPU time in proportion to its weight (the nice-to-weight table, 1.25x per nice level). The CPU runs
+//! the entity with the smallest vruntime (the leftmost of the timeline); `min_vruntime` is a monotonic
+//! floor that new and waking entities are placed against:
+//!
+//! * a new task starts one virtual slice after `min_vruntime` (`START_DEBIT`), so forking does not buy
+//!   CPU time; a waking task is placed at most half a latency period behind (`GENTLE_FAIR_SLEEPERS`:
+//!   `min_vruntime - sched_latency/2`), so sleepers get a bounded bonus;
+//! * the tick preempts the running task when it has run longer than its *slice*, its weight's share of
+//!   the period (`sched_latency` for up to `nr_latency` tasks, `n * min_granularity` beyond), or when
+//!   it is more than a slice ahead of the leftmost; a waking task preempts when it is more than the
+//!   wakeup granularity behind (`WAKEUP_PREEMPT`);
+//! * buddies bias the pick: `last` returns the CPU to a task preempted by a wakeup (`LAST_BUDDY`),
+//!   `next` (off by default) favours the woken task, both only within the wakeup granularity;
+//! * task groups (cgroups) nest: a group has an entity on each CPU whose weight is its share of the
+//!   group's `shares`, proportional to that CPU's part of the group's load (seed 000 eq. 5);
+//! * across CPUs, the sched-domain load balancer evens out weighted load: periodically per domain
+//!   (intervals backing off while balanced), when a CPU goes idle, and for tickless idle CPUs; plus
+//!   placement at fork (`find_idlest_group`) and wakeup (`wake_affine`, `select_idle_sibling`).
+//!
+//! Tunables scale with the number of CPUs like the kernel's `SCHED_TUNABLESCALING_LOG`: factor
+//! `1 + ilog2(min(ncpus, 8))`, so 6 ms latency becomes 24 ms on 8 or more CPUs.
+//!
+//! Where this port simplifies (said again at the spot): group shares use instantaneous loads rather
+//! than the 10 ms averaged `load_avg`; `effective_load` in wake_affine has no group correction;
+//! a balancing pass stops at the first domain that moved tasks; load-balancer task order within a
+//! runqueue follows the kernel's newest-first list. The rbtree is replaced by an indexed heap with the
+//! same ordering and tie-breaks ([`timeline`]).
+
+mod balance;
+pub mod domains;
+mod fair;
+pub mod math;
+mod timeline;
+
+use crate::params::{parse_bool, parse_u64, ParamInfo, Params};
+use balance::{CpuState, IdleType};
+use fair::{CfsRq, Se, SeId};
+use schedlab_core::{
+    BalanceKind, CpuId, Ctx, DequeueReason, Dispatch, EnqueueReason, Migration, Ns, PolicyStat,
+    SchedClass, SchedPolicy, SwitchReason, TaskId, WakeInfo, WakeKind, NSEC_PER_MSEC,
+};
+
+/// How the tunables scale with the CPU count (`sysctl_sched_tunable_scaling`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TunableScaling {
+    /// Unscaled.
+    None,
+    /// `1 + ilog2(min(ncpus, 8))` (the kernel's default).
+    Log,
+    /// `min(ncpus, 8)`.
+    Linear,
+}
+
+/// CFS parameters, with the 2.6.38 defaults (before scaling by CPU count).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CfsParams {
+    /// `sysctl_sched_latency`: targeted preemption latency, ns. Default 6 ms.
+    pub sched_latency_ns: Ns,
+    /// `sysctl_sched_min_granularity`: minimal slice, ns. Default 0.75 ms.
+    pub sched_min_granularity_ns: Ns,
+    /// `sysctl_sched_wakeup_granularity`: how far behind a wakee must be to preempt, ns. Default 1 ms.
+    pub sched_wakeup_granularity_ns: Ns,
+    /// `sysctl_sched_migration_cost`: a task that ran this recently is cache hot, ns. Default 0.5 ms.
+    pub sched_migration_cost_ns: Ns,
+    /// `sysctl_sched_nr_migrate`: tasks examined per balancing pass. Default 32.
+    pub sched_nr_migrate: u32,
+    /// Scaling of the three granularities with the CPU count. Default log.
+    pub tunable_scaling: TunableScaling,
+    /// Feature START_DEBIT. Default on.
+    pub start_debit: bool,
+    /// Feature GENTLE_FAIR_SLEEPERS. Default on.
+    pub gentle_fair_sleepers: bool,
+    /// Feature WAKEUP_PREEMPT. Default on.
+    pub wakeup_preempt: bool,
+    /// Feature LAST_BUDDY. Default on.
+    pub last_buddy: bool,
+    /// Feature NEXT_BUDDY. Default off.
+    pub next_buddy: bool,
+    /// Feature CACHE_HOT_BUDDY. Default on.
+    pub cache_hot_buddy: bool,
+    /// Feature AFFINE_WAKEUPS. Default on.
+    pub affine_wakeups: bool,
+    /// `sysctl_sched_compat_yield`: yield moves the task to the far right. Default off.
+    pub compat_yield: bool,
+    /// Run the load balancer at all (off: tasks stay where placed). Default on.
+    pub load_balance: bool,
+}
+
+impl Default for CfsParams {
+    fn default() -> Self {
+        CfsParams {
+            sched_latency_ns: 6 * NSEC_PER_MSEC,
+            sched_min_granularity_ns: 750_000,
+            sched_wakeup_granularity_ns: NSEC_PER_MSEC,
+            sched_migration_cost_ns: 500_000,
+            sched_nr_migrate: 32,
+            tunable_scaling: TunableScaling::Log,
+            start_debit: true,
+            gentle_fair_sleepers: true,
+            wakeup_preempt: true,
+            last_buddy: true,
+            next_buddy: false,
+            cache_hot_buddy: true,
+            affine_wakeups: true,
+            compat_yield: false,
+            load_balance: true,
+        }
+    }
+}
+
+impl Params for CfsParams {
+    fn info() -> &'static [ParamInfo] {
+        &[
+            ParamInfo { key: "sched_latency_ns", default: "6000000", help: "targeted preemption latency (before CPU scaling)" },
+            ParamInfo { key: "sched_min_granularity_ns", default: "750000", help: "minimal preemption granularity (before CPU scaling)" },
+            ParamInfo { key: "sched_wakeup_granularity_ns", default: "1000000", help: "wakeup preemption granularity (before CPU scaling)" },
+            ParamInfo { key: "sched_migration_cost_ns", default: "500000", help: "tasks that ran within this are cache hot; idle balancing needs this much average idle" },
+            ParamInfo { key: "sched_nr_migrate", default: "32", help: "tasks examined per balancing pass" },
+            ParamInfo { key: "tunable_scaling", default: "log", help: "none | log | linear scaling of granularities with the CPU count (max 8)" },
+            ParamInfo { key: "start_debit", default: "true", help: "new tasks start one virtual slice late" },
+            ParamInfo { key: "gentle_fair_sleepers", default: "true", help: "sleeper credit is half a latency period" },
+            ParamInfo { key: "wakeup_preempt", default: "true", help: "wakeups may preempt" },
+            ParamInfo { key: "last_buddy", default: "true", help: "prefer returning to a task preempted by a wakeup" },
+            ParamInfo { key: "next_buddy", default: "false", help: "prefer the task just woken" },
+            ParamInfo { key: "cache_hot_buddy", default: "true", help: "buddies count as cache hot for balancing" },
+            ParamInfo { key: "affine_wakeups", default: "true", help: "wake_affine may pull a wakee to the waker's CPU" },
+            ParamInfo { key: "compat_yield", default: "false", help: "sched_yield moves the task behind all others" },
+            ParamInfo { key: "load_balance", default: "true", help: "run the sched-domain load balancer" },
+        ]
+    }
+
+    fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        const S: u64 = 1_000_000_000;
+        match key {
+            "sched_latency_ns" => self.sched_latency_ns = parse_u64(value, 100_000..=S)?,
+            "sched_min_granularity_ns" => self.sched_min_granularity_ns = parse_u64(value, 100_000..=S)?,
+            "sched_wakeup_granularity_ns" => self.sched_wakeup_granularity_ns = parse_u64(value, 0..=S)?,
+            "sched_migration_cost_ns" => self.sched_migration_cost_ns = parse_u64(value, 0..=S)?,
+            "sched_nr_migrate" => self.sched_nr_migrate = parse_u64(value, 1..=100_000)? as u32,
+            "tunable_scaling" => {
+                self.tunable_scaling = match value {
+                    "none" | "0" => TunableScaling::None,
+                    "log" | "1" => TunableScaling::Log,
+                    "linear" | "2" => TunableScaling::Linear,
+                    _ => return Err("expected none, log or linear".into()),
+                }
+            }
+            "start_debit" => self.start_debit = parse_bool(value)?,
+            "gentle_fair_sleepers" => self.gentle_fair_sleepers = parse_bool(value)?,
+            "wakeup_preempt" => self.wakeup_preempt = parse_bool(value)?,
+            "last_buddy" => self.last_buddy = parse_bool(value)?,
+            "next_buddy" => self.next_buddy = parse_bool(value)?,
+            "cache_hot_buddy" => self.cache_hot_buddy = parse_bool(value)?,
+            "affine_wakeups" => self.affine_wakeups = parse_bool(value)?,
+            "compat_yield" => self.compat_yield = parse_bool(value)?,
+            "load_balance" => self.load_balance = parse_bool(value)?,
+            _ => unreachable!("checked by apply"),
+        }
+        Ok(())
+    }
+}
+
+/// The CFS policy.
+pub struct Cfs {
+    p: CfsParams,
+    latency_ns: u64,
+    min_gran_ns: u64,
+    wakeup_gran_ns: u64,
+    nr_latency: u64,
+    ncpus: usize,
+    ngroups: usize,
+    tick_ns: Ns,
+    ses: Vec<Se>,
+    rqs: Vec<CfsRq>,
+    task_se: Vec<SeId>,
+    group_se: Vec<SeId>,
+    group_parent: Vec<Option<u32>>,
+    group_shares: Vec<u64>,
+    group_load: Vec<u64>,
+    cpus: Vec<CpuState>,
+    cpu_tasks: Vec<u64>,
+    seq: u64,
+    nr_running_total: usize,
+    nr_examined: u64,
+    nr_wake_affine: u64,
+    nr_wakeup_preempt: u64,
+    nr_tick_preempt: u64,
+    nr_lb_calls: u64,
+    nr_lb_moved: u64,
+    nr_active_balance: u64,
+}
+
+impl Cfs {
+    /// A CFS instance (sized in `init`).
+    pub fn new(p: CfsParams) -> Cfs {
+        Cfs {
+            p,
+            latency_ns: 0,
+            min_gran_ns: 0,
+            wakeup_gran_ns: 0,
+            nr_latency: 8,
+            ncpus: 0,
+            ngroups: 0,
+            tick_ns: 1,
+            ses: Vec::new(),
+            rqs: Vec::new(),
+            task_se: Vec::new(),
+            group_se: Vec::new(),
+            group_parent: Vec::new(),
+            group_shares: Vec::new(),
+            group_load: Vec::new(),
+            cpus: Vec::new(),
+            cpu_tasks: Vec::new(),
+            seq: 0,
+            nr_running_total: 0,
+            nr_examined: 0,
+            nr_wake_affine: 0,
+            nr_wakeup_preempt: 0,
+            nr_tick_preempt: 0,
+            nr_lb_calls: 0,
+            nr_lb_moved: 0,
+            nr_active_balance: 0,
+        }
+    }
+
+    /// The effective (scaled) `sched_latency`, ns.
+    pub fn latency_ns(&self) -> u64 {
+        self.latency_ns
+    }
+
+    /// The effective (scaled) `sched_min_granularity`, ns.
+    pub fn min_granularity_ns(&self) -> u64 {
+        self.min_gran_ns
+    }
+
+    /// The effective (scaled) wakeup granularity, ns.
+    pub fn wakeup_granularity_ns(&self) -> u64 {
+        self.wakeup_gran_ns
+    }
+
+    /// `sched_slice` of task `t` as it is queued now (for tests and reports).
+    pub fn slice_of(&self, t: TaskId) -> u64 {
+        self.sched_slice(self.task_se[t.idx()])
+    }
+
+    /// The vruntime of task `t` (absolute while queued or running).
+    pub fn vruntime_of(&self, t: TaskId) -> u64 {
+        self.ses[self.task_se[t.idx()] as usize].vruntime
+    }
+
+    /// `min_vruntime` of the root runqueue of `cpu`.
+    pub fn min_vruntime(&self, cpu: CpuId) -> u64 {
+        self.rqs[cpu.idx()].min_vruntime
+    }
+
+    fn group_of(ctx: &Ctx, t: TaskId) -> u32 {
+        ctx.task(t).group.0
+    }
+}
+
+impl SchedPolicy for Cfs {
+    fn name(&self) -> &str {
+        "cfs"
+    }
+
+    fn init(&mut self, ctx: &Ctx) {
+        self.ncpus = ctx.nr_cpus();
+        self.tick_ns = ctx.tick_ns;
+        let n = self.ncpus.min(8) as u64;
+        let factor = match self.p.tunable_scaling {
+            TunableScaling::None => 1,
+            TunableScaling::Log => 1 + n.ilog2() as u64,
+            TunableScaling::Linear => n,
+        };
+        self.latency_ns = self.p.sched_latency_ns * factor;
+        self.min_gran_ns = self.p.sched_min_granularity_ns * factor;
+        self.wakeup_gran_ns = self.p.sched_wakeup_granularity_ns * factor;
+        self.nr_latency = self.latency_ns.div_ceil(self.min_gran_ns);
+        self.build_groups(ctx);
+        self.cpus = ctx
+            .topo
+            .cpus()
+            .map(|c| CpuState {
+                cpu_load: [0; balance::CPU_LOAD_IDX_MAX],
+                last_load_update_tick: 0,
+                avg_idle: 2 * self.p.sched_migration_cost_ns,
+                idle_stamp: 0,
+                power: domains::cpu_power(ctx.topo, c),
+                domains: domains::build(ctx.topo, ctx.numa, c),
+            })
+            .collect();
+        self.cpu_tasks = vec![0; self.ncpus];
+    }
+
+    fn task_new(&mut self, ctx: &Ctx, t: TaskId) -> CpuId {
+        let se = self.new_task_se(ctx, t);
+        // task_fork_fair: place against the forking CPU's runqueue, then make vruntime relative.
+        let this_cpu = ctx.task(t).cpu;
+        let rq = self.rq_id(Self::group_of(ctx, t), this_cpu);
+        self.update_curr(rq, ctx.now);
+        if let Some(curr) = self.rqs[rq as usize].curr {
+            self.ses[se as usize].vruntime = self.ses[curr as usize].vruntime;
+        }
+        self.place_entity(rq, se, true);
+        let mv = self.rqs[rq as usize].min_vruntime;
+        let s = &mut self.ses[se as usize];
+        s.vruntime = s.vruntime.wrapping_sub(mv);
+        self.select_fork_cpu(ctx, t, this_cpu)
+    }
+
+    fn select_cpu(&mut self, ctx: &Ctx, t: TaskId, wake: &WakeInfo) -> CpuId {
+        // task_waking_fair: vruntime relative to the old runqueue while the task moves.
+        let se = self.task_se[t.idx()];
+        let mv = self.rqs[self.ses[se as usize].cfs_rq as usize].min_vruntime;
+        let s = &mut self.ses[se as usize];
+        s.vruntime = s.vruntime.wrapping_sub(mv);
+        self.select_wake_cpu(ctx, t, wake.waker_cpu, wake.waker, wake.sync)
+    }
+
+    fn enqueue(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId, why: EnqueueReason) {
+        self.set_task_rq(t, cpu, Self::group_of(ctx, t));
+        let wakeup = why == EnqueueReason::Wakeup;
+        self.enqueue_task(t, wakeup, wakeup, ctx.now);
+        self.cpu_tasks[cpu.idx()] += 1;
+        let st = &mut self.cpus[cpu.idx()];
+        if wakeup && st.idle_stamp != 0 {
+            // ttwu_post_activation: fold this idle period into avg_idle.
+            let delta = ctx.now.saturating_sub(st.idle_stamp);
+            let max = 2 * self.p.sched_migration_cost_ns;
+            if delta > max {
+                st.avg_idle = max;
+            } else {
+                let diff = delta as i64 - st.avg_idle as i64;
+                st.avg_idle = (st.avg_idle as i64 + (diff >> 3)) as u64;
+            }
+            st.idle_stamp = 0;
+        }
+    }
+
+    fn dequeue(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId, _why: DequeueReason) {
+        self.dequeue_task(t, false, ctx.now);
+        self.cpu_tasks[cpu.idx()] -= 1;
+    }
+
+    fn pick_next(&mut self, ctx: &Ctx, cpu: CpuId) -> Option<Dispatch> {
+        self.pick_next_task(cpu, ctx.now).map(Dispatch::task)
+    }
+
+    fn put_prev(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId, why: SwitchReason) {
+        if !why.still_runnable() {
+            // deactivate_task(DEQUEUE_SLEEP) runs before put_prev_task in schedule().
+            self.dequeue_task(t, true, ctx.now);
+            self.cpu_tasks[cpu.idx()] -= 1;
+        }
+        self.put_prev_task(t, ctx.now);
+    }
+
+    fn tick(&mut self, ctx: &Ctx, cpu: CpuId, curr: TaskId) -> bool {
+        self.update_cpu_load(cpu, ctx.now);
+        let resched = self.task_tick(curr, ctx.now);
+        self.nr_tick_preempt += u64::from(resched);
+        resched
+    }
+
+    fn check_preempt(&mut self, ctx: &Ctx, _cpu: CpuId, curr: TaskId, woken: TaskId, kind: WakeKind) -> bool {
+        self.check_preempt_wakeup(ctx, curr, woken, kind == WakeKind::Fork)
+    }
+
+    fn yield_task(&mut self, ctx: &Ctx, _cpu: CpuId, t: TaskId) {
+        // yield_task_fair (2.6.38).
+        let se = self.task_se[t.idx()];
+        let rq = self.ses[se as usize].cfs_rq;
+        if self.rqs[rq as usize].nr_running == 1 {
+            return;
+        }
+        self.clear_buddies(rq, se);
+        if !self.p.compat_yield && ctx.task(t).class != SchedClass::Batch {
+            self.update_curr(rq, ctx.now);
+            return;
+        }
+        let Some(right) = timeline::last(&self.rqs[rq as usize].timeline, &self.ses) else { return };
+        if timeline::before(&self.ses[right as usize], &self.ses[se as usize]) {
+            return;
+        }
+        self.ses[se as usize].vruntime = self.ses[right as usize].vruntime.wrapping_add(1);
+    }
+
+    fn balance(&mut self, ctx: &Ctx, cpu: CpuId, kind: BalanceKind, out: &mut Vec<Migration>) {
+        if !self.p.load_balance || self.ncpus < 2 {
+            return;
+        }
+        match kind {
+            BalanceKind::Periodic => self.rebalance_domains(ctx, cpu, IdleType::NotIdle, out),
+            BalanceKind::NohzIdle => self.rebalance_domains(ctx, cpu, IdleType::Idle, out),
+            BalanceKind::NewlyIdle => self.idle_balance(ctx, cpu, out),
+        }
+    }
+
+    fn take_examined(&mut self) -> u64 {
+        std::mem::take(&mut self.nr_examined)
+    }
+
+    fn stats(&self) -> Vec<PolicyStat> {
+        vec![
+            PolicyStat { name: "nr_wakeup_preempt", value: self.nr_wakeup_preempt, help: "wakeups that preempted the running task" },
+            PolicyStat { name: "nr_tick_preempt", value: self.nr_tick_preempt, help: "ticks that asked for a reschedule" },
+            PolicyStat { name: "nr_wake_affine", value: self.nr_wake_affine, help: "wakeups pulled to the waker's CPU by wake_affine" },
+            PolicyStat { name: "nr_lb_calls", value: self.nr_lb_calls, help: "load_balance calls (all domains)" },
+            PolicyStat { name: "nr_lb_moved", value: self.nr_lb_moved, help: "tasks moved by load_balance" },
+            PolicyStat { name: "nr_active_balance", value: self.nr_active_balance, help: "active balances (stopper pushes)" },
+        ]
+    }
+
+    fn nr_runnable(&self) -> Option<usize> {
+        Some(self.nr_running_total)
+    }
+}

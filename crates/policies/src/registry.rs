@@ -1,0 +1,105 @@
+//! The registry: every policy by name, with its parameters, and creation from a spec string.
+
+use crate::params::{apply, ParamError, ParamInfo, Params};
+use crate::{cfs, fifo};
+use schedlab_core::SchedPolicy;
+
+/// What the registry knows about a policy.
+#[derive(Clone, Copy)]
+pub struct PolicyInfo {
+    /// Name used in specs.
+    pub name: &'static str,
+    /// One line: what it is and which source it follows.
+    pub summary: &'static str,
+    /// Its parameters.
+    pub params: fn() -> &'static [ParamInfo],
+    make: fn(&[(String, String)]) -> Result<Box<dyn SchedPolicy>, ParamError>,
+}
+
+/// Every registered policy, in the order `schedlab list policies` shows them.
+pub fn policies() -> Vec<PolicyInfo> {
+    vec![
+        PolicyInfo {
+            name: "cfs",
+            summary: "Linux CFS as in 2.6.38 (kernel/sched_fair.c): vruntime, buddies, group shares, sched-domain balancing",
+            params: cfs::CfsParams::info,
+            make: |pairs| Ok(Box::new(cfs::Cfs::new(apply::<cfs::CfsParams>("cfs", pairs)?))),
+        },
+        PolicyInfo {
+            name: "fifo",
+            summary: "one global FIFO queue, run to block (the simplest policy; an example of the trait)",
+            params: fifo::FifoParams::info,
+            make: |pairs| Ok(Box::new(fifo::Fifo::new("fifo", apply::<fifo::FifoParams>("fifo", pairs)?))),
+        },
+        PolicyInfo {
+            name: "rr",
+            summary: "one global round-robin queue with a fixed slice (slice_ns, default 10 ms)",
+            params: fifo::FifoParams::info,
+            make: |pairs| {
+                let mut p = apply::<fifo::FifoParams>("rr", pairs)?;
+                if !pairs.iter().any(|(k, _)| k == "slice_ns") {
+                    p.slice_ns = fifo::RR_DEFAULT_SLICE_NS;
+                }
+                Ok(Box::new(fifo::Fifo::new("rr", p)))
+            },
+        },
+    ]
+}
+
+/// Splits `name[k=v,k=v]` into the name and its pairs.
+pub fn parse_spec(spec: &str) -> Result<(String, Vec<(String, String)>), ParamError> {
+    let spec = spec.trim();
+    let syntax = |msg: &str| ParamError::Syntax { spec: spec.into(), msg: msg.into() };
+    let (name, rest) = match spec.find('[') {
+        None => (spec, None),
+        Some(i) => {
+            let inner = spec[i + 1..].strip_suffix(']').ok_or_else(|| syntax("missing closing `]`"))?;
+            (&spec[..i], Some(inner))
+        }
+    };
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        return Err(syntax("a policy name is letters, digits, `_` or `-`"));
+    }
+    let mut pairs = Vec::new();
+    if let Some(inner) = rest {
+        for part in inner.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (k, v) = part.split_once('=').ok_or_else(|| syntax(&format!("`{part}` is not key=value")))?;
+            pairs.push((k.trim().to_string(), v.trim().to_string()));
+        }
+    }
+    Ok((name.to_string(), pairs))
+}
+
+/// Creates a policy from a spec such as `cfs[sched_latency_ns=6000000]`.
+pub fn create(spec: &str) -> Result<Box<dyn SchedPolicy>, ParamError> {
+    let (name, pairs) = parse_spec(spec)?;
+    create_with(&name, &pairs)
+}
+
+/// Creates a policy from a name and key/value pairs (e.g. read from a TOML table).
+pub fn create_with(name: &str, pairs: &[(String, String)]) -> Result<Box<dyn SchedPolicy>, ParamError> {
+    let info = policies().into_iter().find(|p| p.name == name).ok_or_else(|| ParamError::UnknownPolicy(name.into()))?;
+    (info.make)(pairs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_parse_and_errors_are_clear() {
+        assert_eq!(parse_spec("cfs").unwrap(), ("cfs".into(), vec![]));
+        let (n, p) = parse_spec("cfs[sched_latency_ns=6000000, start_debit=false]").unwrap();
+        assert_eq!(n, "cfs");
+        assert_eq!(p, vec![("sched_latency_ns".into(), "6000000".into()), ("start_debit".into(), "false".into())]);
+        assert!(matches!(parse_spec("cfs[x=1"), Err(ParamError::Syntax { .. })));
+        assert!(matches!(parse_spec("cfs[x]"), Err(ParamError::Syntax { .. })));
+        let e = create("nosuch").err().unwrap();
+        assert!(e.to_string().contains("unknown policy `nosuch`") && e.to_string().contains("cfs"), "{e}");
+        let e = create("cfs[latency=3]").err().unwrap();
+        assert!(e.to_string().contains("no parameter `latency`"), "{e}");
+        let e = create("cfs[sched_latency_ns=abc]").err().unwrap();
+        assert!(e.to_string().contains("expected a whole number"), "{e}");
+        assert_eq!(create("rr").unwrap().name(), "rr");
+    }
+}
