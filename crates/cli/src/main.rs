@@ -1,1 +1,221 @@
-fn main(){}
+//! `schedlab`: the command-line front of the schedlab libraries.
+//!
+//! A thin shell: it parses arguments, resolves machine, policy and workload through the libraries,
+//! runs the simulation and prints or writes the report. Errors are reported as one clear sentence
+//! (with file, line and key where the input was a file) and a non-zero exit status.
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use schedlab_core::{fmt_ns, Ns};
+use schedlab_sim::{Machine, RunConfig, Sim};
+use schedlab_workload::{builtin, parse_duration, parse_toml, Workload};
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+
+/// A laboratory for CPU schedulers: run classic and modern schedulers side by side on a simulated
+/// machine.
+#[derive(Parser)]
+#[command(name = "schedlab", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Simulate a workload on a machine under a policy and print a summary.
+    Run(RunArgs),
+    /// List what is available.
+    List {
+        /// What to list.
+        what: ListWhat,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ListWhat {
+    /// Scheduling policies and their parameters.
+    Policies,
+    /// Machine presets.
+    Machines,
+    /// Built-in workloads and their parameters.
+    Workloads,
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Machine preset (see `schedlab list machines`) or a machine TOML file.
+    #[arg(long, default_value = "xeon-e5520-2s")]
+    machine: String,
+    /// Policy spec such as `cfs` or `cfs[sched_latency_ns=6000000]`, or a policy TOML file.
+    #[arg(long, default_value = "cfs")]
+    policy: String,
+    /// Built-in workload such as `demo` or `hogs[n=400]`, or a workload TOML file.
+    #[arg(long, default_value = "demo")]
+    workload: String,
+    /// Simulated time to run, with a unit (`10s`, `500ms`). Default: the workload's own duration, else 10s.
+    #[arg(long)]
+    duration: Option<String>,
+    /// Seed of the run's random number generator.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Override the machine's timer frequency (100, 250, 300 or 1000 Hz).
+    #[arg(long)]
+    hz: Option<u32>,
+    /// Write the full report as JSON (schema `schedlab.run/1`, see docs/metrics.md) to this file.
+    #[arg(long)]
+    json: Option<String>,
+    /// Time-series sampling interval with a unit (`10ms`); `0s` turns sampling off.
+    #[arg(long, default_value = "10ms")]
+    sample_interval: String,
+    /// Also sample each task's cumulative run time (large with many tasks).
+    #[arg(long)]
+    sample_tasks: bool,
+    /// Check engine and policy invariants after every event (slow).
+    #[arg(long)]
+    check: bool,
+    /// Print nothing but errors.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Run(args) => run(args),
+        Cmd::List { what } => {
+            list(what);
+            Ok(())
+        }
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn list(what: ListWhat) {
+    match what {
+        ListWhat::Policies => {
+            for p in schedlab_policies::policies() {
+                println!("{:<8} {}", p.name, p.summary);
+                for i in (p.params)() {
+                    println!("    {:<30} default {:<12} {}", i.key, i.default, i.help);
+                }
+            }
+        }
+        ListWhat::Machines => {
+            for (name, desc) in schedlab_sim::machine::presets() {
+                let m = Machine::preset(name).expect("listed preset exists");
+                println!("{name:<16} {:>4} CPUs  HZ={:<5} {desc}", m.topology.nr_cpus(), m.hz);
+            }
+        }
+        ListWhat::Workloads => {
+            for b in builtin::builtins() {
+                println!("{:<8} {}", b.name, b.summary);
+                for (k, d, h) in b.params {
+                    println!("    {k:<12} default {d:<6} {h}");
+                }
+            }
+        }
+    }
+}
+
+fn load_workload(spec: &str) -> Result<Workload> {
+    if let Some(w) = builtin::builtin(spec).map_err(anyhow::Error::msg)? {
+        return Ok(w);
+    }
+    let path = Path::new(spec);
+    if !path.exists() {
+        let names: Vec<_> = builtin::builtins().iter().map(|b| b.name).collect();
+        bail!("workload `{spec}` is neither a built-in ({}) nor an existing file", names.join(", "));
+    }
+    let src = std::fs::read_to_string(path).with_context(|| format!("cannot read workload file {spec}"))?;
+    Ok(parse_toml(spec, &src)?)
+}
+
+fn load_policy(spec: &str) -> Result<Box<dyn schedlab_core::SchedPolicy>> {
+    let path = Path::new(spec);
+    if spec.ends_with(".toml") && path.exists() {
+        // name = "cfs"
+        // [params]
+        // sched_latency_ns = 6000000
+        let src = std::fs::read_to_string(path).with_context(|| format!("cannot read policy file {spec}"))?;
+        let doc: toml::Table = toml::from_str(&src).map_err(|e| anyhow::anyhow!("{spec}: {}", e.message()))?;
+        let name = doc
+            .get("name")
+            .and_then(|v| v.as_str())
+            .ok_or_else(|| anyhow::anyhow!("{spec}: key `name`: a policy file needs `name = \"<policy>\"`"))?;
+        if let Some(k) = doc.keys().find(|k| *k != "name" && *k != "params") {
+            bail!("{spec}: key `{k}`: a policy file has only `name` and a `[params]` table");
+        }
+        let mut pairs = Vec::new();
+        if let Some(params) = doc.get("params") {
+            let t = params.as_table().ok_or_else(|| anyhow::anyhow!("{spec}: key `params` must be a table"))?;
+            for (k, v) in t {
+                let text = match v {
+                    toml::Value::String(s) => s.clone(),
+                    toml::Value::Integer(i) => i.to_string(),
+                    toml::Value::Boolean(b) => b.to_string(),
+                    _ => bail!("{spec}: key `params.{k}`: expected a number, boolean or string"),
+                };
+                pairs.push((k.clone(), text));
+            }
+        }
+        return Ok(schedlab_policies::registry::create_with(name, &pairs).map_err(|e| anyhow::anyhow!("{spec}: {e}"))?);
+    }
+    Ok(schedlab_policies::create(spec)?)
+}
+
+fn run(args: RunArgs) -> Result<()> {
+    let mut machine = Machine::load(&args.machine)?;
+    if let Some(hz) = args.hz {
+        if ![100, 250, 300, 1000].contains(&hz) {
+            bail!("--hz {hz}: expected 100, 250, 300 or 1000");
+        }
+        machine.hz = hz;
+    }
+    let workload = load_workload(&args.workload)?;
+    let mut policy = load_policy(&args.policy)?;
+    let duration_ns: Ns = match &args.duration {
+        Some(d) => parse_duration(d).map_err(|e| anyhow::anyhow!("--duration: {e}"))?,
+        None => workload.duration_ns.unwrap_or(10_000_000_000),
+    };
+    if duration_ns == 0 {
+        bail!("--duration must be above zero");
+    }
+    let sample_interval_ns =
+        parse_duration(&args.sample_interval).map_err(|e| anyhow::anyhow!("--sample-interval: {e}"))?;
+    let cfg = RunConfig {
+        duration_ns,
+        seed: args.seed,
+        sample_interval_ns,
+        sample_tasks: args.sample_tasks,
+        check_invariants: args.check,
+        ..RunConfig::default()
+    };
+    let spec = args.policy.clone();
+    let mut sim = Sim::new(&machine, &workload, policy.as_mut(), spec, cfg)?;
+    let show_progress = !args.quiet && std::io::stderr().is_terminal();
+    if show_progress {
+        sim.on_progress(|now, end| {
+            let pct = now as f64 * 100.0 / end.max(1) as f64;
+            eprint!("\r  simulating: {} of {} ({pct:.0} %)   ", fmt_ns(now), fmt_ns(end));
+            let _ = std::io::stderr().flush();
+        });
+    }
+    let report = sim.run()?;
+    if show_progress {
+        eprint!("\r{:60}\r", "");
+    }
+    if let Some(path) = &args.json {
+        std::fs::write(path, report.to_json()).with_context(|| format!("cannot write {path}"))?;
+    }
+    if !args.quiet {
+        print!("{}", report.summary_table());
+        if let Some(path) = &args.json {
+            println!("  report written to {path}");
+        }
+    }
+    Ok(())
+}

@@ -12,6 +12,8 @@
 pub mod cfs;
 pub mod fifo;
 mod params;
+#[cfg(test)]
+pub(crate) mod testworld;
 pub mod registry;
 
 pub use params::{ParamError, ParamInfo, Params};

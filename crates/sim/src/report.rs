@@ -175,7 +175,7 @@ pub struct TaskReport {
     pub nr_migrations: u64,
     /// Wakeups.
     pub nr_wakeups: u64,
-    /// Wakeup latency (wakeup to first run).
+    /// Wakeup latency: from wakeup until the task executes again (switch overhead included).
     pub wakeup_latency: LatencySummary,
     /// Start time.
     pub started_ns: Option<Ns>,

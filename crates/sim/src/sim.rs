@@ -873,7 +873,8 @@ impl<'a> Sim<'a> {
         tk.wait_ns += waited;
         tk.max_wait_ns = tk.max_wait_ns.max(waited);
         if let Some(w) = tk.woke_at.take() {
-            tk.wake_lat.record(now - w);
+            // Wakeup latency: from the wakeup until the task executes (after the switch overhead).
+            tk.wake_lat.record(now + overhead - w);
         }
         self.views[t.idx()].state = TaskState::Running;
         self.cpu_views[cpu.idx()].curr = Some(t);

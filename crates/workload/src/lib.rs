@@ -11,6 +11,7 @@
 #![warn(missing_docs)]
 
 mod builder;
+pub mod builtin;
 mod duration;
 mod model;
 mod toml_form;

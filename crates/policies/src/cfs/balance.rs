@@ -416,7 +416,6 @@ impl Cfs {
     fn load_balance(&mut self, ctx: &Ctx, this_cpu: CpuId, level: usize, idle: IdleType, out: &mut Vec<Migration>) -> (bool, bool) {
         self.nr_lb_calls += 1;
         let (found, balance) = self.find_busiest_group(ctx, this_cpu, level, idle);
-        let mut pulled = false;
         let mut active = false;
         if let Some((group, imbalance)) = found {
             if let Some(busiest) = self.find_busiest_queue(level, this_cpu, group, imbalance) {
@@ -424,7 +423,7 @@ impl Cfs {
                 if self.cpu_nr_tasks(busiest) > 1 {
                     moved = self.move_tasks(ctx, this_cpu, busiest, imbalance, level, idle, out);
                 }
-                pulled = moved > 0;
+                let mut pulled = moved > 0;
                 let d = &mut self.cpus[this_cpu.idx()].domains[level];
                 if !pulled {
                     if idle != IdleType::NewlyIdle {

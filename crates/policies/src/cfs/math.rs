@@ -66,8 +66,10 @@ mod tests {
                 assert!(err <= exact / 10_000 + 2, "nice {nice} delta {delta}: {got} vs {exact}");
             }
         }
-        // A slice share: 6 ms * 1024 / (1024 + 335) with the on-demand inverse.
-        let got = calc_delta_mine(6_000_000, 1024, inv_weight_of(1359));
-        assert!(got.abs_diff(6_000_000 * 1024 / 1359) <= 1);
+        // A slice share with the on-demand inverse 1 + (2^32 - 679) / 1360 = 3158064:
+        // SRR(SRR(6e6 * 1024, 16) * 3158064, 16) = 4517647 (exact share 4520971; the kernel's
+        // inverse is a little low).
+        assert_eq!(inv_weight_of(1359), 3158064);
+        assert_eq!(calc_delta_mine(6_000_000, 1024, inv_weight_of(1359)), 4517647);
     }
 }

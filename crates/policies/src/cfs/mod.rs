@@ -422,3 +422,6 @@ impl SchedPolicy for Cfs {
         Some(self.nr_running_total)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,140 @@
+//! A minimal stand-in for the engine, for unit tests of policies: it holds the task and CPU facts a
+//! [`Ctx`] shows and lets a test move time, run, block and wake tasks by calling the hooks itself in
+//! the documented order. It is deliberately dumb: tests state every step.
+
+use schedlab_core::{
+    CpuId, CpuInfo, CpuSet, Ctx, EnqueueReason, GroupId, GroupInfo, Ns, SchedClass, SchedPolicy,
+    SwitchReason, TaskId, TaskInfo, TaskState, Topology, WakeInfo,
+};
+
+/// Tasks, CPUs and a clock.
+pub struct TestWorld {
+    /// Topology.
+    pub topo: Topology,
+    /// Task facts.
+    pub tasks: Vec<TaskInfo>,
+    /// CPU facts.
+    pub cpus: Vec<CpuInfo>,
+    /// Groups (root only unless a test adds more).
+    pub groups: Vec<GroupInfo>,
+    /// Now.
+    pub now: Ns,
+    /// Tick length.
+    pub tick_ns: Ns,
+}
+
+impl TestWorld {
+    /// `n` flat CPUs, HZ 1000.
+    pub fn new(n: u32) -> TestWorld {
+        TestWorld {
+            topo: Topology::flat(n),
+            tasks: Vec::new(),
+            cpus: vec![CpuInfo::default(); n as usize],
+            groups: vec![GroupInfo { parent: None, shares: 1024 }],
+            now: 0,
+            tick_ns: 1_000_000,
+        }
+    }
+
+    /// The context for a hook call.
+    pub fn ctx(&self) -> Ctx<'_> {
+        Ctx {
+            now: self.now,
+            topo: &self.topo,
+            tasks: &self.tasks,
+            cpus: &self.cpus,
+            groups: &self.groups,
+            tick_ns: self.tick_ns,
+            numa: false,
+            seed: 1,
+        }
+    }
+
+    /// Adds a task (state New, on CPU 0) and returns its id.
+    pub fn add_task(&mut self, nice: i8) -> TaskId {
+        let id = TaskId(self.tasks.len() as u32);
+        self.tasks.push(TaskInfo {
+            id,
+            tgid: id.0 + 1,
+            parent: None,
+            class: SchedClass::Normal,
+            nice,
+            rt_priority: 0,
+            group: GroupId::ROOT,
+            allowed: self.topo.all(),
+            cpu: CpuId(0),
+            state: TaskState::New,
+            sum_exec_ns: 0,
+            last_ran_ns: 0,
+        });
+        id
+    }
+
+    /// `task_new` + `enqueue(New)`; returns the CPU chosen.
+    pub fn start(&mut self, p: &mut dyn SchedPolicy, t: TaskId) -> CpuId {
+        let cpu = p.task_new(&self.ctx(), t);
+        self.tasks[t.idx()].cpu = cpu;
+        self.tasks[t.idx()].state = TaskState::Runnable;
+        self.cpus[cpu.idx()].nr_running += 1;
+        p.enqueue(&self.ctx(), cpu, t, EnqueueReason::New);
+        cpu
+    }
+
+    /// `pick_next` on `cpu`, marking the task running. Returns it.
+    pub fn pick(&mut self, p: &mut dyn SchedPolicy, cpu: CpuId) -> Option<TaskId> {
+        let d = p.pick_next(&self.ctx(), cpu)?;
+        self.tasks[d.task.idx()].state = TaskState::Running;
+        self.cpus[cpu.idx()].curr = Some(d.task);
+        Some(d.task)
+    }
+
+    /// The running task of `cpu` stops for `why` (`put_prev`).
+    pub fn stop(&mut self, p: &mut dyn SchedPolicy, cpu: CpuId, why: SwitchReason) -> TaskId {
+        let t = self.cpus[cpu.idx()].curr.take().expect("a running task");
+        self.tasks[t.idx()].state = if why.still_runnable() { TaskState::Runnable } else { TaskState::Blocked };
+        if !why.still_runnable() {
+            self.cpus[cpu.idx()].nr_running -= 1;
+        }
+        p.put_prev(&self.ctx(), cpu, t, why);
+        t
+    }
+
+    /// Wakes a blocked task from `waker_cpu`: `select_cpu` + `enqueue(Wakeup)`; returns its CPU.
+    pub fn wake(&mut self, p: &mut dyn SchedPolicy, t: TaskId, waker_cpu: CpuId) -> CpuId {
+        let info = WakeInfo { waker_cpu, waker: None, sync: false };
+        self.tasks[t.idx()].state = TaskState::Runnable;
+        let cpu = p.select_cpu(&self.ctx(), t, &info);
+        self.tasks[t.idx()].cpu = cpu;
+        self.cpus[cpu.idx()].nr_running += 1;
+        p.enqueue(&self.ctx(), cpu, t, EnqueueReason::Wakeup);
+        cpu
+    }
+
+    /// Advances the clock by `ns`, calling `tick` on every busy CPU at each tick boundary crossed;
+    /// returns the CPUs whose tick asked for a reschedule (the test decides what to do).
+    pub fn advance(&mut self, p: &mut dyn SchedPolicy, ns: Ns) -> Vec<CpuId> {
+        let end = self.now + ns;
+        let mut resched = Vec::new();
+        loop {
+            let next_tick = (self.now / self.tick_ns + 1) * self.tick_ns;
+            if next_tick > end {
+                break;
+            }
+            self.now = next_tick;
+            for c in 0..self.cpus.len() {
+                if let Some(curr) = self.cpus[c].curr {
+                    if p.tick(&self.ctx(), CpuId(c as u32), curr) && !resched.contains(&CpuId(c as u32)) {
+                        resched.push(CpuId(c as u32));
+                    }
+                }
+            }
+        }
+        self.now = end;
+        resched
+    }
+
+    /// Restricts a task to `cpus`.
+    pub fn pin(&mut self, t: TaskId, cpus: &[u32]) {
+        self.tasks[t.idx()].allowed = cpus.iter().map(|&c| CpuId(c)).collect::<CpuSet>();
+    }
+}
