@@ -157,7 +157,7 @@ pub struct TaskReport {
     pub cpu: u32,
     /// Time running, ns.
     pub run_ns: Ns,
-    /// Time runnable but not running, ns.
+    /// Time runnable but not executing (queued, or in its switch-in overhead), ns.
     pub wait_ns: Ns,
     /// Time blocked, ns.
     pub sleep_ns: Ns,

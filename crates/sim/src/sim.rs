@@ -476,6 +476,8 @@ impl<'a> Sim<'a> {
         c.busy_ns += useful;
         c.task_run_total += useful;
         c.seg_start = now;
+        // The task's switch-in overhead counts as waiting: it is runnable but not yet executing.
+        self.tasks[t.idx()].wait_ns += ov_end - from;
         if useful == 0 {
             return;
         }

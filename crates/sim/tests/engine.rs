@@ -1,0 +1,293 @@
+//! Engine behaviour: blocking operations, costs, accounting, determinism. Expectations are computed
+//! from the workload's own timing (e.g. a reader that sleeps 10 ms per message paces a writer), with a
+//! tolerance for the engine's microsecond-scale switch costs.
+
+use schedlab_core::{CpuId, Ctx, Dispatch, SchedPolicy, SwitchReason, TaskId, NSEC_PER_MSEC};
+use schedlab_sim::{Machine, RunConfig, RunError, RunReport, Sim};
+use schedlab_workload::{ProgramBuilder as P, StopWhen, Workload, WorkloadBuilder};
+
+const MS: u64 = NSEC_PER_MSEC;
+
+fn run_with(machine: &Machine, w: &Workload, policy: &mut dyn SchedPolicy, duration_ns: u64) -> RunReport {
+    let cfg = RunConfig { duration_ns, check_invariants: true, ..RunConfig::default() };
+    Sim::new(machine, w, policy, "test", cfg).unwrap().run().unwrap()
+}
+
+fn run(machine: &Machine, w: &Workload, spec: &str, duration_ns: u64) -> RunReport {
+    let mut p = schedlab_policies::create(spec).unwrap();
+    run_with(machine, w, p.as_mut(), duration_ns)
+}
+
+fn task<'r>(r: &'r RunReport, name: &str) -> &'r schedlab_sim::report::TaskReport {
+    r.tasks.iter().find(|t| t.name == name).unwrap_or_else(|| panic!("no task {name}"))
+}
+
+/// `got` is `want` plus at most `slack` (switch and wakeup costs only ever delay).
+fn near(got: u64, want: u64, slack: u64) -> bool {
+    got >= want && got - want <= slack
+}
+
+#[test]
+fn a_full_pipe_blocks_the_writer_until_the_reader_drains_it() {
+    let mut w = WorkloadBuilder::new("pipe-full");
+    let p = w.pipe("p", 200);
+    w.task("writer", P::new().repeat(10, |b| b.send(p, 100)).build());
+    w.task("reader", P::new().repeat(10, |b| b.sleep(10 * MS).recv(p, 100)).build());
+    w.stop(StopWhen::AllDone);
+    let r = run(&Machine::flat(2), &w.build().unwrap(), "cfs", 10 * 1_000 * MS);
+    let (wr, rd) = (task(&r, "writer"), task(&r, "reader"));
+    // Two messages fit; the third to tenth each wait for one read: the tenth is accepted at the
+    // reader's eighth read, about 80 ms.
+    assert!(near(wr.exited_ns.unwrap(), 80 * MS, MS), "writer exited at {:?}", wr.exited_ns);
+    assert_eq!(wr.nvcsw, 8 + 1, "8 blocking sends and the exit");
+    assert!(near(rd.exited_ns.unwrap(), 100 * MS, MS));
+    assert_eq!(rd.nr_wakeups, 10, "the reader only wakes from its sleeps, never blocks on data");
+}
+
+#[test]
+fn an_empty_pipe_blocks_the_reader_until_data_arrives() {
+    let mut w = WorkloadBuilder::new("pipe-empty");
+    let p = w.pipe("p", 65536);
+    w.task("writer", P::new().repeat(5, |b| b.sleep(10 * MS).send(p, 100)).build());
+    w.task("reader", P::new().repeat(5, |b| b.recv(p, 100).compute(MS / 10)).build());
+    w.stop(StopWhen::AllDone);
+    let r = run(&Machine::flat(2), &w.build().unwrap(), "cfs", 1_000 * MS);
+    let rd = task(&r, "reader");
+    assert_eq!(rd.nr_wakeups, 5);
+    assert_eq!(rd.nvcsw, 5 + 1);
+    assert!(near(rd.exited_ns.unwrap(), 50 * MS + MS / 10, MS));
+    assert_eq!(rd.work_ns, 5 * MS / 10);
+}
+
+#[test]
+fn a_mutex_is_handed_to_waiters_in_arrival_order() {
+    let mut w = WorkloadBuilder::new("mutex");
+    let m = w.mutex("m");
+    w.task("holder", P::new().lock(m).compute(10 * MS).unlock(m).build());
+    for i in 1..=3u64 {
+        w.task(format!("w{i}"), P::new().lock(m).compute(MS).unlock(m).build()).start_ns = i * MS;
+    }
+    w.stop(StopWhen::AllDone);
+    let r = run(&Machine::flat(4), &w.build().unwrap(), "cfs", 1_000 * MS);
+    let ends: Vec<u64> = (1..=3).map(|i| task(&r, &format!("w{i}")).exited_ns.unwrap()).collect();
+    // FIFO hand-off: w1 gets the lock at 10 ms, w2 at 11 ms, w3 at 12 ms.
+    for (i, &e) in ends.iter().enumerate() {
+        assert!(near(e, (11 + i as u64) * MS, 200_000), "w{} exited at {e}", i + 1);
+    }
+}
+
+#[test]
+fn unlocking_a_mutex_one_does_not_hold_is_an_error() {
+    let mut w = WorkloadBuilder::new("bad-unlock");
+    let m = w.mutex("m");
+    w.task("rogue", P::new().compute(MS).unlock(m).build());
+    let w = w.build().unwrap();
+    let mut p = schedlab_policies::create("cfs").unwrap();
+    let err = Sim::new(&Machine::flat(1), &w, p.as_mut(), "cfs", RunConfig::default()).unwrap().run().unwrap_err();
+    assert!(matches!(&err, RunError::Workload { task, .. } if task == "rogue"), "{err}");
+    assert!(err.to_string().contains("does not hold"), "{err}");
+}
+
+#[test]
+fn a_barrier_releases_everyone_when_the_last_arrives() {
+    let mut w = WorkloadBuilder::new("barrier");
+    let b = w.barrier("b", 4);
+    for i in 1..=4u64 {
+        w.task(format!("t{i}"), P::new().compute(i * MS).barrier(b).compute(MS).build());
+    }
+    w.stop(StopWhen::AllDone);
+    let r = run(&Machine::flat(4), &w.build().unwrap(), "cfs", 1_000 * MS);
+    for i in 1..=4 {
+        let t = task(&r, &format!("t{i}"));
+        assert!(near(t.exited_ns.unwrap(), 5 * MS, 200_000), "t{i} exited at {:?}", t.exited_ns);
+    }
+    // The first three block at the barrier; the fourth releases it without blocking.
+    assert_eq!(task(&r, "t4").nr_wakeups, 0);
+    assert_eq!(task(&r, "t1").nr_wakeups, 1);
+}
+
+#[test]
+fn periodic_timers_do_not_drift_and_overruns_continue_at_once() {
+    let mut w = WorkloadBuilder::new("timer");
+    w.task("periodic", P::new().repeat(10, |b| b.timer(10 * MS).compute(3 * MS)).build());
+    w.task("overrun", P::new().repeat(3, |b| b.timer(10 * MS).compute(15 * MS)).build());
+    w.stop(StopWhen::AllDone);
+    let r = run(&Machine::flat(2), &w.build().unwrap(), "cfs", 1_000 * MS);
+    // Expiries at 10, 20, ..., 100 ms regardless of the 3 ms of work after each.
+    assert!(near(task(&r, "periodic").exited_ns.unwrap(), 103 * MS, MS / 2));
+    assert_eq!(task(&r, "periodic").nr_wakeups, 10);
+    // Overrun: expiries at 10, 20, 30 ms but work ends at 25 ms and 40 ms: the 2nd and 3rd waits
+    // find their expiry already passed. Runs at 10-25, 25-40, 40-55 ms.
+    assert!(near(task(&r, "overrun").exited_ns.unwrap(), 55 * MS, MS / 2));
+    assert_eq!(task(&r, "overrun").nr_wakeups, 1);
+}
+
+#[test]
+fn fork_and_exit_are_accounted() {
+    let build = || {
+        let mut w = WorkloadBuilder::new("fork");
+        let child = w.next_template() + 1;
+        w.task("parent", P::new().fork(child).fork(child).fork(child).wait_children().build());
+        w.task("child", P::new().compute(5 * MS).build()).instances = 0;
+        w.stop(StopWhen::AllDone);
+        w.build().unwrap()
+    };
+    let r = run(&Machine::flat(4), &build(), "cfs", 1_000 * MS);
+    assert_eq!((r.summary.nr_tasks, r.summary.nr_exited), (4, 4));
+    let parent = task(&r, "parent");
+    assert!(near(parent.exited_ns.unwrap(), 5 * MS, 500_000), "children run in parallel on 4 CPUs");
+    assert_eq!(parent.nr_wakeups, 1, "woken once, when the last child exits");
+    let children: Vec<_> = r.tasks.iter().filter(|t| t.template == "child").collect();
+    assert_eq!(children.len(), 3);
+    // Forked once the parent runs (after its first switch-in overhead, a few microseconds).
+    assert!(children.iter().all(|c| c.work_ns == 5 * MS && c.started_ns.unwrap() < 10_000));
+    // One CPU: the children run one after another.
+    let r = run(&Machine::flat(1), &build(), "cfs", 1_000 * MS);
+    assert!(near(task(&r, "parent").exited_ns.unwrap(), 15 * MS, MS));
+}
+
+#[test]
+fn cpu_time_is_conserved_and_work_matches_run_time() {
+    let r = run(&Machine::preset("xeon-e5520-2s").unwrap(), &schedlab_workload::builtin::builtin("demo").unwrap().unwrap(), "cfs", 2_000 * MS);
+    for c in &r.cpus {
+        assert_eq!(c.busy_ns + c.idle_ns + c.overhead_ns, r.duration_ns, "CPU {}", c.id);
+    }
+    let run: u64 = r.tasks.iter().map(|t| t.run_ns).sum();
+    assert_eq!(run, r.summary.busy_ns);
+    for t in &r.tasks {
+        // Work never exceeds run time (cold caches only slow it down).
+        assert!(t.work_ns + t.spin_ns <= t.run_ns, "{}: work {} run {}", t.name, t.work_ns, t.run_ns);
+        assert_eq!(t.run_ns + t.wait_ns + t.sleep_ns, r.duration_ns - t.started_ns.unwrap(), "{}", t.name);
+    }
+}
+
+/// FIFO that claims to examine `k` tasks per pick: an O(n)-style decision cost.
+struct Examining {
+    inner: Box<dyn SchedPolicy>,
+    k: u64,
+    picks: u64,
+    owed: u64,
+}
+
+impl SchedPolicy for Examining {
+    fn name(&self) -> &str {
+        "examining"
+    }
+    fn task_new(&mut self, ctx: &Ctx, t: TaskId) -> CpuId {
+        self.inner.task_new(ctx, t)
+    }
+    fn select_cpu(&mut self, ctx: &Ctx, t: TaskId, w: &schedlab_core::WakeInfo) -> CpuId {
+        self.inner.select_cpu(ctx, t, w)
+    }
+    fn enqueue(&mut self, ctx: &Ctx, c: CpuId, t: TaskId, why: schedlab_core::EnqueueReason) {
+        self.inner.enqueue(ctx, c, t, why)
+    }
+    fn dequeue(&mut self, ctx: &Ctx, c: CpuId, t: TaskId, why: schedlab_core::DequeueReason) {
+        self.inner.dequeue(ctx, c, t, why)
+    }
+    fn pick_next(&mut self, ctx: &Ctx, c: CpuId) -> Option<Dispatch> {
+        let d = self.inner.pick_next(ctx, c);
+        self.inner.take_examined();
+        if d.is_some() {
+            self.picks += 1;
+            self.owed += self.k;
+        }
+        d
+    }
+    fn put_prev(&mut self, ctx: &Ctx, c: CpuId, t: TaskId, why: SwitchReason) {
+        self.inner.put_prev(ctx, c, t, why)
+    }
+    fn tick(&mut self, ctx: &Ctx, c: CpuId, t: TaskId) -> bool {
+        self.inner.tick(ctx, c, t)
+    }
+    fn check_preempt(&mut self, ctx: &Ctx, c: CpuId, a: TaskId, b: TaskId, k: schedlab_core::WakeKind) -> bool {
+        self.inner.check_preempt(ctx, c, a, b, k)
+    }
+    fn take_examined(&mut self) -> u64 {
+        std::mem::take(&mut self.owed)
+    }
+}
+
+#[test]
+fn decision_cost_grows_with_tasks_examined() {
+    let mut w = WorkloadBuilder::new("cost");
+    w.task("t", P::new().compute(100 * MS).build()).instances = 3;
+    w.stop(StopWhen::AllDone);
+    let w = w.build().unwrap();
+    let m = Machine::flat(1);
+    let mut results = Vec::new();
+    for k in [1u64, 101] {
+        let mut p = Examining { inner: schedlab_policies::create("rr").unwrap(), k, picks: 0, owed: 0 };
+        let r = run_with(&m, &w, &mut p, 10_000 * MS);
+        results.push((r.summary.overhead_ns, r.summary.makespan_ns.unwrap(), p.picks));
+    }
+    let (o1, m1, picks1) = results[0];
+    let (o2, m2, picks2) = results[1];
+    assert_eq!(picks1, picks2, "same schedule, only costlier decisions");
+    let extra = picks1 * 100 * m.costs.sched_per_task_ns;
+    assert_eq!(o2 - o1, extra, "each pick examined 100 more tasks at {} ns each", m.costs.sched_per_task_ns);
+    assert_eq!(m2 - m1, extra, "the overhead delays completion by exactly as much");
+}
+
+#[test]
+fn runs_are_byte_identical_for_the_same_inputs() {
+    let m = Machine::preset("xeon-e5520-2s").unwrap();
+    let w = schedlab_workload::builtin::builtin("demo").unwrap().unwrap();
+    let a = run(&m, &w, "cfs", 500 * MS).to_json();
+    let b = run(&m, &w, "cfs", 500 * MS).to_json();
+    assert!(a == b, "two runs with the same inputs differ");
+    assert!(a.len() > 1000);
+}
+
+#[test]
+fn cfs_shares_cpu_by_weight_1024_to_335() {
+    let mut w = WorkloadBuilder::new("nice");
+    w.task("nice0", P::new().forever(|b| b.compute(10 * MS)).build());
+    w.task("nice5", P::new().forever(|b| b.compute(10 * MS)).build()).nice = 5;
+    let r = run(&Machine::preset("up").unwrap(), &w.build().unwrap(), "cfs", 10_000 * MS);
+    let ratio = task(&r, "nice0").run_ns as f64 / task(&r, "nice5").run_ns as f64;
+    let want = 1024.0 / 335.0;
+    assert!((ratio / want - 1.0).abs() < 0.01, "ratio {ratio:.4}, want {want:.4}");
+}
+
+#[test]
+fn cfs_group_shares_split_cpu_between_groups_then_tasks() {
+    // One CPU; group a (2048 shares) has 1 task, group b (1024 shares) has 3 tasks.
+    // Groups get 2:1; inside b the three tasks split b's third equally.
+    let mut w = WorkloadBuilder::new("groups");
+    let a = w.group("a", 0, 2048);
+    let b = w.group("b", 0, 1024);
+    let hog = P::new().forever(|p| p.compute(10 * MS)).build();
+    w.task("a", hog.clone()).group = a;
+    let t = w.task("b", hog);
+    t.group = b;
+    t.instances = 3;
+    let r = run(&Machine::preset("up").unwrap(), &w.build().unwrap(), "cfs", 10_000 * MS);
+    let total = r.summary.busy_ns as f64;
+    let share = |name: &str| task(&r, name).run_ns as f64 / total;
+    assert!((share("a") - 2.0 / 3.0).abs() < 0.01, "group a got {:.4}", share("a"));
+    for i in 0..3 {
+        let s = share(&format!("b-{i}"));
+        assert!((s - 1.0 / 9.0).abs() < 0.01, "b-{i} got {s:.4}");
+    }
+}
+
+#[test]
+fn pinned_spinners_stay_pinned_then_spread_when_unpinned() {
+    let mut w = WorkloadBuilder::new("pinned");
+    let t = w.task("spin", P::new().forever(|b| b.spin(10 * MS)).build());
+    t.instances = 8;
+    t.cpus = Some(vec![0]);
+    w.affinity_change(0, 1_000 * MS, None);
+    let m = Machine::flat(4);
+    let r = run(&m, &w.build().unwrap(), "cfs", 3_000 * MS);
+    let s = r.series.as_ref().unwrap();
+    for (i, &time) in s.time_ns.iter().enumerate() {
+        if time < 1_000 * MS {
+            assert_eq!(s.nr_running[0][i], 8, "all eight on CPU 0 at {time}");
+        }
+    }
+    let last = s.time_ns.len() - 1;
+    let counts: Vec<u32> = (0..4).map(|c| s.nr_running[c][last]).collect();
+    assert_eq!(counts, vec![2, 2, 2, 2], "balanced two per CPU at the end");
+}
