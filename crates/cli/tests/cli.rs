@@ -1,0 +1,106 @@
+//! The `schedlab` binary end to end: the main job, listing, JSON against the documented schema, and
+//! one clear error with a non-zero exit for each kind of bad input.
+
+use std::process::Command;
+
+fn schedlab(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_schedlab")).args(args).output().expect("binary runs");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("schedlab-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+#[test]
+fn sixteen_cpus_400_tasks_ten_seconds_with_schema_valid_json() {
+    let json = tmp("r400.json");
+    let (ok, out, err) = schedlab(&[
+        "run", "--machine", "xeon-e5520-2s", "--policy", "cfs", "--workload", "hogs[n=400]",
+        "--duration", "10s", "--seed", "7", "--json", json.to_str().unwrap(),
+    ]);
+    assert!(ok, "stderr: {err}");
+    assert!(out.contains("xeon-e5520-2s (16 CPUs"), "{out}");
+    assert!(out.contains("400 created"), "{out}");
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("../../../docs/run-schema.json")).unwrap();
+    let compiled = jsonschema::JSONSchema::compile(&schema).expect("schema compiles");
+    if let Err(errors) = compiled.validate(&report) {
+        let msgs: Vec<String> = errors.map(|e| format!("{} at {}", e, e.instance_path)).collect();
+        panic!("report does not match docs/run-schema.json:\n{}", msgs.join("\n"));
+    }
+    assert_eq!(report["duration_ns"], 10_000_000_000u64);
+    assert_eq!(report["tasks"].as_array().unwrap().len(), 400);
+    // 400 hogs keep all 16 CPUs busy.
+    assert!(report["summary"]["utilization"].as_f64().unwrap() > 0.97);
+}
+
+#[test]
+fn the_schema_rejects_a_report_with_a_missing_field() {
+    let json = tmp("small.json");
+    let (ok, _, err) = schedlab(&["run", "--machine", "up", "--workload", "hogs[n=2]", "--duration", "50ms", "--json", json.to_str().unwrap(), "-q"]);
+    assert!(ok, "{err}");
+    let mut report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let schema: serde_json::Value = serde_json::from_str(include_str!("../../../docs/run-schema.json")).unwrap();
+    let compiled = jsonschema::JSONSchema::compile(&schema).unwrap();
+    assert!(compiled.is_valid(&report));
+    report["summary"].as_object_mut().unwrap().remove("nr_switches");
+    assert!(!compiled.is_valid(&report), "a schema that cannot fail proves nothing");
+}
+
+#[test]
+fn the_default_run_works_and_lists_work() {
+    let (ok, out, err) = schedlab(&["run", "--duration", "200ms"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("policy                       cfs") && out.contains("workload                     demo"), "{out}");
+    let (ok, out, _) = schedlab(&["list", "policies"]);
+    assert!(ok && out.contains("cfs") && out.contains("sched_latency_ns") && out.contains("fifo"));
+    let (ok, out, _) = schedlab(&["list", "machines"]);
+    assert!(ok && out.contains("opteron6172-32") && out.contains("  32 CPUs"));
+    let (ok, out, _) = schedlab(&["list", "workloads"]);
+    assert!(ok && out.contains("hogs"));
+}
+
+#[test]
+fn policy_parameters_from_spec_and_toml_change_the_run() {
+    let base = schedlab(&["run", "--machine", "up", "--workload", "hogs[n=4]", "--duration", "1s"]).1;
+    let spec = schedlab(&["run", "--machine", "up", "--workload", "hogs[n=4]", "--duration", "1s", "--policy", "cfs[sched_latency_ns=24000000]"]).1;
+    let toml_file = tmp("policy.toml");
+    std::fs::write(&toml_file, "name = \"cfs\"\n[params]\nsched_latency_ns = 24000000\n").unwrap();
+    let from_toml = schedlab(&["run", "--machine", "up", "--workload", "hogs[n=4]", "--duration", "1s", "--policy", toml_file.to_str().unwrap()]).1;
+    let switches = |out: &str| out.lines().find(|l| l.contains("context switches")).unwrap().to_string();
+    assert_ne!(switches(&base), switches(&spec), "a 4x longer latency must change the switch count");
+    assert_eq!(switches(&spec), switches(&from_toml));
+}
+
+fn fails_with(args: &[&str], needles: &[&str]) {
+    let (ok, _, err) = schedlab(args);
+    assert!(!ok, "expected failure for {args:?}");
+    assert!(err.starts_with("error: "), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one clear line, got: {err}");
+    for n in needles {
+        assert!(err.contains(n), "missing `{n}` in: {err}");
+    }
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn bad_input_gets_one_clear_error() {
+    fails_with(&["run", "--policy", "nosuch"], &["unknown policy `nosuch`", "cfs"]);
+    fails_with(&["run", "--policy", "cfs[sched_latency_ns=-3]"], &["sched_latency_ns=-3"]);
+    fails_with(&["run", "--machine", "cray-1"], &["unknown machine `cray-1`", "xeon-e5520-2s"]);
+    fails_with(&["run", "--duration", "10"], &["--duration", "needs a unit"]);
+    fails_with(&["run", "--workload", "hogs[n=0]"], &["outside"]);
+    let bad = tmp("bad.toml");
+    std::fs::write(&bad, "[[task]]\nname = \"a\"\nops = [ { compute = \"1ms\" } ]\nnice = 99\n").unwrap();
+    fails_with(&["run", "--workload", bad.to_str().unwrap()], &["bad.toml:4:", "key `nice`", "-20..=19"]);
+    let machine = tmp("m.toml");
+    std::fs::write(&machine, "sockets = 2\ncores_per_llc = 4\nhz = 7\n").unwrap();
+    fails_with(&["run", "--machine", machine.to_str().unwrap()], &["m.toml:3:", "key `hz`"]);
+    let pinned = tmp("pinned.toml");
+    std::fs::write(&pinned, "[[task]]\nname = \"a\"\ncpus = [64]\nops = [ { compute = \"1ms\" } ]\n").unwrap();
+    fails_with(&["run", "--machine", "up", "--workload", pinned.to_str().unwrap()], &["task `a` names CPU 64"]);
+}
