@@ -141,17 +141,18 @@ fn load_policy(spec: &str) -> Result<Box<dyn schedlab_core::SchedPolicy>> {
         // [params]
         // sched_latency_ns = 6000000
         let src = std::fs::read_to_string(path).with_context(|| format!("cannot read policy file {spec}"))?;
-        let doc: toml::Table = toml::from_str(&src).map_err(|e| anyhow::anyhow!("{spec}: {}", e.message()))?;
-        let name = doc
-            .get("name")
-            .and_then(|v| v.as_str())
-            .ok_or_else(|| anyhow::anyhow!("{spec}: key `name`: a policy file needs `name = \"<policy>\"`"))?;
+        let doc: toml::Table =
+            toml::from_str(&src).map_err(|e| anyhow::anyhow!("{spec}: {}", e.message()))?;
+        let name = doc.get("name").and_then(|v| v.as_str()).ok_or_else(|| {
+            anyhow::anyhow!("{spec}: key `name`: a policy file needs `name = \"<policy>\"`")
+        })?;
         if let Some(k) = doc.keys().find(|k| *k != "name" && *k != "params") {
             bail!("{spec}: key `{k}`: a policy file has only `name` and a `[params]` table");
         }
         let mut pairs = Vec::new();
         if let Some(params) = doc.get("params") {
-            let t = params.as_table().ok_or_else(|| anyhow::anyhow!("{spec}: key `params` must be a table"))?;
+            let t =
+                params.as_table().ok_or_else(|| anyhow::anyhow!("{spec}: key `params` must be a table"))?;
             for (k, v) in t {
                 let text = match v {
                     toml::Value::String(s) => s.clone(),
@@ -162,7 +163,8 @@ fn load_policy(spec: &str) -> Result<Box<dyn schedlab_core::SchedPolicy>> {
                 pairs.push((k.clone(), text));
             }
         }
-        return Ok(schedlab_policies::registry::create_with(name, &pairs).map_err(|e| anyhow::anyhow!("{spec}: {e}"))?);
+        return schedlab_policies::registry::create_with(name, &pairs)
+            .map_err(|e| anyhow::anyhow!("{spec}: {e}"));
     }
     Ok(schedlab_policies::create(spec)?)
 }

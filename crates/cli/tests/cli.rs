@@ -5,7 +5,11 @@ use std::process::Command;
 
 fn schedlab(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_schedlab")).args(args).output().expect("binary runs");
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 fn tmp(name: &str) -> std::path::PathBuf {
@@ -18,8 +22,19 @@ fn tmp(name: &str) -> std::path::PathBuf {
 fn sixteen_cpus_400_tasks_ten_seconds_with_schema_valid_json() {
     let json = tmp("r400.json");
     let (ok, out, err) = schedlab(&[
-        "run", "--machine", "xeon-e5520-2s", "--policy", "cfs", "--workload", "hogs[n=400]",
-        "--duration", "10s", "--seed", "7", "--json", json.to_str().unwrap(),
+        "run",
+        "--machine",
+        "xeon-e5520-2s",
+        "--policy",
+        "cfs",
+        "--workload",
+        "hogs[n=400]",
+        "--duration",
+        "10s",
+        "--seed",
+        "7",
+        "--json",
+        json.to_str().unwrap(),
     ]);
     assert!(ok, "stderr: {err}");
     assert!(out.contains("xeon-e5520-2s (16 CPUs"), "{out}");
@@ -41,10 +56,23 @@ fn sixteen_cpus_400_tasks_ten_seconds_with_schema_valid_json() {
 #[test]
 fn the_schema_rejects_a_report_with_a_missing_field() {
     let json = tmp("small.json");
-    let (ok, _, err) = schedlab(&["run", "--machine", "up", "--workload", "hogs[n=2]", "--duration", "50ms", "--json", json.to_str().unwrap(), "-q"]);
+    let (ok, _, err) = schedlab(&[
+        "run",
+        "--machine",
+        "up",
+        "--workload",
+        "hogs[n=2]",
+        "--duration",
+        "50ms",
+        "--json",
+        json.to_str().unwrap(),
+        "-q",
+    ]);
     assert!(ok, "{err}");
-    let mut report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let schema: serde_json::Value = serde_json::from_str(include_str!("../../../docs/run-schema.json")).unwrap();
+    let mut report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("../../../docs/run-schema.json")).unwrap();
     let compiled = jsonschema::JSONSchema::compile(&schema).unwrap();
     assert!(compiled.is_valid(&report));
     report["summary"].as_object_mut().unwrap().remove("nr_switches");
@@ -55,7 +83,10 @@ fn the_schema_rejects_a_report_with_a_missing_field() {
 fn the_default_run_works_and_lists_work() {
     let (ok, out, err) = schedlab(&["run", "--duration", "200ms"]);
     assert!(ok, "{err}");
-    assert!(out.contains("policy                       cfs") && out.contains("workload                     demo"), "{out}");
+    assert!(
+        out.contains("policy                       cfs") && out.contains("workload                     demo"),
+        "{out}"
+    );
     let (ok, out, _) = schedlab(&["list", "policies"]);
     assert!(ok && out.contains("cfs") && out.contains("sched_latency_ns") && out.contains("fifo"));
     let (ok, out, _) = schedlab(&["list", "machines"]);
@@ -67,10 +98,32 @@ fn the_default_run_works_and_lists_work() {
 #[test]
 fn policy_parameters_from_spec_and_toml_change_the_run() {
     let base = schedlab(&["run", "--machine", "up", "--workload", "hogs[n=4]", "--duration", "1s"]).1;
-    let spec = schedlab(&["run", "--machine", "up", "--workload", "hogs[n=4]", "--duration", "1s", "--policy", "cfs[sched_latency_ns=24000000]"]).1;
+    let spec = schedlab(&[
+        "run",
+        "--machine",
+        "up",
+        "--workload",
+        "hogs[n=4]",
+        "--duration",
+        "1s",
+        "--policy",
+        "cfs[sched_latency_ns=24000000]",
+    ])
+    .1;
     let toml_file = tmp("policy.toml");
     std::fs::write(&toml_file, "name = \"cfs\"\n[params]\nsched_latency_ns = 24000000\n").unwrap();
-    let from_toml = schedlab(&["run", "--machine", "up", "--workload", "hogs[n=4]", "--duration", "1s", "--policy", toml_file.to_str().unwrap()]).1;
+    let from_toml = schedlab(&[
+        "run",
+        "--machine",
+        "up",
+        "--workload",
+        "hogs[n=4]",
+        "--duration",
+        "1s",
+        "--policy",
+        toml_file.to_str().unwrap(),
+    ])
+    .1;
     let switches = |out: &str| out.lines().find(|l| l.contains("context switches")).unwrap().to_string();
     assert_ne!(switches(&base), switches(&spec), "a 4x longer latency must change the switch count");
     assert_eq!(switches(&spec), switches(&from_toml));
@@ -101,6 +154,10 @@ fn bad_input_gets_one_clear_error() {
     std::fs::write(&machine, "sockets = 2\ncores_per_llc = 4\nhz = 7\n").unwrap();
     fails_with(&["run", "--machine", machine.to_str().unwrap()], &["m.toml:3:", "key `hz`"]);
     let pinned = tmp("pinned.toml");
-    std::fs::write(&pinned, "[[task]]\nname = \"a\"\ncpus = [64]\nops = [ { compute = \"1ms\" } ]\n").unwrap();
-    fails_with(&["run", "--machine", "up", "--workload", pinned.to_str().unwrap()], &["task `a` names CPU 64"]);
+    std::fs::write(&pinned, "[[task]]\nname = \"a\"\ncpus = [64]\nops = [ { compute = \"1ms\" } ]\n")
+        .unwrap();
+    fails_with(
+        &["run", "--machine", "up", "--workload", pinned.to_str().unwrap()],
+        &["task `a` names CPU 64"],
+    );
 }

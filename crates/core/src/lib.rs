@@ -22,8 +22,8 @@ pub use cpuset::CpuSet;
 pub use ctx::{CpuInfo, Ctx, GroupInfo, SchedClass, TaskInfo, TaskState};
 pub use ids::{CpuId, GroupId, TaskId};
 pub use policy::{
-    BalanceKind, DequeueReason, Dispatch, EnqueueReason, Migration, PolicyStat,
-    SchedPolicy, SwitchReason, WakeInfo, WakeKind, WorkConservation,
+    BalanceKind, DequeueReason, Dispatch, EnqueueReason, Migration, PolicyStat, SchedPolicy, SwitchReason,
+    WakeInfo, WakeKind, WorkConservation,
 };
 pub use time::{fmt_ns, Ns, NSEC_PER_MSEC, NSEC_PER_SEC, NSEC_PER_USEC};
 pub use topology::{Level, Topology, TopologyError};

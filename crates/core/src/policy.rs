@@ -33,9 +33,9 @@
 //! * **Exit**: `put_prev(cpu, t, Exited)`, then `task_exit(t)`.
 //! * **Yield**: `yield_task(cpu, t)`, then the schedule above with `put_prev(cpu, t, Yielded)`.
 //! * **Tick** (every 1/HZ on each busy CPU; idle CPUs are tickless): `tick(cpu, curr)`; `true` asks
-//!   for a reschedule, done at once. Then `balance(cpu, Periodic)`. If the ticking CPU has at least two
-//!   tasks and some CPU is idle, `balance(idle_cpu, NohzIdle)` runs for the lowest-numbered idle CPU
-//!   (Linux's nohz idle-balance kick).
+//!   for a reschedule, done after balancing. Then `balance(cpu, Periodic)`. If the ticking CPU has at
+//!   least two tasks and some CPUs are idle, `balance(idle_cpu, NohzIdle)` runs for each idle CPU in
+//!   order, at most once per jiffy machine-wide (Linux's nohz idle balancer).
 //! * **Migration** (from `balance`, or an affinity change): for a queued task `dequeue(from, t,
 //!   Migrate)` then `enqueue(to, t, Migrated)`; a running task is first preempted with
 //!   `put_prev(from, t, Preempted)`. Then `to` is rescheduled if idle or asked `check_preempt`.
@@ -207,14 +207,7 @@ pub trait SchedPolicy {
     fn tick(&mut self, ctx: &Ctx, cpu: CpuId, curr: TaskId) -> bool;
 
     /// `woken` was just enqueued on `cpu` where `curr` runs: should `curr` be preempted?
-    fn check_preempt(
-        &mut self,
-        ctx: &Ctx,
-        cpu: CpuId,
-        curr: TaskId,
-        woken: TaskId,
-        kind: WakeKind,
-    ) -> bool;
+    fn check_preempt(&mut self, ctx: &Ctx, cpu: CpuId, curr: TaskId, woken: TaskId, kind: WakeKind) -> bool;
 
     /// The running task `t` calls `sched_yield`. A reschedule with [`SwitchReason::Yielded`] follows.
     fn yield_task(&mut self, _ctx: &Ctx, _cpu: CpuId, _t: TaskId) {}

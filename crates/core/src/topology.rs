@@ -167,13 +167,15 @@ impl Topology {
         let mut core_parent = vec![None; ncores];
         let mut llc_parent = vec![None; nllcs];
         let mut node_parent = vec![None; nnodes];
+        // (child index, parent index, child level, parent level, parents seen so far)
+        type Nesting<'a> = (u32, u32, &'static str, &'static str, &'a mut Vec<Option<u32>>);
         for (i, p) in places.iter().enumerate() {
-            let checks: [(&mut Vec<Option<u32>>, u32, u32, &'static str, &'static str); 3] = [
-                (&mut core_parent, p.core, p.llc, "core", "llc"),
-                (&mut llc_parent, p.llc, p.node, "llc", "node"),
-                (&mut node_parent, p.node, p.socket, "node", "socket"),
+            let checks: [Nesting; 3] = [
+                (p.core, p.llc, "core", "llc", &mut core_parent),
+                (p.llc, p.node, "llc", "node", &mut llc_parent),
+                (p.node, p.socket, "node", "socket", &mut node_parent),
             ];
-            for (parents, child, parent, what, pname) in checks {
+            for (child, parent, what, pname, parents) in checks {
                 match parents[child as usize] {
                     None => parents[child as usize] = Some(parent),
                     Some(q) if q == parent => {}

@@ -12,8 +12,8 @@
 
 use crate::params::{parse_u64, ParamInfo, Params};
 use schedlab_core::{
-    CpuId, Ctx, DequeueReason, Dispatch, EnqueueReason, Ns, PolicyStat, SchedPolicy, SwitchReason,
-    TaskId, WakeInfo, WakeKind, WorkConservation,
+    CpuId, Ctx, DequeueReason, Dispatch, EnqueueReason, Ns, PolicyStat, SchedPolicy, SwitchReason, TaskId,
+    WakeInfo, WakeKind, WorkConservation,
 };
 use std::collections::VecDeque;
 
@@ -29,7 +29,11 @@ pub struct FifoParams {
 
 impl Params for FifoParams {
     fn info() -> &'static [ParamInfo] {
-        &[ParamInfo { key: "slice_ns", default: "0 (fifo) / 10000000 (rr)", help: "time slice in ns; 0 = run until block" }]
+        &[ParamInfo {
+            key: "slice_ns",
+            default: "0 (fifo) / 10000000 (rr)",
+            help: "time slice in ns; 0 = run until block",
+        }]
     }
     fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
         match key {
@@ -63,10 +67,11 @@ impl Fifo {
         if task.allowed.contains(prev) && ctx.is_idle(prev) {
             return prev;
         }
-        task.allowed
-            .iter()
-            .find(|&c| ctx.is_idle(c))
-            .unwrap_or(if task.allowed.contains(prev) { prev } else { task.allowed.first().expect("non-empty") })
+        task.allowed.iter().find(|&c| ctx.is_idle(c)).unwrap_or(if task.allowed.contains(prev) {
+            prev
+        } else {
+            task.allowed.first().expect("non-empty")
+        })
     }
 }
 

@@ -12,9 +12,9 @@
 pub mod cfs;
 pub mod fifo;
 mod params;
+pub mod registry;
 #[cfg(test)]
 pub(crate) mod testworld;
-pub mod registry;
 
 pub use params::{ParamError, ParamInfo, Params};
 pub use registry::{create, parse_spec, policies, PolicyInfo};

@@ -60,7 +60,11 @@ pub trait Params: Default {
 
 /// Parses an unsigned integer parameter within `range`.
 pub fn parse_u64(value: &str, range: std::ops::RangeInclusive<u64>) -> Result<u64, String> {
-    let v: u64 = value.trim().replace('_', "").parse().map_err(|_| format!("expected a whole number, got `{value}`"))?;
+    let v: u64 = value
+        .trim()
+        .replace('_', "")
+        .parse()
+        .map_err(|_| format!("expected a whole number, got `{value}`"))?;
     if !range.contains(&v) {
         return Err(format!("{v} is outside {}..={}", range.start(), range.end()));
     }

@@ -4,6 +4,9 @@ use crate::params::{apply, ParamError, ParamInfo, Params};
 use crate::{cfs, fifo};
 use schedlab_core::SchedPolicy;
 
+/// Builds a policy from key/value parameters.
+type MakeFn = fn(&[(String, String)]) -> Result<Box<dyn SchedPolicy>, ParamError>;
+
 /// What the registry knows about a policy.
 #[derive(Clone, Copy)]
 pub struct PolicyInfo {
@@ -13,7 +16,7 @@ pub struct PolicyInfo {
     pub summary: &'static str,
     /// Its parameters.
     pub params: fn() -> &'static [ParamInfo],
-    make: fn(&[(String, String)]) -> Result<Box<dyn SchedPolicy>, ParamError>,
+    make: MakeFn,
 }
 
 /// Every registered policy, in the order `schedlab list policies` shows them.
@@ -78,7 +81,10 @@ pub fn create(spec: &str) -> Result<Box<dyn SchedPolicy>, ParamError> {
 
 /// Creates a policy from a name and key/value pairs (e.g. read from a TOML table).
 pub fn create_with(name: &str, pairs: &[(String, String)]) -> Result<Box<dyn SchedPolicy>, ParamError> {
-    let info = policies().into_iter().find(|p| p.name == name).ok_or_else(|| ParamError::UnknownPolicy(name.into()))?;
+    let info = policies()
+        .into_iter()
+        .find(|p| p.name == name)
+        .ok_or_else(|| ParamError::UnknownPolicy(name.into()))?;
     (info.make)(pairs)
 }
 
@@ -91,7 +97,10 @@ mod tests {
         assert_eq!(parse_spec("cfs").unwrap(), ("cfs".into(), vec![]));
         let (n, p) = parse_spec("cfs[sched_latency_ns=6000000, start_debit=false]").unwrap();
         assert_eq!(n, "cfs");
-        assert_eq!(p, vec![("sched_latency_ns".into(), "6000000".into()), ("start_debit".into(), "false".into())]);
+        assert_eq!(
+            p,
+            vec![("sched_latency_ns".into(), "6000000".into()), ("start_debit".into(), "false".into())]
+        );
         assert!(matches!(parse_spec("cfs[x=1"), Err(ParamError::Syntax { .. })));
         assert!(matches!(parse_spec("cfs[x]"), Err(ParamError::Syntax { .. })));
         let e = create("nosuch").err().unwrap();

@@ -3,8 +3,8 @@
 //! the documented order. It is deliberately dumb: tests state every step.
 
 use schedlab_core::{
-    CpuId, CpuInfo, CpuSet, Ctx, EnqueueReason, GroupId, GroupInfo, Ns, SchedClass, SchedPolicy,
-    SwitchReason, TaskId, TaskInfo, TaskState, Topology, WakeInfo,
+    CpuId, CpuInfo, Ctx, EnqueueReason, GroupId, GroupInfo, Ns, SchedClass, SchedPolicy, SwitchReason,
+    TaskId, TaskInfo, TaskState, Topology, WakeInfo,
 };
 
 /// Tasks, CPUs and a clock.
@@ -91,7 +91,8 @@ impl TestWorld {
     /// The running task of `cpu` stops for `why` (`put_prev`).
     pub fn stop(&mut self, p: &mut dyn SchedPolicy, cpu: CpuId, why: SwitchReason) -> TaskId {
         let t = self.cpus[cpu.idx()].curr.take().expect("a running task");
-        self.tasks[t.idx()].state = if why.still_runnable() { TaskState::Runnable } else { TaskState::Blocked };
+        self.tasks[t.idx()].state =
+            if why.still_runnable() { TaskState::Runnable } else { TaskState::Blocked };
         if !why.still_runnable() {
             self.cpus[cpu.idx()].nr_running -= 1;
         }
@@ -131,10 +132,5 @@ impl TestWorld {
         }
         self.now = end;
         resched
-    }
-
-    /// Restricts a task to `cpus`.
-    pub fn pin(&mut self, t: TaskId, cpus: &[u32]) {
-        self.tasks[t.idx()].allowed = cpus.iter().map(|&c| CpuId(c)).collect::<CpuSet>();
     }
 }

@@ -35,7 +35,14 @@ pub(crate) struct Pipe {
 
 impl Pipe {
     pub fn new(capacity: u32) -> Pipe {
-        Pipe { used: 0, capacity, readers: VecDeque::new(), writers: VecDeque::new(), nr_sends: 0, bytes_sent: 0 }
+        Pipe {
+            used: 0,
+            capacity,
+            readers: VecDeque::new(),
+            writers: VecDeque::new(),
+            nr_sends: 0,
+            bytes_sent: 0,
+        }
     }
 }
 
@@ -138,7 +145,10 @@ impl<'a> Sim<'a> {
                     match mx.owner {
                         None => mx.owner = Some(t),
                         Some(o) if o == t => {
-                            return self.fail_workload(t, format!("locks mutex `{}` it already holds", self.w.mutexes[m as usize]))
+                            return self.fail_workload(
+                                t,
+                                format!("locks mutex `{}` it already holds", self.w.mutexes[m as usize]),
+                            )
                         }
                         Some(_) => {
                             mx.waiters.push_back(t);
@@ -148,7 +158,10 @@ impl<'a> Sim<'a> {
                 }
                 Op::Unlock(m) => {
                     if self.mutexes[m as usize].owner != Some(t) {
-                        return self.fail_workload(t, format!("unlocks mutex `{}` it does not hold", self.w.mutexes[m as usize]));
+                        return self.fail_workload(
+                            t,
+                            format!("unlocks mutex `{}` it does not hold", self.w.mutexes[m as usize]),
+                        );
                     }
                     self.tasks[t.idx()].pc += 1;
                     self.release_mutex(m, t, cpu);
@@ -157,7 +170,10 @@ impl<'a> Sim<'a> {
                     if self.mutexes[mutex as usize].owner != Some(t) {
                         return self.fail_workload(
                             t,
-                            format!("waits on cond `{}` without holding mutex `{}`", self.w.conds[cond as usize], self.w.mutexes[mutex as usize]),
+                            format!(
+                                "waits on cond `{}` without holding mutex `{}`",
+                                self.w.conds[cond as usize], self.w.mutexes[mutex as usize]
+                            ),
                         );
                     }
                     self.tasks[t.idx()].pc += 1;
@@ -210,7 +226,7 @@ impl<'a> Sim<'a> {
                     }
                     bar.nr_releases += 1;
                     let mut list = std::mem::take(&mut self.scratch);
-                    list.extend(self.barriers[b as usize].arrived.drain(..));
+                    list.append(&mut self.barriers[b as usize].arrived);
                     for &w in &list {
                         self.wake(w, cpu, Some(t), false);
                     }
@@ -220,7 +236,10 @@ impl<'a> Sim<'a> {
                 Op::Fork(template) => {
                     self.tasks[t.idx()].pc += 1;
                     if self.tasks.len() >= self.cfg.max_tasks {
-                        return self.fail_workload(t, format!("fork would exceed the limit of {} tasks", self.cfg.max_tasks));
+                        return self.fail_workload(
+                            t,
+                            format!("fork would exceed the limit of {} tasks", self.cfg.max_tasks),
+                        );
                     }
                     let spec = &self.w.tasks[template as usize];
                     let tgid = spec.threads.then_some(self.views[t.idx()].tgid);

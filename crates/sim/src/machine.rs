@@ -197,7 +197,8 @@ impl Machine {
         if !path.exists() {
             return Err(MachineError::Unknown(spec.to_string()));
         }
-        let src = std::fs::read_to_string(path).map_err(|err| MachineError::Io { file: spec.to_string(), err })?;
+        let src =
+            std::fs::read_to_string(path).map_err(|err| MachineError::Io { file: spec.to_string(), err })?;
         Machine::from_toml(spec, &src)
     }
 
@@ -261,12 +262,13 @@ impl Machine {
                 msg,
             }
         };
-        let doc: Doc =
-            toml::from_str(src).map_err(|e| at(e.span().unwrap_or(0..0), "", e.message().trim().to_string()))?;
-        let total = [doc.sockets, doc.nodes_per_socket, doc.llcs_per_node, doc.cores_per_llc, doc.threads_per_core]
-            .iter()
-            .try_fold(1u64, |acc, &x| acc.checked_mul(x as u64))
-            .unwrap_or(u64::MAX);
+        let doc: Doc = toml::from_str(src)
+            .map_err(|e| at(e.span().unwrap_or(0..0), "", e.message().trim().to_string()))?;
+        let total =
+            [doc.sockets, doc.nodes_per_socket, doc.llcs_per_node, doc.cores_per_llc, doc.threads_per_core]
+                .iter()
+                .try_fold(1u64, |acc, &x| acc.checked_mul(x as u64))
+                .unwrap_or(u64::MAX);
         if total == 0 || total > 1024 {
             return Err(at(0..0, "", format!("the machine has {total} CPUs; schedlab models 1 to 1024")));
         }
@@ -282,7 +284,9 @@ impl Machine {
         let hz = match doc.hz {
             None => 250,
             Some(h) if [100, 250, 300, 1000].contains(h.get_ref()) => *h.get_ref(),
-            Some(h) => return Err(at(h.span(), "hz", format!("{} is not one of 100, 250, 300, 1000", h.get_ref()))),
+            Some(h) => {
+                return Err(at(h.span(), "hz", format!("{} is not one of 100, 250, 300, 1000", h.get_ref())))
+            }
         };
         let speed_permille = match doc.speed_permille {
             None => vec![1000; n],
@@ -302,7 +306,11 @@ impl Machine {
             }
         };
         if !(1..=100).contains(&doc.costs.cold_speed_pct) {
-            return Err(at(0..0, "costs.cold_speed_pct", format!("{} is not in 1..=100", doc.costs.cold_speed_pct)));
+            return Err(at(
+                0..0,
+                "costs.cold_speed_pct",
+                format!("{} is not in 1..=100", doc.costs.cold_speed_pct),
+            ));
         }
         let nodes = doc.sockets * doc.nodes_per_socket;
         Ok(Machine {
@@ -338,9 +346,14 @@ mod tests {
 
     #[test]
     fn toml_machine_and_errors() {
-        let m = Machine::from_toml("m.toml", "name='big'\nsockets=4\ncores_per_llc=64\nthreads_per_core=4\nhz=1000\n").unwrap();
+        let m = Machine::from_toml(
+            "m.toml",
+            "name='big'\nsockets=4\ncores_per_llc=64\nthreads_per_core=4\nhz=1000\n",
+        )
+        .unwrap();
         assert_eq!(m.topology.nr_cpus(), 1024);
-        let e = Machine::from_toml("m.toml", "sockets=5\ncores_per_llc=64\nthreads_per_core=4\n").unwrap_err();
+        let e =
+            Machine::from_toml("m.toml", "sockets=5\ncores_per_llc=64\nthreads_per_core=4\n").unwrap_err();
         assert!(e.to_string().contains("1280 CPUs"), "{e}");
         let e = Machine::from_toml("m.toml", "cores_per_llc=2\nhz=123\n").unwrap_err();
         assert!(e.to_string().starts_with("m.toml:2:4: key `hz`"), "{e}");

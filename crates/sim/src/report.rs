@@ -309,8 +309,11 @@ pub(crate) fn build(sim: &Sim, end: Ns, stop: &'static str) -> RunReport {
         })
         .collect();
     let nr_exited = tasks.iter().filter(|t| t.exited_ns.is_some()).count() as u64;
-    let makespan_ns =
-        if nr_exited == tasks.len() as u64 && nr_exited > 0 { tasks.iter().filter_map(|t| t.exited_ns).max() } else { None };
+    let makespan_ns = if nr_exited == tasks.len() as u64 && nr_exited > 0 {
+        tasks.iter().filter_map(|t| t.exited_ns).max()
+    } else {
+        None
+    };
     let busy: Ns = cpus.iter().map(|c| c.busy_ns).sum();
     let c = &sim.counters;
     let work_ns: Ns = tasks.iter().map(|t| t.work_ns).sum();
@@ -369,7 +372,8 @@ pub fn fairness(tasks: &[TaskReport]) -> Fairness {
         .iter()
         .filter(|t| !t.class.is_rt() && t.started_ns.is_some() && t.exited_ns.is_none())
         .collect();
-    let norm: Vec<u128> = alive.iter().map(|t| t.run_ns as u128 * 1024 / nice_to_weight(t.nice) as u128).collect();
+    let norm: Vec<u128> =
+        alive.iter().map(|t| t.run_ns as u128 * 1024 / nice_to_weight(t.nice) as u128).collect();
     let unfairness_ns = match (norm.iter().max(), norm.iter().min()) {
         (Some(hi), Some(lo)) => (hi - lo) as Ns,
         _ => 0,
@@ -385,9 +389,19 @@ pub fn fairness(tasks: &[TaskReport]) -> Fairness {
         .into_iter()
         .filter(|(_, v)| v.len() >= 2)
         .map(|((template, nice), v)| {
-            let (mean_work_ns, stddev_work_ns) = mean_std(&v.iter().map(|t| t.work_ns as f64).collect::<Vec<_>>());
-            let (mean_run_ns, stddev_run_ns) = mean_std(&v.iter().map(|t| t.run_ns as f64).collect::<Vec<_>>());
-            WorkSpread { template, nice, nr_tasks: v.len() as u64, mean_work_ns, stddev_work_ns, mean_run_ns, stddev_run_ns }
+            let (mean_work_ns, stddev_work_ns) =
+                mean_std(&v.iter().map(|t| t.work_ns as f64).collect::<Vec<_>>());
+            let (mean_run_ns, stddev_run_ns) =
+                mean_std(&v.iter().map(|t| t.run_ns as f64).collect::<Vec<_>>());
+            WorkSpread {
+                template,
+                nice,
+                nr_tasks: v.len() as u64,
+                mean_work_ns,
+                stddev_work_ns,
+                mean_run_ns,
+                stddev_run_ns,
+            }
         })
         .collect();
     Fairness { nr_tasks: alive.len() as u64, unfairness_ns, jain_index, work_spread }
@@ -405,7 +419,10 @@ impl RunReport {
         let s = &self.summary;
         let mut out = String::new();
         let mut row = |k: &str, v: String| out.push_str(&format!("  {k:<28} {v}\n"));
-        row("machine", format!("{} ({} CPUs, HZ={})", self.machine.name, self.machine.nr_cpus, self.machine.hz));
+        row(
+            "machine",
+            format!("{} ({} CPUs, HZ={})", self.machine.name, self.machine.nr_cpus, self.machine.hz),
+        );
         row("policy", self.policy.clone());
         row("workload", self.workload.clone());
         row("seed", self.seed.to_string());
@@ -431,7 +448,12 @@ impl RunReport {
         let f = &s.fairness;
         row(
             "fairness (eq. 4, Jain)",
-            format!("unfairness {} over {} tasks, Jain {:.4}", fmt_ns(f.unfairness_ns), f.nr_tasks, f.jain_index),
+            format!(
+                "unfairness {} over {} tasks, Jain {:.4}",
+                fmt_ns(f.unfairness_ns),
+                f.nr_tasks,
+                f.jain_index
+            ),
         );
         for p in &self.policy_stats {
             row(p.name, p.value.to_string());

@@ -22,9 +22,9 @@ use crate::machine::Machine;
 use crate::report::{self, RunReport, Series};
 use crate::Histogram;
 use schedlab_core::{
-    BalanceKind, CpuId, CpuInfo, CpuSet, Ctx, DequeueReason, Dispatch, EnqueueReason, GroupId,
-    GroupInfo, Migration, Ns, SchedPolicy, SwitchReason, TaskId, TaskInfo, TaskState, WakeInfo,
-    WakeKind, WorkConservation,
+    BalanceKind, CpuId, CpuInfo, CpuSet, Ctx, DequeueReason, Dispatch, EnqueueReason, GroupId, GroupInfo,
+    Migration, Ns, SchedPolicy, SwitchReason, TaskId, TaskInfo, TaskState, WakeInfo, WakeKind,
+    WorkConservation,
 };
 use schedlab_workload::{Op, StopWhen, Workload};
 use std::collections::VecDeque;
@@ -226,6 +226,7 @@ pub struct Sim<'a> {
     pub(crate) series: Series,
     pub(crate) error: Option<RunError>,
     stop: Option<&'static str>,
+    last_nohz_jiffy: Option<u64>,
     progress: Option<Box<dyn FnMut(Ns, Ns) + 'a>>,
 }
 
@@ -321,6 +322,7 @@ impl<'a> Sim<'a> {
             series: Series::new(cfg.sample_interval_ns, ncpus),
             error: None,
             stop: None,
+            last_nohz_jiffy: None,
             progress: None,
             cfg,
         };
@@ -328,8 +330,7 @@ impl<'a> Sim<'a> {
         for (ti, spec) in workload.tasks.iter().enumerate() {
             let shared_tgid = if spec.threads { Some(sim.alloc_tgid()) } else { None };
             for i in 0..spec.instances {
-                let name =
-                    if spec.instances == 1 { spec.name.clone() } else { format!("{}-{i}", spec.name) };
+                let name = if spec.instances == 1 { spec.name.clone() } else { format!("{}-{i}", spec.name) };
                 let t = sim.create_task(ti as u32, name, None, shared_tgid);
                 sim.q.push(spec.start_ns, Ev::Start(t));
             }
@@ -609,9 +610,20 @@ impl<'a> Sim<'a> {
         }
         self.q.push(self.now + self.tick_ns, Ev::Tick(cpu));
         self.balance(cpu, BalanceKind::Periodic);
-        if self.cpu_views[cpu.idx()].nr_running >= 2 {
-            if let Some(ilb) = self.idle.first() {
-                self.balance(ilb, BalanceKind::NohzIdle);
+        // nohz idle balancing: a busy CPU with waiting work kicks a balance pass on behalf of every
+        // tickless idle CPU, at most once per jiffy machine-wide.
+        let jiffy = self.now / self.tick_ns;
+        if self.cpu_views[cpu.idx()].nr_running >= 2
+            && !self.idle.is_empty()
+            && self.last_nohz_jiffy != Some(jiffy)
+        {
+            self.last_nohz_jiffy = Some(jiffy);
+            let idle = self.idle;
+            for c in idle.iter() {
+                if self.error.is_some() || !self.idle.contains(c) {
+                    continue;
+                }
+                self.balance(c, BalanceKind::NohzIdle);
             }
         }
         if self.error.is_none()
@@ -625,9 +637,8 @@ impl<'a> Sim<'a> {
     fn on_resched(&mut self, cpu: CpuId) {
         let c = &mut self.cpus[cpu.idx()];
         c.resched_pending = false;
-        if self.cpu_views[cpu.idx()].curr.is_none() {
-            self.schedule(cpu, SwitchReason::Preempted);
-        } else if c.need_resched {
+        // An idle CPU looks for work; a busy one reschedules if something asked it to.
+        if self.cpu_views[cpu.idx()].curr.is_none() || c.need_resched {
             self.schedule(cpu, SwitchReason::Preempted);
         }
     }
@@ -689,7 +700,10 @@ impl<'a> Sim<'a> {
     fn check_cpu_choice(&mut self, hook: &'static str, t: TaskId, cpu: CpuId) -> bool {
         if cpu.idx() >= self.cpus.len() || !self.views[t.idx()].allowed.contains(cpu) {
             let allowed = self.views[t.idx()].allowed;
-            self.fail_policy(hook, format!("placed task {t} on CPU {cpu}, outside its allowed CPUs {allowed:?}"));
+            self.fail_policy(
+                hook,
+                format!("placed task {t} on CPU {cpu}, outside its allowed CPUs {allowed:?}"),
+            );
             return false;
         }
         true
@@ -813,7 +827,10 @@ impl<'a> Sim<'a> {
                 let state = self.views.get(d.task.idx()).map(|v| v.state);
                 self.fail_policy(
                     "pick_next",
-                    format!("picked task {} on CPU {cpu}, but it is not runnable there (state {state:?})", d.task),
+                    format!(
+                        "picked task {} on CPU {cpu}, but it is not runnable there (state {state:?})",
+                        d.task
+                    ),
                 );
                 return;
             }
@@ -1032,7 +1049,10 @@ impl<'a> Sim<'a> {
                 running += 1;
                 let v = &self.views[t.idx()];
                 if v.state != TaskState::Running || v.cpu.idx() != i {
-                    return fail(format!("CPU {i} runs task {t} which is {:?} on CPU {}", v.state, v.cpu), self.now);
+                    return fail(
+                        format!("CPU {i} runs task {t} which is {:?} on CPU {}", v.state, v.cpu),
+                        self.now,
+                    );
                 }
             }
         }

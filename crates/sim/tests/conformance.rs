@@ -25,10 +25,14 @@ fn finite_mix() -> Workload {
     let child = w.next_template() + 6;
     w.task("producer", P::new().repeat(50, |x| x.compute(200_000).send(p, 100)).build());
     w.task("consumer", P::new().repeat(50, |x| x.recv(p, 100).compute(100_000)).build());
-    w.task("locker", P::new().repeat(20, |x| x.lock(m).compute(300_000).unlock(m).yield_now()).build()).instances = 3;
+    w.task("locker", P::new().repeat(20, |x| x.lock(m).compute(300_000).unlock(m).yield_now()).build())
+        .instances = 3;
     w.task("phased", P::new().repeat(5, |x| x.compute(500_000).barrier(b)).build()).instances = 4;
     w.task("io", P::new().repeat(10, |x| x.io(d, 400_000).compute(50_000)).build()).instances = 2;
-    let t = w.task("parent", P::new().fork(child).fork(child).wait_children().lock(m).broadcast(c).unlock(m).build());
+    let t = w.task(
+        "parent",
+        P::new().fork(child).fork(child).wait_children().lock(m).broadcast(c).unlock(m).build(),
+    );
     t.nice = -5;
     let t = w.task("child", P::new().repeat(3, |x| x.timer(2 * MS).compute(700_000)).build());
     t.instances = 0;
@@ -50,16 +54,28 @@ fn endless_mix() -> Workload {
     w.tasks.push(spin);
     let idx = w.tasks.len() as u32 - 1;
     w.affinity_changes.push(schedlab_workload::AffinityChange { template: idx, at_ns: 100 * MS, cpus: None });
-    w.affinity_changes.push(schedlab_workload::AffinityChange { template: idx, at_ns: 200 * MS, cpus: Some(vec![0]) });
+    w.affinity_changes.push(schedlab_workload::AffinityChange {
+        template: idx,
+        at_ns: 200 * MS,
+        cpus: Some(vec![0]),
+    });
     w.validate().unwrap();
     w
 }
 
 fn machines() -> Vec<Machine> {
-    ["up", "core2duo", "xeon-e5520-2s", "opteron6172-32"].iter().map(|n| Machine::preset(n).unwrap()).collect()
+    ["up", "core2duo", "xeon-e5520-2s", "opteron6172-32"]
+        .iter()
+        .map(|n| Machine::preset(n).unwrap())
+        .collect()
 }
 
-fn run_json(spec: &str, m: &Machine, w: &Workload, duration_ns: u64) -> Result<(String, schedlab_sim::RunReport), RunError> {
+fn run_json(
+    spec: &str,
+    m: &Machine,
+    w: &Workload,
+    duration_ns: u64,
+) -> Result<(String, schedlab_sim::RunReport), RunError> {
     let mut p = schedlab_policies::create(spec).unwrap();
     let cfg = RunConfig { duration_ns, check_invariants: true, ..RunConfig::default() };
     let r = Sim::new(m, w, p.as_mut(), spec, cfg)?.run()?;
@@ -69,7 +85,8 @@ fn run_json(spec: &str, m: &Machine, w: &Workload, duration_ns: u64) -> Result<(
 pub fn check_policy(spec: &str) {
     for m in machines() {
         let w = finite_mix();
-        let (a, r) = run_json(spec, &m, &w, 60_000 * MS).unwrap_or_else(|e| panic!("{spec} on {}: {e}", m.name));
+        let (a, r) =
+            run_json(spec, &m, &w, 60_000 * MS).unwrap_or_else(|e| panic!("{spec} on {}: {e}", m.name));
         assert_eq!(r.stop_reason, "all_done", "{spec} on {}: a task never finished (lost?)", m.name);
         assert_eq!(r.summary.nr_exited, r.summary.nr_tasks);
         let pinned = r.tasks.iter().find(|t| t.name == "pinned").unwrap();
@@ -78,7 +95,8 @@ pub fn check_policy(spec: &str) {
         assert!(a == b, "{spec} on {}: two identical runs differ", m.name);
 
         let w = endless_mix();
-        let (a, _) = run_json(spec, &m, &w, 300 * MS).unwrap_or_else(|e| panic!("{spec} on {} (endless): {e}", m.name));
+        let (a, _) = run_json(spec, &m, &w, 300 * MS)
+            .unwrap_or_else(|e| panic!("{spec} on {} (endless): {e}", m.name));
         let (b, _) = run_json(spec, &m, &w, 300 * MS).unwrap();
         assert!(a == b, "{spec} on {} (endless): two identical runs differ", m.name);
     }
@@ -139,7 +157,14 @@ impl SchedPolicy for Rogue {
     fn tick(&mut self, ctx: &Ctx, c: CpuId, t: TaskId) -> bool {
         self.0.tick(ctx, c, t)
     }
-    fn check_preempt(&mut self, ctx: &Ctx, c: CpuId, a: TaskId, b: TaskId, k: schedlab_core::WakeKind) -> bool {
+    fn check_preempt(
+        &mut self,
+        ctx: &Ctx,
+        c: CpuId,
+        a: TaskId,
+        b: TaskId,
+        k: schedlab_core::WakeKind,
+    ) -> bool {
         self.0.check_preempt(ctx, c, a, b, k)
     }
 }

@@ -83,7 +83,8 @@ fn unlocking_a_mutex_one_does_not_hold_is_an_error() {
     w.task("rogue", P::new().compute(MS).unlock(m).build());
     let w = w.build().unwrap();
     let mut p = schedlab_policies::create("cfs").unwrap();
-    let err = Sim::new(&Machine::flat(1), &w, p.as_mut(), "cfs", RunConfig::default()).unwrap().run().unwrap_err();
+    let err =
+        Sim::new(&Machine::flat(1), &w, p.as_mut(), "cfs", RunConfig::default()).unwrap().run().unwrap_err();
     assert!(matches!(&err, RunError::Workload { task, .. } if task == "rogue"), "{err}");
     assert!(err.to_string().contains("does not hold"), "{err}");
 }
@@ -148,7 +149,12 @@ fn fork_and_exit_are_accounted() {
 
 #[test]
 fn cpu_time_is_conserved_and_work_matches_run_time() {
-    let r = run(&Machine::preset("xeon-e5520-2s").unwrap(), &schedlab_workload::builtin::builtin("demo").unwrap().unwrap(), "cfs", 2_000 * MS);
+    let r = run(
+        &Machine::preset("xeon-e5520-2s").unwrap(),
+        &schedlab_workload::builtin::builtin("demo").unwrap().unwrap(),
+        "cfs",
+        2_000 * MS,
+    );
     for c in &r.cpus {
         assert_eq!(c.busy_ns + c.idle_ns + c.overhead_ns, r.duration_ns, "CPU {}", c.id);
     }
@@ -200,7 +206,14 @@ impl SchedPolicy for Examining {
     fn tick(&mut self, ctx: &Ctx, c: CpuId, t: TaskId) -> bool {
         self.inner.tick(ctx, c, t)
     }
-    fn check_preempt(&mut self, ctx: &Ctx, c: CpuId, a: TaskId, b: TaskId, k: schedlab_core::WakeKind) -> bool {
+    fn check_preempt(
+        &mut self,
+        ctx: &Ctx,
+        c: CpuId,
+        a: TaskId,
+        b: TaskId,
+        k: schedlab_core::WakeKind,
+    ) -> bool {
         self.inner.check_preempt(ctx, c, a, b, k)
     }
     fn take_examined(&mut self) -> u64 {

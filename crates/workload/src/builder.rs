@@ -204,10 +204,8 @@ mod tests {
 
     #[test]
     fn nested_loops_are_linked() {
-        let p = ProgramBuilder::new()
-            .compute(1)
-            .repeat(3, |p| p.sleep(2).repeat(2, |q| q.yield_now()))
-            .build();
+        let p =
+            ProgramBuilder::new().compute(1).repeat(3, |p| p.sleep(2).repeat(2, |q| q.yield_now())).build();
         assert_eq!(
             p.ops,
             vec![

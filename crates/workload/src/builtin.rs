@@ -7,6 +7,9 @@ use crate::builder::{ProgramBuilder, WorkloadBuilder};
 use crate::model::Workload;
 use schedlab_core::{NSEC_PER_MSEC, NSEC_PER_USEC};
 
+/// Looks a parameter up by key (given value or default), as a whole number.
+pub type ParamLookup<'a> = dyn Fn(&str) -> Result<u64, String> + 'a;
+
 /// A built-in workload: name, one-line description, parameters `(key, default, help)`.
 pub struct Builtin {
     /// Name.
@@ -15,7 +18,7 @@ pub struct Builtin {
     pub summary: &'static str,
     /// Parameters: key, default, help.
     pub params: &'static [(&'static str, &'static str, &'static str)],
-    build: fn(&dyn Fn(&str) -> Result<u64, String>) -> Result<Workload, String>,
+    build: fn(&ParamLookup) -> Result<Workload, String>,
 }
 
 /// Every built-in workload.
@@ -80,7 +83,8 @@ pub fn builtins() -> Vec<Builtin> {
 pub fn builtin(spec: &str) -> Result<Option<Workload>, String> {
     let (name, args) = match spec.find('[') {
         Some(i) => {
-            let inner = spec[i + 1..].strip_suffix(']').ok_or_else(|| format!("`{spec}`: missing closing `]`"))?;
+            let inner =
+                spec[i + 1..].strip_suffix(']').ok_or_else(|| format!("`{spec}`: missing closing `]`"))?;
             (&spec[..i], inner)
         }
         None => (spec, ""),
@@ -91,7 +95,11 @@ pub fn builtin(spec: &str) -> Result<Option<Workload>, String> {
         let (k, v) = part.split_once('=').ok_or_else(|| format!("`{part}` is not key=value"))?;
         if !b.params.iter().any(|p| p.0 == k.trim()) {
             let known: Vec<_> = b.params.iter().map(|p| p.0).collect();
-            return Err(format!("workload `{name}` has no parameter `{}` (it has: {})", k.trim(), known.join(", ")));
+            return Err(format!(
+                "workload `{name}` has no parameter `{}` (it has: {})",
+                k.trim(),
+                known.join(", ")
+            ));
         }
         given.push((k.trim().to_string(), v.trim().to_string()));
     }

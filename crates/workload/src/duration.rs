@@ -24,7 +24,11 @@ pub fn parse_duration(s: &str) -> Result<Ns, String> {
     if frac.contains('.') || frac.len() > 9 {
         return Err(format!("malformed number in duration `{s}`"));
     }
-    let int: u64 = if int.is_empty() { 0 } else { int.parse().map_err(|_| format!("malformed number in duration `{s}`"))? };
+    let int: u64 = if int.is_empty() {
+        0
+    } else {
+        int.parse().map_err(|_| format!("malformed number in duration `{s}`"))?
+    };
     let mut frac_ns = 0u64;
     if !frac.is_empty() {
         let digits: u64 = frac.parse().map_err(|_| format!("malformed number in duration `{s}`"))?;

@@ -330,17 +330,13 @@ impl Workload {
                 Op::Fork(t) if t >= self.tasks.len() as u32 => return bad("task template", t),
                 Op::Io { device, .. } if device >= n(&self.devices) => return bad("device", device),
                 Op::Timer { period_ns: 0 } => return Err(format!("op {i}: timer period must be > 0")),
-                Op::Loop { end, .. } => {
-                    if !matches!(p.ops.get(end as usize), Some(Op::EndLoop { start }) if *start as usize == i)
-                    {
-                        return Err(format!("op {i}: loop without matching end"));
-                    }
+                Op::Loop { end, .. } if !matches!(p.ops.get(end as usize), Some(Op::EndLoop { start }) if *start as usize == i) =>
+                {
+                    return Err(format!("op {i}: loop without matching end"));
                 }
-                Op::EndLoop { start } => {
-                    if !matches!(p.ops.get(start as usize), Some(Op::Loop { end, .. }) if *end as usize == i)
-                    {
-                        return Err(format!("op {i}: loop end without matching start"));
-                    }
+                Op::EndLoop { start } if !matches!(p.ops.get(start as usize), Some(Op::Loop { end, .. }) if *end as usize == i) =>
+                {
+                    return Err(format!("op {i}: loop end without matching start"));
                 }
                 _ => {}
             }

@@ -184,7 +184,9 @@ pub fn parse_toml(file: &str, src: &str) -> Result<Workload, WorkloadError> {
         let shares = match &v.shares {
             None => 1024,
             Some(s) if (2..=262_144).contains(s.get_ref()) => *s.get_ref() as u64,
-            Some(s) => return Err(r.err(s.span(), "shares", format!("{} is not in 2..=262144", s.get_ref()))),
+            Some(s) => {
+                return Err(r.err(s.span(), "shares", format!("{} is not in 2..=262144", s.get_ref())))
+            }
         };
         if groups.insert(v.name.clone(), w.groups.len() as u32).is_some() {
             return Err(r.err(g.span(), "name", format!("duplicate group `{}`", v.name)));
@@ -211,7 +213,11 @@ pub fn parse_toml(file: &str, src: &str) -> Result<Workload, WorkloadError> {
             spec.instances = *n.get_ref() as u32;
             total += spec.instances as u64;
             if total > MAX_INITIAL_TASKS {
-                return Err(r.err(n.span(), "instances", format!("more than {MAX_INITIAL_TASKS} tasks in all")));
+                return Err(r.err(
+                    n.span(),
+                    "instances",
+                    format!("more than {MAX_INITIAL_TASKS} tasks in all"),
+                ));
             }
         }
         if let Some(p) = &v.policy {
@@ -222,7 +228,11 @@ pub fn parse_toml(file: &str, src: &str) -> Result<Workload, WorkloadError> {
                 "fifo" => SchedClass::Fifo,
                 "rr" => SchedClass::Rr,
                 other => {
-                    return Err(r.err(p.span(), "policy", format!("`{other}` is not one of normal, batch, idle, fifo, rr")))
+                    return Err(r.err(
+                        p.span(),
+                        "policy",
+                        format!("`{other}` is not one of normal, batch, idle, fifo, rr"),
+                    ))
                 }
             };
         }
@@ -283,7 +293,11 @@ pub fn parse_toml(file: &str, src: &str) -> Result<Workload, WorkloadError> {
             other => match other.strip_prefix("task:").and_then(|n| templates.get(n)) {
                 Some(&t) => StopWhen::TemplateDone(t),
                 None => {
-                    return Err(r.err(s.span(), "stop", format!("`{other}` is not duration, all_done or task:<known task name>")))
+                    return Err(r.err(
+                        s.span(),
+                        "stop",
+                        format!("`{other}` is not duration, all_done or task:<known task name>"),
+                    ))
                 }
             },
         };
@@ -307,11 +321,14 @@ barrier, fork, wait_children, io, loop, exit";
 type OpErr = (String, String);
 
 fn parse_op(t: &toml::Table, path: &str, names: &Names, out: &mut Vec<Op>) -> Result<(), OpErr> {
-    let verbs: Vec<&str> = t.keys().map(String::as_str).filter(|k| VERBS.split(", ").any(|v| v == *k)).collect();
+    let verbs: Vec<&str> =
+        t.keys().map(String::as_str).filter(|k| VERBS.split(", ").any(|v| v == *k)).collect();
     let verb = match verbs.as_slice() {
         [v] => *v,
         [] => return Err((path.to_string(), format!("an op needs one of: {VERBS}"))),
-        many => return Err((path.to_string(), format!("an op has exactly one verb, found {}", many.join(", ")))),
+        many => {
+            return Err((path.to_string(), format!("an op has exactly one verb, found {}", many.join(", "))))
+        }
     };
     let key = |k: &str| format!("{path}.{k}");
     let allowed_extra: &[&str] = match verb {
@@ -323,7 +340,14 @@ fn parse_op(t: &toml::Table, path: &str, names: &Names, out: &mut Vec<Op>) -> Re
     };
     for k in t.keys() {
         if k != verb && !allowed_extra.contains(&k.as_str()) {
-            return Err((key(k), format!("not a key of a `{verb}` op (allowed: {verb}{}{})", if allowed_extra.is_empty() { "" } else { ", " }, allowed_extra.join(", "))));
+            return Err((
+                key(k),
+                format!(
+                    "not a key of a `{verb}` op (allowed: {verb}{}{})",
+                    if allowed_extra.is_empty() { "" } else { ", " },
+                    allowed_extra.join(", ")
+                ),
+            ));
         }
     }
     let dur = |k: &str| -> Result<u64, OpErr> {
@@ -379,7 +403,10 @@ fn parse_op(t: &toml::Table, path: &str, names: &Names, out: &mut Vec<Op>) -> Re
         }
         "lock" => Op::Lock(name("lock", &names.mutexes, "mutex")?),
         "unlock" => Op::Unlock(name("unlock", &names.mutexes, "mutex")?),
-        "wait" => Op::CondWait { cond: name("wait", &names.conds, "cond")?, mutex: name("mutex", &names.mutexes, "mutex")? },
+        "wait" => Op::CondWait {
+            cond: name("wait", &names.conds, "cond")?,
+            mutex: name("mutex", &names.mutexes, "mutex")?,
+        },
         "signal" => Op::Signal(name("signal", &names.conds, "cond")?),
         "broadcast" => Op::Broadcast(name("broadcast", &names.conds, "cond")?),
         "send" => Op::Send { pipe: name("send", &names.pipes, "pipe")?, bytes: bytes()? },
@@ -391,7 +418,12 @@ fn parse_op(t: &toml::Table, path: &str, names: &Names, out: &mut Vec<Op>) -> Re
             let count = match t.get("loop") {
                 Some(toml::Value::Integer(c)) if *c >= 0 && *c <= u32::MAX as i64 => *c as u32,
                 Some(toml::Value::String(s)) if s == "forever" => 0,
-                _ => return Err((key("loop"), "expected a repetition count (0 or \"forever\" = forever)".into())),
+                _ => {
+                    return Err((
+                        key("loop"),
+                        "expected a repetition count (0 or \"forever\" = forever)".into(),
+                    ))
+                }
             };
             let body = match t.get("ops") {
                 Some(toml::Value::Array(a)) => a,

@@ -10,8 +10,10 @@
 //! correction in wake_affine); power-savings balancing and SD_ASYM_PACKING are left out (off by
 //! default in the kernel); `all_pinned` retries are not modelled.
 
-use super::domains::{Domain, SCHED_LOAD_SCALE, SD_BALANCE_FORK, SD_BALANCE_NEWIDLE, SD_LOAD_BALANCE,
-    SD_PREFER_SIBLING, SD_SHARE_PKG_RESOURCES, SD_WAKE_AFFINE};
+use super::domains::{
+    Domain, SCHED_LOAD_SCALE, SD_BALANCE_FORK, SD_BALANCE_NEWIDLE, SD_LOAD_BALANCE, SD_PREFER_SIBLING,
+    SD_SHARE_PKG_RESOURCES, SD_WAKE_AFFINE,
+};
 use super::fair::SeId;
 use super::Cfs;
 use schedlab_core::{CpuId, Ctx, Migration, Ns, SchedClass, TaskId};
@@ -93,6 +95,7 @@ impl Cfs {
 
     /// `update_cpu_load`: folds the ticks since the last update into `cpu_load[]` (the missed ones
     /// decayed as idle, `decay_load_missed`).
+    #[allow(clippy::needless_range_loop)] // i is the averaging index, as in the kernel
     pub(crate) fn update_cpu_load(&mut self, cpu: CpuId, now: Ns) {
         let tick = now / self.tick_ns;
         let this_load = self.weighted_cpuload(cpu);
@@ -111,7 +114,7 @@ impl Cfs {
                 old = 0;
             } else {
                 for _ in 0..missed {
-                    old = old * (scale - 1) >> i;
+                    old = (old * (scale - 1)) >> i;
                 }
             }
             let mut new = this_load;
@@ -159,12 +162,7 @@ impl Cfs {
         let r = &self.rqs[cpu.idx()];
         // rq->nr_running counts tasks; the root cfs_rq counts top-level entities, so use the
         // per-CPU task count kept by the engine view where groups exist.
-        let n = self.cpu_nr_tasks(cpu);
-        if n > 0 {
-            r.load / n
-        } else {
-            0
-        }
+        r.load.checked_div(self.cpu_nr_tasks(cpu)).unwrap_or(0)
     }
 
     /// Tasks on `cpu` (`rq->nr_running`): queued plus running task entities at every level.
@@ -182,7 +180,8 @@ impl Cfs {
         let mut cpu = this_cpu;
         let mut new_cpu = cpu;
         let doms = &self.cpus[cpu.idx()].domains;
-        let mut sd = doms.iter().rposition(|d| d.flags & SD_LOAD_BALANCE != 0 && d.flags & SD_BALANCE_FORK != 0);
+        let mut sd =
+            doms.iter().rposition(|d| d.flags & SD_LOAD_BALANCE != 0 && d.flags & SD_BALANCE_FORK != 0);
         while let Some(level) = sd {
             let d = &self.cpus[cpu.idx()].domains[level];
             if d.flags & SD_BALANCE_FORK == 0 {
@@ -223,7 +222,14 @@ impl Cfs {
     }
 
     /// `find_idlest_group` in domain `level` of `this_cpu`.
-    fn find_idlest_group(&mut self, ctx: &Ctx, t: TaskId, this_cpu: CpuId, level: usize, load_idx: usize) -> Option<schedlab_core::CpuSet> {
+    fn find_idlest_group(
+        &mut self,
+        ctx: &Ctx,
+        t: TaskId,
+        this_cpu: CpuId,
+        level: usize,
+        load_idx: usize,
+    ) -> Option<schedlab_core::CpuSet> {
         let allowed = ctx.task(t).allowed;
         let d = &self.cpus[this_cpu.idx()].domains[level];
         let imbalance = 100 + (d.imbalance_pct - 100) / 2;
@@ -237,7 +243,11 @@ impl Cfs {
             let mut avg = 0;
             for i in cpus.iter() {
                 self.nr_examined += 1;
-                avg += if local { self.source_load(i, load_idx, ctx.now) } else { self.target_load(i, load_idx, ctx.now) };
+                avg += if local {
+                    self.source_load(i, load_idx, ctx.now)
+                } else {
+                    self.target_load(i, load_idx, ctx.now)
+                };
             }
             avg = avg * SCHED_LOAD_SCALE / power;
             if local {
@@ -255,7 +265,12 @@ impl Cfs {
     }
 
     /// `find_idlest_cpu`.
-    fn find_idlest_cpu(&self, group: schedlab_core::CpuSet, allowed: &schedlab_core::CpuSet, this_cpu: CpuId) -> Option<CpuId> {
+    fn find_idlest_cpu(
+        &self,
+        group: schedlab_core::CpuSet,
+        allowed: &schedlab_core::CpuSet,
+        this_cpu: CpuId,
+    ) -> Option<CpuId> {
         let mut best = None;
         let mut min_load = u64::MAX;
         for i in group.and(allowed).iter() {
@@ -270,16 +285,22 @@ impl Cfs {
 
     /// `select_task_rq_fair` for a wakeup (`SD_BALANCE_WAKE`, which no default domain sets: only the
     /// wake-affine path or the previous CPU).
-    pub(crate) fn select_wake_cpu(&mut self, ctx: &Ctx, t: TaskId, this_cpu: CpuId, waker: Option<TaskId>, sync: bool) -> CpuId {
+    pub(crate) fn select_wake_cpu(
+        &mut self,
+        ctx: &Ctx,
+        t: TaskId,
+        this_cpu: CpuId,
+        waker: Option<TaskId>,
+        sync: bool,
+    ) -> CpuId {
         let task = ctx.task(t);
         let prev_cpu = task.cpu;
         let want_affine = self.p.affine_wakeups && task.allowed.contains(this_cpu);
         let mut affine_sd = None;
         if want_affine {
-            affine_sd = self.cpus[this_cpu.idx()]
-                .domains
-                .iter()
-                .position(|d| d.flags & SD_LOAD_BALANCE != 0 && d.flags & SD_WAKE_AFFINE != 0 && d.span.contains(prev_cpu));
+            affine_sd = self.cpus[this_cpu.idx()].domains.iter().position(|d| {
+                d.flags & SD_LOAD_BALANCE != 0 && d.flags & SD_WAKE_AFFINE != 0 && d.span.contains(prev_cpu)
+            });
         }
         let target = match affine_sd {
             Some(level) => {
@@ -300,7 +321,15 @@ impl Cfs {
     }
 
     /// `wake_affine` (flat `effective_load`: the group correction is left out).
-    fn wake_affine(&mut self, ctx: &Ctx, level: usize, t: TaskId, this_cpu: CpuId, waker: Option<TaskId>, sync: bool) -> bool {
+    fn wake_affine(
+        &mut self,
+        ctx: &Ctx,
+        level: usize,
+        t: TaskId,
+        this_cpu: CpuId,
+        waker: Option<TaskId>,
+        sync: bool,
+    ) -> bool {
         let prev_cpu = ctx.task(t).cpu;
         let (idx, pct) = {
             let d = &self.cpus[this_cpu.idx()].domains[level];
@@ -317,7 +346,8 @@ impl Cfs {
         let weight = self.ses[self.task_se[t.idx()] as usize].weight as i64;
         let balanced = if this_load > 0 {
             let this_eff_load = 100 * self.cpus[prev_cpu.idx()].power as i64 * (this_load + weight);
-            let prev_eff_load = (100 + (pct as i64 - 100) / 2) * self.cpus[this_cpu.idx()].power as i64 * load;
+            let prev_eff_load =
+                (100 + (pct as i64 - 100) / 2) * self.cpus[this_cpu.idx()].power as i64 * load;
             this_eff_load <= prev_eff_load
         } else {
             true
@@ -361,7 +391,13 @@ impl Cfs {
     // ------------------------------------------------------------------------------------------
 
     /// `rebalance_domains(cpu, idle)`.
-    pub(crate) fn rebalance_domains(&mut self, ctx: &Ctx, cpu: CpuId, mut idle: IdleType, out: &mut Vec<Migration>) {
+    pub(crate) fn rebalance_domains(
+        &mut self,
+        ctx: &Ctx,
+        cpu: CpuId,
+        mut idle: IdleType,
+        out: &mut Vec<Migration>,
+    ) {
         let jiffies = ctx.now / self.tick_ns;
         let hz = ctx.hz();
         let max_interval_j = (hz * self.ncpus as u64 / 10).max(1);
@@ -413,7 +449,14 @@ impl Cfs {
     }
 
     /// `load_balance` at domain `level` of `this_cpu`. Returns (pulled anything, `*balance`).
-    fn load_balance(&mut self, ctx: &Ctx, this_cpu: CpuId, level: usize, idle: IdleType, out: &mut Vec<Migration>) -> (bool, bool) {
+    fn load_balance(
+        &mut self,
+        ctx: &Ctx,
+        this_cpu: CpuId,
+        level: usize,
+        idle: IdleType,
+        out: &mut Vec<Migration>,
+    ) -> (bool, bool) {
         self.nr_lb_calls += 1;
         let (found, balance) = self.find_busiest_group(ctx, this_cpu, level, idle);
         let mut active = false;
@@ -496,7 +539,13 @@ impl Cfs {
     /// `find_busiest_group` (with `update_sd_lb_stats`, `update_sg_lb_stats`,
     /// `update_sd_pick_busiest` and `calculate_imbalance`). Returns the busiest group's index and the
     /// imbalance, and whether this CPU may balance this domain (`*balance`).
-    fn find_busiest_group(&mut self, ctx: &Ctx, this_cpu: CpuId, level: usize, idle: IdleType) -> (Option<(usize, u64)>, bool) {
+    fn find_busiest_group(
+        &mut self,
+        ctx: &Ctx,
+        this_cpu: CpuId,
+        level: usize,
+        idle: IdleType,
+    ) -> (Option<(usize, u64)>, bool) {
         let now = ctx.now;
         let d = &self.cpus[this_cpu.idx()].domains[level];
         let load_idx = match idle {
@@ -504,7 +553,8 @@ impl Cfs {
             IdleType::NewlyIdle => d.newidle_idx,
             IdleType::Idle => d.idle_idx,
         };
-        let prefer_sibling = level > 0 && self.cpus[this_cpu.idx()].domains[level - 1].flags & SD_PREFER_SIBLING != 0;
+        let prefer_sibling =
+            level > 0 && self.cpus[this_cpu.idx()].domains[level - 1].flags & SD_PREFER_SIBLING != 0;
         let groups: Vec<(schedlab_core::CpuSet, u64)> = d.groups.iter().map(|g| (g.cpus, g.power)).collect();
         let mut sds = SdStats::default();
         for (gi, &(cpus, power)) in groups.iter().enumerate() {
@@ -538,7 +588,7 @@ impl Cfs {
                 return (None, false);
             }
             sgs.avg_load = sgs.group_load * SCHED_LOAD_SCALE / power;
-            let avg_load_per_task = if sgs.sum_nr_running > 0 { sgs.sum_weighted_load / sgs.sum_nr_running } else { 0 };
+            let avg_load_per_task = sgs.sum_weighted_load.checked_div(sgs.sum_nr_running).unwrap_or(0);
             if max_cpu_load.wrapping_sub(min_cpu_load) >= avg_load_per_task && max_nr_running > 1 && !local {
                 sgs.group_imb = true;
             }
@@ -555,7 +605,9 @@ impl Cfs {
                 sds.this_nr_running = sgs.sum_nr_running;
                 sds.this_load_per_task = sgs.sum_weighted_load;
                 sds.this_has_capacity = sgs.group_has_capacity;
-            } else if sgs.avg_load > sds.max_load && (sgs.sum_nr_running > sgs.group_capacity || sgs.group_imb) {
+            } else if sgs.avg_load > sds.max_load
+                && (sgs.sum_nr_running > sgs.group_capacity || sgs.group_imb)
+            {
                 sds.max_load = sgs.avg_load;
                 sds.busiest = Some(gi);
                 sds.busiest_nr_running = sgs.sum_nr_running;
@@ -583,7 +635,8 @@ impl Cfs {
         }
         let busiest_power = groups[busiest].1;
         let this_power = groups[sds.this].1;
-        let imbalance = calculate_imbalance(&mut sds, busiest_power, this_power, self.cpu_avg_load_per_task(this_cpu));
+        let imbalance =
+            calculate_imbalance(&mut sds, busiest_power, this_power, self.cpu_avg_load_per_task(this_cpu));
         if imbalance == 0 {
             return (None, true);
         }
@@ -591,7 +644,13 @@ impl Cfs {
     }
 
     /// `find_busiest_queue` in group `group` of domain `level`.
-    fn find_busiest_queue(&mut self, level: usize, this_cpu: CpuId, group: usize, imbalance: u64) -> Option<CpuId> {
+    fn find_busiest_queue(
+        &mut self,
+        level: usize,
+        this_cpu: CpuId,
+        group: usize,
+        imbalance: u64,
+    ) -> Option<CpuId> {
         let cpus = self.cpus[this_cpu.idx()].domains[level].groups[group].cpus;
         let mut best = None;
         let mut max_load = 0;
@@ -614,7 +673,16 @@ impl Cfs {
     /// `move_tasks` -> `load_balance_fair`: walks the task groups of `busiest`, converting the
     /// load to move through each group runqueue's `h_load`.
     #[allow(clippy::too_many_arguments)]
-    fn move_tasks(&mut self, ctx: &Ctx, this_cpu: CpuId, busiest: CpuId, max_load_move: u64, level: usize, idle: IdleType, out: &mut Vec<Migration>) -> u64 {
+    fn move_tasks(
+        &mut self,
+        ctx: &Ctx,
+        this_cpu: CpuId,
+        busiest: CpuId,
+        max_load_move: u64,
+        level: usize,
+        idle: IdleType,
+        out: &mut Vec<Migration>,
+    ) -> u64 {
         self.update_h_load(busiest);
         let mut rem_load_move = max_load_move as i64;
         for g in 0..self.ngroups as u32 {
@@ -659,12 +727,23 @@ impl Cfs {
     /// `balance_tasks` over one runqueue's tasks, newest-enqueued first (the kernel's
     /// `cfs_rq->tasks` list, `list_add` at the head).
     #[allow(clippy::too_many_arguments)]
-    fn balance_tasks(&mut self, ctx: &Ctx, this_cpu: CpuId, busiest: CpuId, rq: u32, max_load_move: u64, level: usize, idle: IdleType, out: &mut Vec<Migration>) -> u64 {
+    fn balance_tasks(
+        &mut self,
+        ctx: &Ctx,
+        this_cpu: CpuId,
+        busiest: CpuId,
+        rq: u32,
+        max_load_move: u64,
+        level: usize,
+        idle: IdleType,
+        out: &mut Vec<Migration>,
+    ) -> u64 {
         if max_load_move == 0 {
             return 0;
         }
         let r = &self.rqs[rq as usize];
-        let mut list: Vec<SeId> = r.timeline.iter().copied().filter(|&s| self.ses[s as usize].task.is_some()).collect();
+        let mut list: Vec<SeId> =
+            r.timeline.iter().copied().filter(|&s| self.ses[s as usize].task.is_some()).collect();
         if let Some(c) = r.curr.filter(|&c| self.ses[c as usize].task.is_some()) {
             list.push(c);
         }
@@ -713,7 +792,10 @@ impl Cfs {
         }
         let se = self.task_se[t.idx()];
         let rq = &self.rqs[self.ses[se as usize].cfs_rq as usize];
-        if self.p.cache_hot_buddy && self.cpu_nr_tasks(this_cpu) > 0 && (rq.next == Some(se) || rq.last == Some(se)) {
+        if self.p.cache_hot_buddy
+            && self.cpu_nr_tasks(this_cpu) > 0
+            && (rq.next == Some(se) || rq.last == Some(se))
+        {
             return true;
         }
         let cost = self.p.sched_migration_cost_ns;
@@ -726,7 +808,12 @@ impl Cfs {
 
 /// `calculate_imbalance` with `fix_small_imbalance` (kernel/sched_fair.c 2.6.38), in the kernel's
 /// unsigned arithmetic.
-fn calculate_imbalance(sds: &mut SdStats, busiest_power: u64, this_power: u64, this_avg_load_per_task: u64) -> u64 {
+fn calculate_imbalance(
+    sds: &mut SdStats,
+    busiest_power: u64,
+    this_power: u64,
+    this_avg_load_per_task: u64,
+) -> u64 {
     sds.busiest_load_per_task /= sds.busiest_nr_running;
     if sds.group_imb {
         sds.busiest_load_per_task = sds.busiest_load_per_task.min(sds.avg_load);
@@ -751,15 +838,22 @@ fn calculate_imbalance(sds: &mut SdStats, busiest_power: u64, this_power: u64, t
     imbalance
 }
 
-fn fix_small_imbalance(sds: &mut SdStats, busiest_power: u64, this_power: u64, this_avg_load_per_task: u64, imbalance: u64) -> u64 {
+fn fix_small_imbalance(
+    sds: &mut SdStats,
+    busiest_power: u64,
+    this_power: u64,
+    this_avg_load_per_task: u64,
+    imbalance: u64,
+) -> u64 {
     let mut imbn = 2;
-    if sds.this_nr_running > 0 {
-        sds.this_load_per_task /= sds.this_nr_running;
-        if sds.busiest_load_per_task > sds.this_load_per_task {
-            imbn = 1;
+    match sds.this_load_per_task.checked_div(sds.this_nr_running) {
+        Some(per_task) => {
+            sds.this_load_per_task = per_task;
+            if sds.busiest_load_per_task > per_task {
+                imbn = 1;
+            }
         }
-    } else {
-        sds.this_load_per_task = this_avg_load_per_task;
+        None => sds.this_load_per_task = this_avg_load_per_task,
     }
     let scaled_busy = sds.busiest_load_per_task * SCHED_LOAD_SCALE / busiest_power;
     if sds.max_load.wrapping_sub(sds.this_load).wrapping_add(scaled_busy) >= scaled_busy * imbn {

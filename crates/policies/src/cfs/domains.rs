@@ -103,23 +103,76 @@ impl Domain {
         // (min, max, busy_factor, imbalance_pct, cache_nice_tries, busy, idle, newidle, wake, forkexec, flags)
         let (min, max, busy, pct, tries, bi, ii, ni, wi, fi, flags) = match kind {
             DomainKind::Sibling => (
-                1, 2, 64, 110, 0, 0, 0, 0, 0, 0,
-                SD_LOAD_BALANCE | SD_BALANCE_NEWIDLE | SD_BALANCE_EXEC | SD_BALANCE_FORK | SD_WAKE_AFFINE
-                    | SD_SHARE_CPUPOWER | SD_SHARE_PKG_RESOURCES,
+                1,
+                2,
+                64,
+                110,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                SD_LOAD_BALANCE
+                    | SD_BALANCE_NEWIDLE
+                    | SD_BALANCE_EXEC
+                    | SD_BALANCE_FORK
+                    | SD_WAKE_AFFINE
+                    | SD_SHARE_CPUPOWER
+                    | SD_SHARE_PKG_RESOURCES,
             ),
             DomainKind::Mc => (
-                1, 4, 64, 125, 1, 2, 0, 0, 0, 0,
-                SD_LOAD_BALANCE | SD_BALANCE_NEWIDLE | SD_BALANCE_EXEC | SD_BALANCE_FORK | SD_WAKE_AFFINE
+                1,
+                4,
+                64,
+                125,
+                1,
+                2,
+                0,
+                0,
+                0,
+                0,
+                SD_LOAD_BALANCE
+                    | SD_BALANCE_NEWIDLE
+                    | SD_BALANCE_EXEC
+                    | SD_BALANCE_FORK
+                    | SD_WAKE_AFFINE
                     | SD_SHARE_PKG_RESOURCES,
             ),
             DomainKind::Cpu => (
-                1, 4, 64, 125, 1, 2, 1, 0, 0, 0,
-                SD_LOAD_BALANCE | SD_BALANCE_NEWIDLE | SD_BALANCE_EXEC | SD_BALANCE_FORK | SD_WAKE_AFFINE
+                1,
+                4,
+                64,
+                125,
+                1,
+                2,
+                1,
+                0,
+                0,
+                0,
+                SD_LOAD_BALANCE
+                    | SD_BALANCE_NEWIDLE
+                    | SD_BALANCE_EXEC
+                    | SD_BALANCE_FORK
+                    | SD_WAKE_AFFINE
                     | SD_PREFER_SIBLING,
             ),
             DomainKind::Node => (
-                8, 32, 32, 125, 2, 3, 0, 0, 0, 0,
-                SD_LOAD_BALANCE | SD_BALANCE_NEWIDLE | SD_BALANCE_EXEC | SD_BALANCE_FORK | SD_WAKE_AFFINE
+                8,
+                32,
+                32,
+                125,
+                2,
+                3,
+                0,
+                0,
+                0,
+                0,
+                SD_LOAD_BALANCE
+                    | SD_BALANCE_NEWIDLE
+                    | SD_BALANCE_EXEC
+                    | SD_BALANCE_FORK
+                    | SD_WAKE_AFFINE
                     | SD_SERIALIZE,
             ),
         };

@@ -443,10 +443,8 @@ impl Cfs {
         let load = r.load;
         let tg_load = self.group_load[g];
         let tg_shares = self.group_shares[g];
-        let mut shares = tg_shares * load;
-        if tg_load != 0 {
-            shares /= tg_load;
-        }
+        let shares = tg_shares * load;
+        let shares = shares.checked_div(tg_load).unwrap_or(shares);
         let shares = shares.clamp(MIN_SHARES, tg_shares);
         self.reweight_entity(se, shares, now);
     }
@@ -637,7 +635,8 @@ impl Cfs {
         }
         if self.rqs[rq as usize].nr_running > 1 {
             let left = timeline::first(&self.rqs[rq as usize].timeline).expect("nr_running > 1");
-            let delta = self.ses[curr as usize].vruntime.wrapping_sub(self.ses[left as usize].vruntime) as i64;
+            let delta =
+                self.ses[curr as usize].vruntime.wrapping_sub(self.ses[left as usize].vruntime) as i64;
             // 2.6.38 compares this s64 against an unsigned long, so a negative delta (curr behind the
             // leftmost) converts to a huge value and also asks for a reschedule. Kept as in the
             // kernel; the `delta < 0` early return came in a later release.
@@ -686,7 +685,11 @@ impl Cfs {
             self.update_curr(rq, ctx.now);
             let (se, pse) = self.find_matching_se(se, pse);
             if self.wakeup_preempt_entity(se, pse) == 1 {
-                if self.p.last_buddy && scale && self.ses[se as usize].task.is_some() && self.ses[se as usize].on_rq {
+                if self.p.last_buddy
+                    && scale
+                    && self.ses[se as usize].task.is_some()
+                    && self.ses[se as usize].on_rq
+                {
                     self.set_buddy(ctx, se, true);
                 }
                 true

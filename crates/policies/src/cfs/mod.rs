@@ -43,8 +43,8 @@ use crate::params::{parse_bool, parse_u64, ParamInfo, Params};
 use balance::{CpuState, IdleType};
 use fair::{CfsRq, Se, SeId};
 use schedlab_core::{
-    BalanceKind, CpuId, Ctx, DequeueReason, Dispatch, EnqueueReason, Migration, Ns, PolicyStat,
-    SchedClass, SchedPolicy, SwitchReason, TaskId, WakeInfo, WakeKind, NSEC_PER_MSEC,
+    BalanceKind, CpuId, Ctx, DequeueReason, Dispatch, EnqueueReason, Migration, Ns, PolicyStat, SchedClass,
+    SchedPolicy, SwitchReason, TaskId, WakeInfo, WakeKind, NSEC_PER_MSEC,
 };
 
 /// How the tunables scale with the CPU count (`sysctl_sched_tunable_scaling`).
@@ -118,20 +118,60 @@ impl Default for CfsParams {
 impl Params for CfsParams {
     fn info() -> &'static [ParamInfo] {
         &[
-            ParamInfo { key: "sched_latency_ns", default: "6000000", help: "targeted preemption latency (before CPU scaling)" },
-            ParamInfo { key: "sched_min_granularity_ns", default: "750000", help: "minimal preemption granularity (before CPU scaling)" },
-            ParamInfo { key: "sched_wakeup_granularity_ns", default: "1000000", help: "wakeup preemption granularity (before CPU scaling)" },
-            ParamInfo { key: "sched_migration_cost_ns", default: "500000", help: "tasks that ran within this are cache hot; idle balancing needs this much average idle" },
+            ParamInfo {
+                key: "sched_latency_ns",
+                default: "6000000",
+                help: "targeted preemption latency (before CPU scaling)",
+            },
+            ParamInfo {
+                key: "sched_min_granularity_ns",
+                default: "750000",
+                help: "minimal preemption granularity (before CPU scaling)",
+            },
+            ParamInfo {
+                key: "sched_wakeup_granularity_ns",
+                default: "1000000",
+                help: "wakeup preemption granularity (before CPU scaling)",
+            },
+            ParamInfo {
+                key: "sched_migration_cost_ns",
+                default: "500000",
+                help: "tasks that ran within this are cache hot; idle balancing needs this much average idle",
+            },
             ParamInfo { key: "sched_nr_migrate", default: "32", help: "tasks examined per balancing pass" },
-            ParamInfo { key: "tunable_scaling", default: "log", help: "none | log | linear scaling of granularities with the CPU count (max 8)" },
+            ParamInfo {
+                key: "tunable_scaling",
+                default: "log",
+                help: "none | log | linear scaling of granularities with the CPU count (max 8)",
+            },
             ParamInfo { key: "start_debit", default: "true", help: "new tasks start one virtual slice late" },
-            ParamInfo { key: "gentle_fair_sleepers", default: "true", help: "sleeper credit is half a latency period" },
+            ParamInfo {
+                key: "gentle_fair_sleepers",
+                default: "true",
+                help: "sleeper credit is half a latency period",
+            },
             ParamInfo { key: "wakeup_preempt", default: "true", help: "wakeups may preempt" },
-            ParamInfo { key: "last_buddy", default: "true", help: "prefer returning to a task preempted by a wakeup" },
+            ParamInfo {
+                key: "last_buddy",
+                default: "true",
+                help: "prefer returning to a task preempted by a wakeup",
+            },
             ParamInfo { key: "next_buddy", default: "false", help: "prefer the task just woken" },
-            ParamInfo { key: "cache_hot_buddy", default: "true", help: "buddies count as cache hot for balancing" },
-            ParamInfo { key: "affine_wakeups", default: "true", help: "wake_affine may pull a wakee to the waker's CPU" },
-            ParamInfo { key: "compat_yield", default: "false", help: "sched_yield moves the task behind all others" },
+            ParamInfo {
+                key: "cache_hot_buddy",
+                default: "true",
+                help: "buddies count as cache hot for balancing",
+            },
+            ParamInfo {
+                key: "affine_wakeups",
+                default: "true",
+                help: "wake_affine may pull a wakee to the waker's CPU",
+            },
+            ParamInfo {
+                key: "compat_yield",
+                default: "false",
+                help: "sched_yield moves the task behind all others",
+            },
             ParamInfo { key: "load_balance", default: "true", help: "run the sched-domain load balancer" },
         ]
     }
@@ -409,12 +449,32 @@ impl SchedPolicy for Cfs {
 
     fn stats(&self) -> Vec<PolicyStat> {
         vec![
-            PolicyStat { name: "nr_wakeup_preempt", value: self.nr_wakeup_preempt, help: "wakeups that preempted the running task" },
-            PolicyStat { name: "nr_tick_preempt", value: self.nr_tick_preempt, help: "ticks that asked for a reschedule" },
-            PolicyStat { name: "nr_wake_affine", value: self.nr_wake_affine, help: "wakeups pulled to the waker's CPU by wake_affine" },
-            PolicyStat { name: "nr_lb_calls", value: self.nr_lb_calls, help: "load_balance calls (all domains)" },
+            PolicyStat {
+                name: "nr_wakeup_preempt",
+                value: self.nr_wakeup_preempt,
+                help: "wakeups that preempted the running task",
+            },
+            PolicyStat {
+                name: "nr_tick_preempt",
+                value: self.nr_tick_preempt,
+                help: "ticks that asked for a reschedule",
+            },
+            PolicyStat {
+                name: "nr_wake_affine",
+                value: self.nr_wake_affine,
+                help: "wakeups pulled to the waker's CPU by wake_affine",
+            },
+            PolicyStat {
+                name: "nr_lb_calls",
+                value: self.nr_lb_calls,
+                help: "load_balance calls (all domains)",
+            },
             PolicyStat { name: "nr_lb_moved", value: self.nr_lb_moved, help: "tasks moved by load_balance" },
-            PolicyStat { name: "nr_active_balance", value: self.nr_active_balance, help: "active balances (stopper pushes)" },
+            PolicyStat {
+                name: "nr_active_balance",
+                value: self.nr_active_balance,
+                help: "active balances (stopper pushes)",
+            },
         ]
     }
 

@@ -188,7 +188,11 @@ fn heavier_wakee_gets_a_smaller_granularity() {
     let _ = w.add_task(0);
     for nice in [-5i8, 0, 5] {
         let want = 1_000_000u64 * 1024 / nice_to_weight(nice);
-        let got = super::math::calc_delta_fair(c.wakeup_granularity_ns(), nice_to_weight(nice), schedlab_core::weights::nice_to_wmult(nice));
+        let got = super::math::calc_delta_fair(
+            c.wakeup_granularity_ns(),
+            nice_to_weight(nice),
+            schedlab_core::weights::nice_to_wmult(nice),
+        );
         assert!(got.abs_diff(want) <= 1, "nice {nice}: {got} vs {want}");
     }
 }
