@@ -11,6 +11,7 @@
 
 pub mod cfs;
 pub mod fifo;
+pub mod linux_rt;
 mod params;
 pub mod registry;
 #[cfg(test)]

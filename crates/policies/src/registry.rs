@@ -24,13 +24,16 @@ pub fn policies() -> Vec<PolicyInfo> {
     vec![
         PolicyInfo {
             name: "cfs",
-            summary: "Linux CFS as in 2.6.38 (kernel/sched_fair.c): vruntime, buddies, group shares, sched-domain balancing",
+            summary: "Linux CFS as in 2.6.38 (kernel/sched_fair.c): vruntime, buddies, group shares, sched-domain balancing; SCHED_FIFO/RR tasks run in the Linux RT class above it",
             params: cfs::CfsParams::info,
-            make: |pairs| Ok(Box::new(cfs::Cfs::new(apply::<cfs::CfsParams>("cfs", pairs)?))),
+            make: |pairs| {
+                let fair = cfs::Cfs::new(apply::<cfs::CfsParams>("cfs", pairs)?);
+                Ok(Box::new(crate::linux_rt::LinuxClasses::new(fair)))
+            },
         },
         PolicyInfo {
             name: "fifo",
-            summary: "one global FIFO queue, run to block (the simplest policy; an example of the trait)",
+            summary: "one global FIFO queue, run to block, no priorities (the simplest policy; an example of the trait)",
             params: fifo::FifoParams::info,
             make: |pairs| Ok(Box::new(fifo::Fifo::new("fifo", apply::<fifo::FifoParams>("fifo", pairs)?))),
         },

@@ -39,6 +39,12 @@ fn finite_mix() -> Workload {
     t.nice = 10;
     let t = w.task("pinned", P::new().repeat(40, |x| x.compute(250_000).sleep(100_000)).build());
     t.cpus = Some(vec![0]);
+    let t = w.task("rt", P::new().repeat(20, |x| x.timer(MS).compute(100_000)).build());
+    t.class = schedlab_core::SchedClass::Fifo;
+    t.rt_priority = 50;
+    let t = w.task("rr", P::new().repeat(4, |x| x.compute(3 * MS).yield_now()).build());
+    t.class = schedlab_core::SchedClass::Rr;
+    t.rt_priority = 5;
     w.stop(StopWhen::AllDone);
     w.build().unwrap()
 }
