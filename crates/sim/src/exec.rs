@@ -125,14 +125,16 @@ impl<'a> Sim<'a> {
                     }
                     return self.block_until(t, now + ns);
                 }
-                Op::Timer { period_ns } => {
+                Op::Timer { period_ns, absolute } => {
                     let tk = &mut self.tasks[t.idx()];
                     tk.pc += 1;
                     let expiry = tk.timer_next.unwrap_or(now) + period_ns;
-                    tk.timer_next = Some(expiry);
                     if expiry <= now {
-                        continue; // overrun: the period already passed
+                        // Overrun: continue at once; relative mode restarts the grid from now.
+                        tk.timer_next = Some(if absolute { expiry } else { now });
+                        continue;
                     }
+                    tk.timer_next = Some(expiry);
                     return self.block_until(t, expiry);
                 }
                 Op::Yield => {

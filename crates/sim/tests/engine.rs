@@ -108,19 +108,36 @@ fn a_barrier_releases_everyone_when_the_last_arrives() {
 }
 
 #[test]
-fn periodic_timers_do_not_drift_and_overruns_continue_at_once() {
+fn periodic_timers_do_not_drift_and_overruns_follow_the_mode() {
     let mut w = WorkloadBuilder::new("timer");
     w.task("periodic", P::new().repeat(10, |b| b.timer(10 * MS).compute(3 * MS)).build());
-    w.task("overrun", P::new().repeat(3, |b| b.timer(10 * MS).compute(15 * MS)).build());
+    // One long period (15 ms of work in a 10 ms period), then short ones.
+    w.task(
+        "relative",
+        P::new().timer(10 * MS).compute(15 * MS).repeat(3, |b| b.timer(10 * MS).compute(2 * MS)).build(),
+    );
+    w.task(
+        "absolute",
+        P::new()
+            .timer_absolute(10 * MS)
+            .compute(15 * MS)
+            .repeat(3, |b| b.timer_absolute(10 * MS).compute(2 * MS))
+            .build(),
+    );
     w.stop(StopWhen::AllDone);
-    let r = run(&Machine::flat(2), &w.build().unwrap(), "cfs", 1_000 * MS);
+    let r = run(&Machine::flat(3), &w.build().unwrap(), "cfs", 1_000 * MS);
     // Expiries at 10, 20, ..., 100 ms regardless of the 3 ms of work after each.
     assert!(near(task(&r, "periodic").exited_ns.unwrap(), 103 * MS, MS / 2));
     assert_eq!(task(&r, "periodic").nr_wakeups, 10);
-    // Overrun: expiries at 10, 20, 30 ms but work ends at 25 ms and 40 ms: the 2nd and 3rd waits
-    // find their expiry already passed. Runs at 10-25, 25-40, 40-55 ms.
-    assert!(near(task(&r, "overrun").exited_ns.unwrap(), 55 * MS, MS / 2));
-    assert_eq!(task(&r, "overrun").nr_wakeups, 1);
+    // Relative: expiry 10, work to 25; the 20 ms expiry has passed, so the grid restarts at 25 and the
+    // task goes on at once (work to 27); next expiries 35 and 45: exit at 47.
+    let rel = task(&r, "relative");
+    assert!(near(rel.exited_ns.unwrap(), 47 * MS, MS / 2), "{:?}", rel.exited_ns);
+    assert_eq!(rel.nr_wakeups, 3);
+    // Absolute: the grid stays at 10, 20, 30, 40: work 10-25, 25-27 (20 passed), 30-32, 40-42.
+    let abs = task(&r, "absolute");
+    assert!(near(abs.exited_ns.unwrap(), 42 * MS, MS / 2), "{:?}", abs.exited_ns);
+    assert_eq!(abs.nr_wakeups, 3);
 }
 
 #[test]

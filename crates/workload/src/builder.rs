@@ -34,9 +34,14 @@ impl ProgramBuilder {
     pub fn sleep(self, ns: Ns) -> Self {
         self.op(Op::Sleep { ns })
     }
-    /// Wait for the next period of this task's periodic timer.
+    /// Wait for the next period of this task's periodic timer (relative mode: an overrun restarts
+    /// the grid from now).
     pub fn timer(self, period_ns: Ns) -> Self {
-        self.op(Op::Timer { period_ns })
+        self.op(Op::Timer { period_ns, absolute: false })
+    }
+    /// Like [`ProgramBuilder::timer`] in absolute mode: expiries stay on the original grid.
+    pub fn timer_absolute(self, period_ns: Ns) -> Self {
+        self.op(Op::Timer { period_ns, absolute: true })
     }
     /// `sched_yield()`.
     pub fn yield_now(self) -> Self {

@@ -43,12 +43,16 @@ pub enum Op {
         /// Nanoseconds.
         ns: Ns,
     },
-    /// Wait for the next expiry of this task's periodic timer (first expiry one period after the task
-    /// first reaches a timer; each later expiry one period after the previous expiry, so the period does
-    /// not drift with run time). If the expiry has already passed, continue at once.
+    /// Wait for the next expiry of this task's periodic timer. The first expiry is one period after the
+    /// task first reaches a timer; each later expiry is one period after the previous expiry, so the
+    /// period does not drift with run time. If the expiry has already passed (an overrun), the task
+    /// continues at once; in `absolute` mode the expiries stay on the original grid (the task may then
+    /// catch up several periods back to back), in relative mode the grid restarts from now.
     Timer {
         /// Period, nanoseconds.
         period_ns: Ns,
+        /// Keep the original grid after an overrun (rt-app `mode: absolute`) rather than restart it.
+        absolute: bool,
     },
     /// `sched_yield()`.
     Yield,
@@ -329,7 +333,7 @@ impl Workload {
                 Op::Barrier(b) if b >= self.barriers.len() as u32 => return bad("barrier", b),
                 Op::Fork(t) if t >= self.tasks.len() as u32 => return bad("task template", t),
                 Op::Io { device, .. } if device >= n(&self.devices) => return bad("device", device),
-                Op::Timer { period_ns: 0 } => return Err(format!("op {i}: timer period must be > 0")),
+                Op::Timer { period_ns: 0, .. } => return Err(format!("op {i}: timer period must be > 0")),
                 Op::Loop { end, .. } if !matches!(p.ops.get(end as usize), Some(Op::EndLoop { start }) if *start as usize == i) =>
                 {
                     return Err(format!("op {i}: loop without matching end"));

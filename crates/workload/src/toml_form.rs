@@ -335,6 +335,7 @@ fn parse_op(t: &toml::Table, path: &str, names: &Names, out: &mut Vec<Op>) -> Re
         "send" | "recv" => &["bytes"],
         "wait" => &["mutex"],
         "io" => &["service"],
+        "timer" => &["mode"],
         "loop" => &["ops"],
         _ => &[],
     };
@@ -387,7 +388,13 @@ fn parse_op(t: &toml::Table, path: &str, names: &Names, out: &mut Vec<Op>) -> Re
             if period_ns == 0 {
                 return Err((key("timer"), "a timer period must be above 0".into()));
             }
-            Op::Timer { period_ns }
+            let absolute = match t.get("mode") {
+                None => false,
+                Some(toml::Value::String(m)) if m == "relative" => false,
+                Some(toml::Value::String(m)) if m == "absolute" => true,
+                Some(_) => return Err((key("mode"), "expected \"relative\" or \"absolute\"".into())),
+            };
+            Op::Timer { period_ns, absolute }
         }
         "yield" => {
             flag("yield")?;
