@@ -57,6 +57,8 @@ pub struct MachineSummary {
 /// Run-wide metrics (see docs/metrics.md).
 #[derive(Clone, Debug, Serialize)]
 pub struct Summary {
+    /// Events the engine processed (stale ones included): the unit of simulation cost.
+    pub nr_events: u64,
     /// Tasks created (initial and forked).
     pub nr_tasks: u64,
     /// Tasks that exited.
@@ -331,6 +333,7 @@ pub(crate) fn build(sim: &Sim, end: Ns, stop: &'static str) -> RunReport {
         duration_ns: end,
         stop_reason: stop,
         summary: Summary {
+            nr_events: c.nr_events,
             nr_tasks: tasks.len() as u64,
             nr_exited,
             makespan_ns,

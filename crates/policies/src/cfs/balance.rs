@@ -233,9 +233,13 @@ impl Cfs {
         let allowed = ctx.task(t).allowed;
         let d = &self.cpus[this_cpu.idx()].domains[level];
         let imbalance = 100 + (d.imbalance_pct - 100) / 2;
-        let groups: Vec<(schedlab_core::CpuSet, u64)> = d.groups.iter().map(|g| (g.cpus, g.power)).collect();
+        let ngroups = d.groups.len();
         let (mut idlest, mut min_load, mut this_load) = (None, u64::MAX, 0);
-        for (cpus, power) in groups {
+        for gi in 0..ngroups {
+            let (cpus, power) = {
+                let g = &self.cpus[this_cpu.idx()].domains[level].groups[gi];
+                (g.cpus, g.power)
+            };
             if cpus.and(&allowed).is_empty() {
                 continue;
             }
@@ -410,7 +414,8 @@ impl Cfs {
             if idle != IdleType::Idle {
                 interval_ms *= d.busy_factor;
             }
-            let interval_j = (interval_ms * hz / 1000).clamp(1, max_interval_j);
+            // msecs_to_jiffies rounds up.
+            let interval_j = (interval_ms * hz).div_ceil(1000).clamp(1, max_interval_j);
             if jiffies < d.last_balance + interval_j {
                 continue;
             }
@@ -555,9 +560,14 @@ impl Cfs {
         };
         let prefer_sibling =
             level > 0 && self.cpus[this_cpu.idx()].domains[level - 1].flags & SD_PREFER_SIBLING != 0;
-        let groups: Vec<(schedlab_core::CpuSet, u64)> = d.groups.iter().map(|g| (g.cpus, g.power)).collect();
+        let ngroups = d.groups.len();
+        let group = |s: &Self, gi: usize| {
+            let g = &s.cpus[this_cpu.idx()].domains[level].groups[gi];
+            (g.cpus, g.power)
+        };
         let mut sds = SdStats::default();
-        for (gi, &(cpus, power)) in groups.iter().enumerate() {
+        for gi in 0..ngroups {
+            let (cpus, power) = group(self, gi);
             let local = gi == 0;
             let mut sgs = SgStats::default();
             let (mut max_cpu_load, mut min_cpu_load, mut max_nr_running) = (0u64, u64::MAX, 0u64);
@@ -633,8 +643,8 @@ impl Cfs {
                 return (None, true);
             }
         }
-        let busiest_power = groups[busiest].1;
-        let this_power = groups[sds.this].1;
+        let busiest_power = group(self, busiest).1;
+        let this_power = group(self, sds.this).1;
         let imbalance =
             calculate_imbalance(&mut sds, busiest_power, this_power, self.cpu_avg_load_per_task(this_cpu));
         if imbalance == 0 {
@@ -741,16 +751,17 @@ impl Cfs {
         if max_load_move == 0 {
             return 0;
         }
+        let mut list = std::mem::take(&mut self.scratch);
+        list.clear();
         let r = &self.rqs[rq as usize];
-        let mut list: Vec<SeId> =
-            r.timeline.iter().copied().filter(|&s| self.ses[s as usize].task.is_some()).collect();
+        list.extend(r.timeline.iter().copied().filter(|&s| self.ses[s as usize].task.is_some()));
         if let Some(c) = r.curr.filter(|&c| self.ses[c as usize].task.is_some()) {
             list.push(c);
         }
-        list.sort_by_key(|&s| std::cmp::Reverse(self.ses[s as usize].list_seq));
+        list.sort_unstable_by_key(|&s| std::cmp::Reverse(self.ses[s as usize].list_seq));
         let mut rem = max_load_move as i64;
         let mut loops = 0;
-        for se in list {
+        for &se in &list {
             loops += 1;
             if loops > self.p.sched_nr_migrate + 1 {
                 break;
@@ -769,6 +780,7 @@ impl Cfs {
             }
             let _ = idle; // CONFIG_PREEMPT's stop-after-one for NEWLY_IDLE is off (server config).
         }
+        self.scratch = list;
         (max_load_move as i64 - rem).max(0) as u64
     }
 

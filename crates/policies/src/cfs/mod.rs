@@ -227,6 +227,8 @@ pub struct Cfs {
     cpus: Vec<CpuState>,
     cpu_tasks: Vec<u64>,
     seq: u64,
+    /// Reused buffer for the balancer's task lists (no allocation per balancing pass).
+    scratch: Vec<SeId>,
     nr_running_total: usize,
     nr_examined: u64,
     nr_wake_affine: u64,
@@ -259,6 +261,7 @@ impl Cfs {
             cpus: Vec::new(),
             cpu_tasks: Vec::new(),
             seq: 0,
+            scratch: Vec::new(),
             nr_running_total: 0,
             nr_examined: 0,
             nr_wake_affine: 0,
