@@ -60,6 +60,13 @@ impl Barrier {
     }
 }
 
+/// A counting semaphore with FIFO waiters.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Semaphore {
+    pub count: u32,
+    pub waiters: VecDeque<TaskId>,
+}
+
 /// A device serving one request at a time in FIFO order.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Device {
@@ -108,7 +115,8 @@ impl<'a> Sim<'a> {
             let Some(&op) = ops.get(pc as usize) else { return Step::Exit };
             let now = self.now;
             match op {
-                Op::Compute { work_ns: n } | Op::Spin { ns: n } => {
+                Op::Compute { work: d } | Op::Spin { time: d } => {
+                    let n = self.rng.draw(d);
                     if n == 0 {
                         self.tasks[t.idx()].pc += 1;
                         continue;
@@ -118,8 +126,9 @@ impl<'a> Sim<'a> {
                     tk.op_left = n;
                     return Step::Run;
                 }
-                Op::Sleep { ns } => {
+                Op::Sleep { time } => {
                     self.tasks[t.idx()].pc += 1;
+                    let ns = self.rng.draw(time);
                     if ns == 0 {
                         continue;
                     }
@@ -195,6 +204,47 @@ impl<'a> Sim<'a> {
                         self.reacquire(w, m, t, cpu);
                     }
                 }
+                Op::SemWait(x) => {
+                    self.tasks[t.idx()].pc += 1;
+                    let sem = &mut self.semaphores[x as usize];
+                    if sem.count > 0 {
+                        sem.count -= 1;
+                    } else {
+                        sem.waiters.push_back(t);
+                        return Step::Block;
+                    }
+                }
+                Op::SemPost(x) => {
+                    self.tasks[t.idx()].pc += 1;
+                    let sem = &mut self.semaphores[x as usize];
+                    match sem.waiters.pop_front() {
+                        Some(w) => self.wake(w, cpu, Some(t), false),
+                        None => sem.count = sem.count.saturating_add(1),
+                    }
+                }
+                Op::Suspend(e) => {
+                    self.tasks[t.idx()].pc += 1;
+                    self.suspended[e as usize].push(t);
+                    return Step::Block;
+                }
+                Op::Resume(e) => {
+                    self.tasks[t.idx()].pc += 1;
+                    let mut list = std::mem::take(&mut self.scratch);
+                    list.append(&mut self.suspended[e as usize]);
+                    for &w in &list {
+                        self.wake(w, cpu, Some(t), false);
+                    }
+                    list.clear();
+                    self.scratch = list;
+                }
+                Op::SetCpus(l) => {
+                    self.tasks[t.idx()].pc += 1;
+                    let mask = w.cpu_lists[l as usize].iter().map(|&c| CpuId(c)).collect();
+                    self.views[t.idx()].allowed = mask;
+                    if !mask.contains(cpu) {
+                        return Step::Migrate;
+                    }
+                }
                 Op::Send { pipe, bytes } => {
                     self.tasks[t.idx()].pc += 1;
                     let p = &mut self.pipes[pipe as usize];
@@ -258,8 +308,9 @@ impl<'a> Sim<'a> {
                         return Step::Block;
                     }
                 }
-                Op::Io { device, service_ns } => {
+                Op::Io { device, service } => {
                     self.tasks[t.idx()].pc += 1;
+                    let service_ns = self.rng.draw(service);
                     let d = &mut self.devices[device as usize];
                     d.nr_requests += 1;
                     if d.current.is_none() {

@@ -16,6 +16,7 @@ pub mod event;
 mod exec;
 pub mod histogram;
 pub mod machine;
+mod random;
 pub mod report;
 mod sim;
 

@@ -191,6 +191,8 @@ pub(crate) enum Step {
     Yield,
     /// The task exits.
     Exit,
+    /// The task's own affinity change excludes its CPU: it must move.
+    Migrate,
     /// A run error was recorded.
     Failed,
 }
@@ -216,6 +218,9 @@ pub struct Sim<'a> {
     pub(crate) pipes: Vec<Pipe>,
     pub(crate) barriers: Vec<Barrier>,
     pub(crate) devices: Vec<Device>,
+    pub(crate) semaphores: Vec<crate::exec::Semaphore>,
+    pub(crate) suspended: Vec<Vec<TaskId>>,
+    pub(crate) rng: crate::random::RunRng,
     pub(crate) scratch: Vec<TaskId>,
     migr: Vec<Migration>,
     pub(crate) next_tgid: u32,
@@ -276,6 +281,9 @@ impl<'a> Sim<'a> {
         for a in &workload.affinity_changes {
             check_cpus(&a.cpus, "an affinity change")?;
         }
+        for l in &workload.cpu_lists {
+            check_cpus(&Some(l.clone()), "a `cpus` op")?;
+        }
         if workload.initial_tasks() as usize > cfg.max_tasks {
             return Err(RunError::Setup(format!(
                 "workload `{}` starts {} tasks; the limit is {}",
@@ -312,6 +320,13 @@ impl<'a> Sim<'a> {
             pipes: workload.pipes.iter().map(|p| Pipe::new(p.capacity)).collect(),
             barriers: workload.barriers.iter().map(|b| Barrier::new(b.parties)).collect(),
             devices: workload.devices.iter().map(|_| Device::default()).collect(),
+            semaphores: workload
+                .semaphores
+                .iter()
+                .map(|s| crate::exec::Semaphore { count: s.initial, waiters: VecDeque::new() })
+                .collect(),
+            suspended: workload.events.iter().map(|_| Vec::new()).collect(),
+            rng: crate::random::RunRng::new(cfg.seed),
             scratch: Vec::new(),
             migr: Vec::new(),
             next_tgid: 1,
@@ -595,6 +610,7 @@ impl<'a> Sim<'a> {
                 self.schedule(cpu, SwitchReason::Yielded);
             }
             Step::Exit => self.exit_task(cpu, t),
+            Step::Migrate => self.move_running(cpu, t),
             Step::Failed => {}
         }
     }
@@ -973,6 +989,15 @@ impl<'a> Sim<'a> {
         self.preempt_check(to, t, WakeKind::Migration, initiator);
     }
 
+    /// Moves the running task `t` off `cpu`, which it may no longer use, to the first CPU it may use
+    /// (Linux `set_cpus_allowed_ptr`: `cpumask_any_and(active, new_mask)`, through the stopper).
+    fn move_running(&mut self, cpu: CpuId, t: TaskId) {
+        let dest = self.views[t.idx()].allowed.first().expect("validated non-empty");
+        let prev = self.deschedule(cpu, SwitchReason::Preempted);
+        self.move_queued(t, cpu, dest, cpu);
+        self.pick_and_switch(cpu, prev, SwitchReason::Preempted);
+    }
+
     fn on_affinity(&mut self, i: u32) {
         let change = &self.w.affinity_changes[i as usize];
         let mask: CpuSet = match &change.cpus {
@@ -990,15 +1015,10 @@ impl<'a> Sim<'a> {
             if mask.contains(v.cpu) {
                 continue;
             }
-            // Linux set_cpus_allowed_ptr: move to cpumask_any_and(active, new_mask), the first CPU.
             let dest = mask.first().expect("validated non-empty");
             let from = v.cpu;
             match v.state {
-                TaskState::Running => {
-                    let prev = self.deschedule(from, SwitchReason::Preempted);
-                    self.move_queued(t, from, dest, from);
-                    self.pick_and_switch(from, prev, SwitchReason::Preempted);
-                }
+                TaskState::Running => self.move_running(from, t),
                 TaskState::Runnable => self.move_queued(t, from, dest, from),
                 _ => {}
             }

@@ -353,3 +353,56 @@ fn a_real_time_task_preempts_fair_tasks_at_once() {
     assert!(near(hog.max_wait_ns, 500 * MS, MS / 10), "hog waited {}", hog.max_wait_ns);
     assert!(near(task(&r, "spinner").exited_ns.unwrap(), 600 * MS, MS / 10));
 }
+
+#[test]
+fn semaphores_remember_posts_and_suspend_does_not() {
+    let mut w = WorkloadBuilder::new("sem");
+    let s = w.semaphore("s", 0);
+    let e = w.event("e");
+    // Two posts before anyone waits: both are remembered, the waiter never blocks on them.
+    w.task("poster", P::new().sem_post(s).sem_post(s).build());
+    w.task("waiter", P::new().sleep(5 * MS).sem_wait(s).sem_wait(s).sem_wait(s).build());
+    w.task("late-poster", P::new().sleep(20 * MS).sem_post(s).build());
+    // A resume before the suspend is lost: the sleeper waits for the second resume at 30 ms.
+    w.task("resumer", P::new().resume(e).sleep(30 * MS).resume(e).build());
+    w.task("suspender", P::new().sleep(MS).suspend(e).build());
+    w.stop(StopWhen::AllDone);
+    let r = run(&Machine::flat(2), &w.build().unwrap(), "cfs", 1_000 * MS);
+    let waiter = task(&r, "waiter");
+    assert!(near(waiter.exited_ns.unwrap(), 20 * MS, MS / 10), "third wait ends at the late post");
+    assert_eq!(waiter.nr_wakeups, 2, "woken by its sleep and by the late post only");
+    assert!(near(task(&r, "suspender").exited_ns.unwrap(), 30 * MS, MS / 10));
+}
+
+#[test]
+fn a_task_changing_its_own_affinity_moves_at_once() {
+    let mut w = WorkloadBuilder::new("setcpus");
+    let to3 = w.cpu_list(vec![3]);
+    let t = w.task("mover", P::new().compute(MS).set_cpus(to3).compute(MS).build());
+    t.cpus = Some(vec![0]);
+    w.stop(StopWhen::AllDone);
+    let r = run(&Machine::flat(4), &w.build().unwrap(), "cfs", 1_000 * MS);
+    let m = task(&r, "mover");
+    assert_eq!((m.cpu, m.nr_migrations, m.nivcsw), (3, 1, 1));
+}
+
+#[test]
+fn random_durations_follow_the_seed() {
+    let mut w = WorkloadBuilder::new("random");
+    let d = schedlab_workload::Dist::Exponential { mean: MS };
+    w.task("r", P::new().repeat(200, |b| b.compute(d).sleep(d)).build());
+    w.stop(StopWhen::AllDone);
+    let w = w.build().unwrap();
+    let m = Machine::flat(1);
+    let go = |seed: u64| {
+        let mut p = schedlab_policies::create("cfs").unwrap();
+        let cfg = RunConfig { duration_ns: 10_000 * MS, seed, ..RunConfig::default() };
+        Sim::new(&m, &w, p.as_mut(), "cfs", cfg).unwrap().run().unwrap()
+    };
+    let (a, b, c) = (go(1), go(1), go(2));
+    assert_eq!(a.to_json(), b.to_json());
+    assert_ne!(task(&a, "r").work_ns, task(&c, "r").work_ns);
+    // 200 draws of mean 1 ms: the total is within a few standard errors of 200 ms.
+    let work = task(&a, "r").work_ns as f64;
+    assert!((work / (200.0 * MS as f64) - 1.0).abs() < 0.25, "total work {work}");
+}

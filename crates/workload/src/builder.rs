@@ -22,17 +22,17 @@ impl ProgramBuilder {
         self
     }
 
-    /// Calibrated work, in nanoseconds at nominal speed.
-    pub fn compute(self, work_ns: Ns) -> Self {
-        self.op(Op::Compute { work_ns })
+    /// Calibrated work, in nanoseconds at nominal speed (a fixed value or a [`Dist`]).
+    pub fn compute(self, work: impl Into<Dist>) -> Self {
+        self.op(Op::Compute { work: work.into() })
     }
     /// Busy-wait for wall-clock nanoseconds.
-    pub fn spin(self, ns: Ns) -> Self {
-        self.op(Op::Spin { ns })
+    pub fn spin(self, time: impl Into<Dist>) -> Self {
+        self.op(Op::Spin { time: time.into() })
     }
     /// Sleep.
-    pub fn sleep(self, ns: Ns) -> Self {
-        self.op(Op::Sleep { ns })
+    pub fn sleep(self, time: impl Into<Dist>) -> Self {
+        self.op(Op::Sleep { time: time.into() })
     }
     /// Wait for the next period of this task's periodic timer (relative mode: an overrun restarts
     /// the grid from now).
@@ -88,8 +88,28 @@ impl ProgramBuilder {
         self.op(Op::WaitChildren)
     }
     /// Blocking I/O on a device.
-    pub fn io(self, device: DeviceId, service_ns: Ns) -> Self {
-        self.op(Op::Io { device, service_ns })
+    pub fn io(self, device: DeviceId, service: impl Into<Dist>) -> Self {
+        self.op(Op::Io { device, service: service.into() })
+    }
+    /// Wait on a semaphore.
+    pub fn sem_wait(self, s: SemId) -> Self {
+        self.op(Op::SemWait(s))
+    }
+    /// Post a semaphore.
+    pub fn sem_post(self, s: SemId) -> Self {
+        self.op(Op::SemPost(s))
+    }
+    /// Suspend until resumed.
+    pub fn suspend(self, e: EventId) -> Self {
+        self.op(Op::Suspend(e))
+    }
+    /// Resume the tasks suspended on an event.
+    pub fn resume(self, e: EventId) -> Self {
+        self.op(Op::Resume(e))
+    }
+    /// Change the task's own allowed CPUs.
+    pub fn set_cpus(self, list: CpuListId) -> Self {
+        self.op(Op::SetCpus(list))
     }
     /// Exit.
     pub fn exit(self) -> Self {
@@ -163,6 +183,24 @@ impl WorkloadBuilder {
         self.w.barriers.push(BarrierSpec { name: name.into(), parties });
         self.w.barriers.len() as u32 - 1
     }
+    /// Adds a counting semaphore.
+    pub fn semaphore(&mut self, name: impl Into<String>, initial: u32) -> SemId {
+        self.w.semaphores.push(SemSpec { name: name.into(), initial });
+        self.w.semaphores.len() as u32 - 1
+    }
+    /// Adds a suspend/resume event.
+    pub fn event(&mut self, name: impl Into<String>) -> EventId {
+        self.w.events.push(name.into());
+        self.w.events.len() as u32 - 1
+    }
+    /// Adds a CPU list for [`Op::SetCpus`] (an identical list is shared).
+    pub fn cpu_list(&mut self, cpus: Vec<u32>) -> CpuListId {
+        if let Some(i) = self.w.cpu_lists.iter().position(|l| *l == cpus) {
+            return i as u32;
+        }
+        self.w.cpu_lists.push(cpus);
+        self.w.cpu_lists.len() as u32 - 1
+    }
     /// Adds a device.
     pub fn device(&mut self, name: impl Into<String>) -> DeviceId {
         self.w.devices.push(name.into());
@@ -214,9 +252,9 @@ mod tests {
         assert_eq!(
             p.ops,
             vec![
-                Op::Compute { work_ns: 1 },
+                Op::Compute { work: Dist::Fixed(1) },
                 Op::Loop { count: 3, end: 6 },
-                Op::Sleep { ns: 2 },
+                Op::Sleep { time: Dist::Fixed(2) },
                 Op::Loop { count: 2, end: 5 },
                 Op::Yield,
                 Op::EndLoop { start: 3 },

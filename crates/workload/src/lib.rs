@@ -19,4 +19,4 @@ mod toml_form;
 pub use builder::{ProgramBuilder, WorkloadBuilder};
 pub use duration::parse_duration;
 pub use model::*;
-pub use toml_form::{parse_toml, WorkloadError};
+pub use toml_form::{parse_toml, parse_toml_with, Limits, WorkloadError};

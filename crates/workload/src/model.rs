@@ -16,6 +16,119 @@ pub type DeviceId = u32;
 pub type TemplateId = u32;
 /// Index of a task group in [`Workload::groups`] (0 is the root group).
 pub type GroupIdx = u32;
+/// Index of a semaphore in [`Workload::semaphores`].
+pub type SemId = u32;
+/// Index of a suspend/resume event in [`Workload::events`].
+pub type EventId = u32;
+/// Index of a CPU list in [`Workload::cpu_lists`].
+pub type CpuListId = u32;
+
+/// A duration drawn from a distribution each time the op runs, from the run's seeded random number
+/// generator (so a run stays reproducible). Parameters are nanoseconds; draws are rounded to whole
+/// nanoseconds and never negative.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Dist {
+    /// Always this value.
+    Fixed(Ns),
+    /// Uniform over `lo..=hi`.
+    Uniform {
+        /// Lowest value.
+        lo: Ns,
+        /// Highest value.
+        hi: Ns,
+    },
+    /// Exponential with this mean.
+    Exponential {
+        /// Mean.
+        mean: Ns,
+    },
+    /// Normal, truncated at zero.
+    Normal {
+        /// Mean.
+        mean: Ns,
+        /// Standard deviation.
+        stddev: Ns,
+    },
+    /// Log-normal with this mean and standard deviation (of the distribution itself, not of its log).
+    LogNormal {
+        /// Mean.
+        mean: Ns,
+        /// Standard deviation.
+        stddev: Ns,
+    },
+}
+
+impl Dist {
+    /// The distribution's mean, ns (exact for all but the truncated normal, where it is the untruncated
+    /// mean).
+    pub fn mean(&self) -> Ns {
+        match *self {
+            Dist::Fixed(v) => v,
+            Dist::Uniform { lo, hi } => lo + (hi - lo) / 2,
+            Dist::Exponential { mean } | Dist::Normal { mean, .. } | Dist::LogNormal { mean, .. } => mean,
+        }
+    }
+}
+
+impl From<Ns> for Dist {
+    fn from(v: Ns) -> Dist {
+        Dist::Fixed(v)
+    }
+}
+
+/// What a task does to the shared hardware resources, per 10,000 cycles (the activity vectors of seed
+/// 004 table 4.1: instructions retired, cycles, L2-busy cycles, bus-busy cycles, MMX, SSE, x87, branch and
+/// integer instructions). Read by the contention and activity-vector models; zero means unused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Activity {
+    /// Instructions retired.
+    pub instr: u32,
+    /// Unhalted cycles.
+    pub cycles: u32,
+    /// Cycles the L2 cache is busy.
+    pub l2: u32,
+    /// Cycles the front-side bus is busy.
+    pub bus: u32,
+    /// MMX instructions.
+    pub mmx: u32,
+    /// SSE instructions.
+    pub sse: u32,
+    /// x87 floating-point instructions.
+    pub x87: u32,
+    /// Branch instructions.
+    pub branch: u32,
+    /// Integer instructions.
+    pub int: u32,
+}
+
+impl Activity {
+    /// Component names, in declaration order.
+    pub const FIELDS: [&'static str; 9] =
+        ["instr", "cycles", "l2", "bus", "mmx", "sse", "x87", "branch", "int"];
+
+    /// The components in [`Activity::FIELDS`] order.
+    pub fn values(&self) -> [u32; 9] {
+        [self.instr, self.cycles, self.l2, self.bus, self.mmx, self.sse, self.x87, self.branch, self.int]
+    }
+
+    /// Sets a component by name; `false` if there is no such component.
+    pub fn set(&mut self, name: &str, v: u32) -> bool {
+        let slot = match name {
+            "instr" => &mut self.instr,
+            "cycles" => &mut self.cycles,
+            "l2" => &mut self.l2,
+            "bus" => &mut self.bus,
+            "mmx" => &mut self.mmx,
+            "sse" => &mut self.sse,
+            "x87" => &mut self.x87,
+            "branch" => &mut self.branch,
+            "int" => &mut self.int,
+            _ => return false,
+        };
+        *slot = v;
+        true
+    }
+}
 
 /// One operation of a task's program.
 ///
@@ -28,20 +141,21 @@ pub type GroupIdx = u32;
 /// exited.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
-    /// Compute `work_ns` of calibrated work: the wall time taken scales with CPU speed and cache warmth.
+    /// Compute calibrated work: the wall time taken scales with CPU speed and cache warmth (rt-app's
+    /// `run`).
     Compute {
         /// Work, in nanoseconds on a nominal-speed CPU with a warm cache.
-        work_ns: Ns,
+        work: Dist,
     },
-    /// Busy-wait for `ns` of wall-clock time on the CPU (not scaled by speed: rt-app's `runtime`).
+    /// Busy-wait for wall-clock time on the CPU, not scaled by speed (rt-app's `runtime`).
     Spin {
         /// Wall-clock nanoseconds spent running.
-        ns: Ns,
+        time: Dist,
     },
-    /// Sleep for `ns`.
+    /// Sleep.
     Sleep {
         /// Nanoseconds.
-        ns: Ns,
+        time: Dist,
     },
     /// Wait for the next expiry of this task's periodic timer. The first expiry is one period after the
     /// task first reaches a timer; each later expiry is one period after the previous expiry, so the
@@ -71,6 +185,17 @@ pub enum Op {
     Signal(CondId),
     /// Wake all waiters of a condition variable.
     Broadcast(CondId),
+    /// Decrement a counting semaphore, blocking while it is zero (waiters served FIFO).
+    SemWait(SemId),
+    /// Increment a semaphore (or hand the unit to its first waiter).
+    SemPost(SemId),
+    /// Block until another task resumes this event; a resume that finds nobody suspended is lost
+    /// (rt-app `suspend`).
+    Suspend(EventId),
+    /// Wake every task suspended on the event (rt-app `resume`).
+    Resume(EventId),
+    /// Change the task's own allowed CPUs (`sched_setaffinity(0, ..)`, rt-app per-phase `cpus`).
+    SetCpus(CpuListId),
     /// Write `bytes` to a pipe.
     Send {
         /// The pipe.
@@ -91,12 +216,12 @@ pub enum Op {
     Fork(TemplateId),
     /// Wait until every child this task forked has exited.
     WaitChildren,
-    /// Block on a device for `service_ns` once the device is free (FIFO).
+    /// Block on a device for a service time once the device is free (FIFO).
     Io {
         /// The device.
         device: DeviceId,
         /// Service time, nanoseconds.
-        service_ns: Ns,
+        service: Dist,
     },
     /// Start of a loop body repeated `count` times (`0` = forever); `end` is the index of the matching
     /// [`Op::EndLoop`].
@@ -146,6 +271,8 @@ pub struct TaskSpec {
     pub cpus: Option<Vec<u32>>,
     /// Delay before the instances start, nanoseconds.
     pub start_ns: Ns,
+    /// Resource usage for the contention model (`None`: not modelled).
+    pub activity: Option<Activity>,
 }
 
 impl TaskSpec {
@@ -162,6 +289,7 @@ impl TaskSpec {
             group: 0,
             cpus: None,
             start_ns: 0,
+            activity: None,
         }
     }
 }
@@ -173,6 +301,15 @@ pub struct PipeSpec {
     pub name: String,
     /// Capacity, bytes (Linux pipes: 65536).
     pub capacity: u32,
+}
+
+/// A counting semaphore.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SemSpec {
+    /// Name.
+    pub name: String,
+    /// Initial count.
+    pub initial: u32,
 }
 
 /// A barrier released when `parties` tasks have arrived; it then resets for the next round.
@@ -237,12 +374,26 @@ pub struct Workload {
     pub barriers: Vec<BarrierSpec>,
     /// Device names (each serves one request at a time, FIFO).
     pub devices: Vec<String>,
+    /// Counting semaphores.
+    pub semaphores: Vec<SemSpec>,
+    /// Suspend/resume event names.
+    pub events: Vec<String>,
+    /// CPU lists used by [`Op::SetCpus`].
+    pub cpu_lists: Vec<Vec<u32>>,
     /// Scheduled affinity changes.
     pub affinity_changes: Vec<AffinityChange>,
     /// Stop condition.
     pub stop: StopWhen,
     /// Duration limit, if the workload sets one (the CLI's `--duration` overrides it).
     pub duration_ns: Option<Ns>,
+}
+
+fn dist_ok(d: Dist) -> bool {
+    match d {
+        Dist::Uniform { lo, hi } => lo <= hi,
+        Dist::LogNormal { mean, .. } => mean > 0,
+        _ => true,
+    }
 }
 
 impl Workload {
@@ -331,6 +482,23 @@ impl Workload {
                     }
                 }
                 Op::Barrier(b) if b >= self.barriers.len() as u32 => return bad("barrier", b),
+                Op::SemWait(x) | Op::SemPost(x) if x >= self.semaphores.len() as u32 => {
+                    return bad("semaphore", x)
+                }
+                Op::Suspend(e) | Op::Resume(e) if e >= n(&self.events) => return bad("event", e),
+                Op::SetCpus(l)
+                    if l as usize >= self.cpu_lists.len() || self.cpu_lists[l as usize].is_empty() =>
+                {
+                    return bad("CPU list", l)
+                }
+                Op::Compute { work: d }
+                | Op::Spin { time: d }
+                | Op::Sleep { time: d }
+                | Op::Io { service: d, .. }
+                    if !dist_ok(d) =>
+                {
+                    return Err(format!("op {i}: impossible distribution {d:?}"))
+                }
                 Op::Fork(t) if t >= self.tasks.len() as u32 => return bad("task template", t),
                 Op::Io { device, .. } if device >= n(&self.devices) => return bad("device", device),
                 Op::Timer { period_ns: 0, .. } => return Err(format!("op {i}: timer period must be > 0")),

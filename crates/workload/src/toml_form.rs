@@ -39,6 +39,10 @@ struct Doc {
     #[serde(default)]
     device: Vec<Spanned<Named>>,
     #[serde(default)]
+    event: Vec<Spanned<Named>>,
+    #[serde(default)]
+    semaphore: Vec<Spanned<SemDoc>>,
+    #[serde(default)]
     pipe: Vec<Spanned<PipeDoc>>,
     #[serde(default)]
     barrier: Vec<Spanned<BarrierDoc>>,
@@ -72,7 +76,15 @@ fn default_pipe_capacity() -> u32 {
 #[serde(deny_unknown_fields)]
 struct BarrierDoc {
     name: String,
-    parties: Spanned<i64>,
+    parties: Option<Spanned<i64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SemDoc {
+    name: String,
+    #[serde(default)]
+    initial: u32,
 }
 
 #[derive(Deserialize)]
@@ -96,7 +108,11 @@ struct TaskDoc {
     group: Option<Spanned<String>>,
     cpus: Option<Spanned<Vec<u32>>>,
     start: Option<Spanned<String>>,
-    ops: Vec<Spanned<toml::Table>>,
+    activity: Option<Spanned<toml::Table>>,
+    #[serde(rename = "loop")]
+    loop_count: Option<Spanned<toml::Value>>,
+    ops: Option<Vec<Spanned<toml::Table>>>,
+    phases: Option<Vec<Spanned<toml::Table>>>,
 }
 
 #[derive(Deserialize)]
@@ -108,7 +124,19 @@ struct AffinityDoc {
 }
 
 /// Limits applied while reading, so a typo cannot ask for a billion tasks.
-pub const MAX_INITIAL_TASKS: u64 = 100_000;
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Most tasks started at the beginning (sum of `instances`). Default 100,000.
+    pub max_tasks: u64,
+    /// Most ops in one task's program after expansion. Default 100,000.
+    pub max_ops: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_tasks: 100_000, max_ops: 100_000 }
+    }
+}
 
 struct Reader<'a> {
     file: &'a str,
@@ -124,8 +152,13 @@ impl Reader<'_> {
     }
 }
 
-/// Reads a workload from TOML text. `file` is used in error messages only.
+/// Reads a workload from TOML text with the default [`Limits`]. `file` is used in error messages only.
 pub fn parse_toml(file: &str, src: &str) -> Result<Workload, WorkloadError> {
+    parse_toml_with(file, src, &Limits::default())
+}
+
+/// Reads a workload from TOML text within `limits`.
+pub fn parse_toml_with(file: &str, src: &str, limits: &Limits) -> Result<Workload, WorkloadError> {
     let r = Reader { file, src };
     let doc: Doc = toml::from_str(src).map_err(|e| {
         let span = e.span().unwrap_or(0..0);
@@ -149,6 +182,16 @@ pub fn parse_toml(file: &str, src: &str) -> Result<Workload, WorkloadError> {
     let mutexes = index(&doc.mutex, "mutex", &mut w.mutexes)?;
     let conds = index(&doc.cond, "cond", &mut w.conds)?;
     let devices = index(&doc.device, "device", &mut w.devices)?;
+    let events = index(&doc.event, "event", &mut w.events)?;
+    let mut semaphores = HashMap::new();
+    for x in &doc.semaphore {
+        let v = x.get_ref();
+        if semaphores.insert(v.name.clone(), w.semaphores.len() as u32).is_some() {
+            return Err(r.err(x.span(), "name", format!("duplicate semaphore `{}`", v.name)));
+        }
+        w.semaphores.push(SemSpec { name: v.name.clone(), initial: v.initial });
+    }
+
     let mut pipes = HashMap::new();
     for p in &doc.pipe {
         let v = p.get_ref();
@@ -161,17 +204,23 @@ pub fn parse_toml(file: &str, src: &str) -> Result<Workload, WorkloadError> {
         w.pipes.push(PipeSpec { name: v.name.clone(), capacity: v.capacity });
     }
     let mut barriers = HashMap::new();
+    let mut barrier_parties_given = Vec::new();
     for b in &doc.barrier {
         let v = b.get_ref();
-        let parties = *v.parties.get_ref();
-        if !(1..=1_000_000).contains(&parties) {
-            return Err(r.err(v.parties.span(), "parties", format!("{parties} is not in 1..=1000000")));
-        }
+        let parties = match &v.parties {
+            Some(p) if !(1..=1_000_000).contains(p.get_ref()) => {
+                return Err(r.err(p.span(), "parties", format!("{} is not in 1..=1000000", p.get_ref())))
+            }
+            Some(p) => *p.get_ref() as u32,
+            None => 0, // counted from the tasks that use it, below
+        };
         if barriers.insert(v.name.clone(), w.barriers.len() as u32).is_some() {
             return Err(r.err(b.span(), "name", format!("duplicate barrier `{}`", v.name)));
         }
-        w.barriers.push(BarrierSpec { name: v.name.clone(), parties: parties as u32 });
+        barrier_parties_given.push(v.parties.is_some());
+        w.barriers.push(BarrierSpec { name: v.name.clone(), parties });
     }
+
     let mut groups: HashMap<String, u32> = HashMap::from([("root".to_string(), 0)]);
     for g in &doc.group {
         let v = g.get_ref();
@@ -200,7 +249,9 @@ pub fn parse_toml(file: &str, src: &str) -> Result<Workload, WorkloadError> {
         let dup = doc.task.iter().find(|t| !seen.insert(t.get_ref().name.clone())).expect("a duplicate");
         return Err(r.err(dup.span(), "name", format!("duplicate task `{}`", dup.get_ref().name)));
     }
-    let names = Names { mutexes, conds, devices, pipes, barriers, templates: templates.clone() };
+    let names =
+        Names { mutexes, conds, devices, pipes, barriers, templates: templates.clone(), semaphores, events };
+    let mut cpu_lists: Vec<Vec<u32>> = Vec::new();
     let mut total = 0u64;
     for t in &doc.task {
         let v = t.get_ref();
@@ -212,11 +263,11 @@ pub fn parse_toml(file: &str, src: &str) -> Result<Workload, WorkloadError> {
             }
             spec.instances = *n.get_ref() as u32;
             total += spec.instances as u64;
-            if total > MAX_INITIAL_TASKS {
+            if total > limits.max_tasks {
                 return Err(r.err(
                     n.span(),
                     "instances",
-                    format!("more than {MAX_INITIAL_TASKS} tasks in all"),
+                    format!("more than {} tasks in all (the configured limit)", limits.max_tasks),
                 ));
             }
         }
@@ -267,11 +318,66 @@ pub fn parse_toml(file: &str, src: &str) -> Result<Workload, WorkloadError> {
         if let Some(s) = &v.start {
             spec.start_ns = parse_duration(s.get_ref()).map_err(|m| r.err(s.span(), "start", m))?;
         }
-        let mut ops = Vec::new();
-        for (i, op) in v.ops.iter().enumerate() {
-            let path = format!("ops[{i}]");
-            parse_op(op.get_ref(), &path, &names, &mut ops).map_err(|(key, m)| r.err(op.span(), &key, m))?;
+        if let Some(a) = &v.activity {
+            let mut act = Activity::default();
+            for (k, val) in a.get_ref() {
+                let key = format!("activity.{k}");
+                let n = match val {
+                    toml::Value::Integer(n) if (0..=100_000).contains(n) => *n as u32,
+                    _ => return Err(r.err(a.span(), &key, "expected a count per 10000 cycles, 0..=100000")),
+                };
+                if !act.set(k, n) {
+                    let msg = format!("not a component (use {})", Activity::FIELDS.join(", "));
+                    return Err(r.err(a.span(), &key, msg));
+                }
+            }
+            spec.activity = Some(act);
         }
+        let mut ops = Vec::new();
+        let mut cx = OpCx { names: &names, cpu_lists: &mut cpu_lists };
+        match (&v.ops, &v.phases) {
+            (Some(list), None) => {
+                if let Some(l) = &v.loop_count {
+                    let msg = "a task-level `loop` repeats `phases`; with `ops`, use a loop op";
+                    return Err(r.err(l.span(), "loop", msg));
+                }
+                for (i, op) in list.iter().enumerate() {
+                    parse_op(op.get_ref(), &format!("ops[{i}]"), &mut cx, &mut ops)
+                        .map_err(|(key, m)| r.err(op.span(), &key, m))?;
+                }
+            }
+            (None, Some(phases)) => {
+                let count = match &v.loop_count {
+                    None => 1,
+                    Some(l) => loop_count(l.get_ref()).map_err(|m| r.err(l.span(), "loop", m))?,
+                };
+                let start = ops.len();
+                if count != 1 {
+                    ops.push(Op::Loop { count, end: 0 });
+                }
+                for (pi, ph) in phases.iter().enumerate() {
+                    parse_phase(ph.get_ref(), &format!("phases[{pi}]"), &mut cx, &mut ops)
+                        .map_err(|(key, m)| r.err(ph.span(), &key, m))?;
+                }
+                if count != 1 {
+                    let end = ops.len() as u32;
+                    ops.push(Op::EndLoop { start: start as u32 });
+                    ops[start] = Op::Loop { count, end };
+                }
+            }
+            (Some(_), Some(_)) => {
+                return Err(r.err(t.span(), "phases", "a task has `ops` or `phases`, not both"))
+            }
+            (None, None) => {
+                return Err(r.err(t.span(), "ops", "a task needs `ops = [ ... ]` or `phases = [ ... ]`"))
+            }
+        }
+        if ops.len() > limits.max_ops {
+            let msg = format!("{} ops after expansion, more than the limit of {}", ops.len(), limits.max_ops);
+            return Err(r.err(t.span(), "ops", msg));
+        }
+        check_locking(&ops, &w.mutexes).map_err(|m| r.err(t.span(), "ops", m))?;
+
         spec.program = Program { ops };
         w.tasks.push(spec);
     }
@@ -302,11 +408,162 @@ pub fn parse_toml(file: &str, src: &str) -> Result<Workload, WorkloadError> {
             },
         };
     }
+    w.cpu_lists = cpu_lists;
+    // Barriers: parties default to the number of tasks that use them; a barrier with fewer users than
+    // parties (and no forked user who could make up the number) would never open.
+    for (bi, b) in w.barriers.iter_mut().enumerate() {
+        let uses = |t: &TaskSpec| t.program.ops.contains(&Op::Barrier(bi as u32));
+        let initial: u64 = w.tasks.iter().filter(|t| uses(t)).map(|t| t.instances as u64).sum();
+        let forked = w.tasks.iter().any(|t| t.instances == 0 && uses(t));
+        let span = doc.barrier[bi].span();
+        if !barrier_parties_given[bi] {
+            if initial < 2 && !forked {
+                let msg = format!(
+                    "barrier `{}` is used by {initial} task(s); a barrier needs at least two",
+                    b.name
+                );
+                return Err(r.err(span, "name", msg));
+            }
+            b.parties = initial.max(1) as u32;
+        } else if (b.parties as u64) > initial && !forked {
+            let msg = format!("barrier `{}` waits for {} tasks but only {initial} use it", b.name, b.parties);
+            return Err(r.err(span, "parties", msg));
+        }
+    }
     w.validate().map_err(|m| r.err(0..0, "", m))?;
     Ok(w)
 }
 
+/// Checks that every task unlocks only mutexes it locked before, in program order, and waits on a
+/// condition only with its mutex held.
+fn check_locking(ops: &[Op], mutex_names: &[String]) -> Result<(), String> {
+    let mut held = std::collections::HashSet::new();
+    for (i, op) in ops.iter().enumerate() {
+        match *op {
+            Op::Lock(m) => {
+                held.insert(m);
+            }
+            Op::Unlock(m) if !held.remove(&m) => {
+                let name = &mutex_names[m as usize];
+                return Err(format!("op {i} unlocks mutex `{name}` that the task has not locked"));
+            }
+            Op::CondWait { mutex, .. } if !held.contains(&mutex) => {
+                let name = &mutex_names[mutex as usize];
+                return Err(format!("op {i} waits on a condition without holding mutex `{name}`"));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn loop_count(v: &toml::Value) -> Result<u32, String> {
+    match v {
+        toml::Value::Integer(c) if *c >= 0 && *c <= u32::MAX as i64 => Ok(*c as u32),
+        toml::Value::String(s) if s == "forever" => Ok(0),
+        _ => Err("expected a repetition count (0 or \"forever\" = forever)".into()),
+    }
+}
+
+/// A phase: `{ loop = N, cpus = [...], ops = [...] }`, expanded to an optional affinity change and a
+/// loop.
+fn parse_phase(t: &toml::Table, path: &str, cx: &mut OpCx, out: &mut Vec<Op>) -> Result<(), OpErr> {
+    for k in t.keys() {
+        if !["loop", "cpus", "ops"].contains(&k.as_str()) {
+            return Err((format!("{path}.{k}"), "not a key of a phase (allowed: loop, cpus, ops)".into()));
+        }
+    }
+    if let Some(c) = t.get("cpus") {
+        let list = cpu_list(c).map_err(|m| (format!("{path}.cpus"), m))?;
+        out.push(Op::SetCpus(cx.list_id(list)));
+    }
+    let count = match t.get("loop") {
+        None => 1,
+        Some(v) => loop_count(v).map_err(|m| (format!("{path}.loop"), m))?,
+    };
+    let Some(toml::Value::Array(body)) = t.get("ops") else {
+        return Err((format!("{path}.ops"), "a phase needs `ops = [ ... ]`".into()));
+    };
+    let start = out.len();
+    if count != 1 {
+        out.push(Op::Loop { count, end: 0 });
+    }
+    for (i, v) in body.iter().enumerate() {
+        let p = format!("{path}.ops[{i}]");
+        match v {
+            toml::Value::Table(inner) => parse_op(inner, &p, cx, out)?,
+            _ => return Err((p, "expected an op table such as { compute = \"1ms\" }".into())),
+        }
+    }
+    if count != 1 {
+        let end = out.len() as u32;
+        out.push(Op::EndLoop { start: start as u32 });
+        out[start] = Op::Loop { count, end };
+    }
+    Ok(())
+}
+
+fn cpu_list(v: &toml::Value) -> Result<Vec<u32>, String> {
+    let toml::Value::Array(a) = v else { return Err("expected a list of CPU numbers".into()) };
+    let list: Option<Vec<u32>> =
+        a.iter().map(|x| x.as_integer().filter(|n| (0..1024).contains(n)).map(|n| n as u32)).collect();
+    match list {
+        Some(l) if !l.is_empty() => Ok(l),
+        Some(_) => Err("an empty CPU list leaves the task nowhere to run".into()),
+        None => Err("expected CPU numbers 0..=1023".into()),
+    }
+}
+
+/// Parses a duration value: a string with a unit, or one distribution table.
+pub(crate) fn parse_dist(v: &toml::Value) -> Result<Dist, String> {
+    let d = |x: &toml::Value| -> Result<u64, String> {
+        match x {
+            toml::Value::String(s) => parse_duration(s),
+            _ => Err("expected a duration string such as \"5ms\"".into()),
+        }
+    };
+    let pair = |x: &toml::Value| -> Result<(u64, u64), String> {
+        match x {
+            toml::Value::Array(a) if a.len() == 2 => Ok((d(&a[0])?, d(&a[1])?)),
+            _ => Err("expected two durations, e.g. [\"1ms\", \"3ms\"]".into()),
+        }
+    };
+    match v {
+        toml::Value::String(s) => Ok(Dist::Fixed(parse_duration(s)?)),
+        toml::Value::Table(t) if t.len() == 1 => {
+            let (k, x) = t.iter().next().expect("one entry");
+            match k.as_str() {
+                "uniform" => {
+                    let (lo, hi) = pair(x)?;
+                    if lo > hi {
+                        return Err(format!("uniform range is empty: {lo} ns > {hi} ns"));
+                    }
+                    Ok(Dist::Uniform { lo, hi })
+                }
+                "exponential" => Ok(Dist::Exponential { mean: d(x)? }),
+                "normal" => pair(x).map(|(mean, stddev)| Dist::Normal { mean, stddev }),
+                "lognormal" => {
+                    let (mean, stddev) = pair(x)?;
+                    if mean == 0 {
+                        return Err("a log-normal mean must be above zero".into());
+                    }
+                    Ok(Dist::LogNormal { mean, stddev })
+                }
+                other => {
+                    Err(format!("unknown distribution `{other}` (uniform, exponential, normal, lognormal)"))
+                }
+            }
+        }
+        _ => Err(
+            "expected a duration such as \"5ms\" or a distribution such as { uniform = [\"1ms\", \"3ms\"] }"
+                .into(),
+        ),
+    }
+}
+
 struct Names {
+    semaphores: HashMap<String, u32>,
+    events: HashMap<String, u32>,
     mutexes: HashMap<String, u32>,
     conds: HashMap<String, u32>,
     devices: HashMap<String, u32>,
@@ -315,12 +572,31 @@ struct Names {
     templates: HashMap<String, u32>,
 }
 
-const VERBS: &str = "compute, spin, sleep, timer, yield, lock, unlock, wait, signal, broadcast, send, recv, \
-barrier, fork, wait_children, io, loop, exit";
+const VERBS: &str = "compute, spin, sleep, timer, yield, lock, unlock, wait, signal, broadcast, sem_wait, \
+sem_post, suspend, resume, cpus, send, recv, barrier, fork, wait_children, io, loop, exit";
+
+/// What op parsing needs besides the op: the name tables and the CPU lists being collected.
+struct OpCx<'a> {
+    names: &'a Names,
+    cpu_lists: &'a mut Vec<Vec<u32>>,
+}
+
+impl OpCx<'_> {
+    fn list_id(&mut self, list: Vec<u32>) -> u32 {
+        match self.cpu_lists.iter().position(|l| *l == list) {
+            Some(i) => i as u32,
+            None => {
+                self.cpu_lists.push(list);
+                self.cpu_lists.len() as u32 - 1
+            }
+        }
+    }
+}
 
 type OpErr = (String, String);
 
-fn parse_op(t: &toml::Table, path: &str, names: &Names, out: &mut Vec<Op>) -> Result<(), OpErr> {
+fn parse_op(t: &toml::Table, path: &str, cx: &mut OpCx, out: &mut Vec<Op>) -> Result<(), OpErr> {
+    let names = cx.names;
     let verbs: Vec<&str> =
         t.keys().map(String::as_str).filter(|k| VERBS.split(", ").any(|v| v == *k)).collect();
     let verb = match verbs.as_slice() {
@@ -366,6 +642,12 @@ fn parse_op(t: &toml::Table, path: &str, names: &Names, out: &mut Vec<Op>) -> Re
             _ => Err((key(k), format!("expected the name of a {kind}"))),
         }
     };
+    let dist = |k: &str| -> Result<Dist, OpErr> {
+        match t.get(k) {
+            Some(v) => parse_dist(v).map_err(|m| (key(k), m)),
+            None => Err((key(k), "missing; expected a duration such as \"5ms\"".into())),
+        }
+    };
     let flag = |k: &str| -> Result<(), OpErr> {
         match t.get(k) {
             Some(toml::Value::Boolean(true)) => Ok(()),
@@ -380,9 +662,9 @@ fn parse_op(t: &toml::Table, path: &str, names: &Names, out: &mut Vec<Op>) -> Re
         }
     };
     let op = match verb {
-        "compute" => Op::Compute { work_ns: dur("compute")? },
-        "spin" => Op::Spin { ns: dur("spin")? },
-        "sleep" => Op::Sleep { ns: dur("sleep")? },
+        "compute" => Op::Compute { work: dist("compute")? },
+        "spin" => Op::Spin { time: dist("spin")? },
+        "sleep" => Op::Sleep { time: dist("sleep")? },
         "timer" => {
             let period_ns = dur("timer")?;
             if period_ns == 0 {
@@ -420,18 +702,17 @@ fn parse_op(t: &toml::Table, path: &str, names: &Names, out: &mut Vec<Op>) -> Re
         "recv" => Op::Recv { pipe: name("recv", &names.pipes, "pipe")?, bytes: bytes()? },
         "barrier" => Op::Barrier(name("barrier", &names.barriers, "barrier")?),
         "fork" => Op::Fork(name("fork", &names.templates, "task")?),
-        "io" => Op::Io { device: name("io", &names.devices, "device")?, service_ns: dur("service")? },
+        "io" => Op::Io { device: name("io", &names.devices, "device")?, service: dist("service")? },
+        "sem_wait" => Op::SemWait(name("sem_wait", &names.semaphores, "semaphore")?),
+        "sem_post" => Op::SemPost(name("sem_post", &names.semaphores, "semaphore")?),
+        "suspend" => Op::Suspend(name("suspend", &names.events, "event")?),
+        "resume" => Op::Resume(name("resume", &names.events, "event")?),
+        "cpus" => {
+            let list = cpu_list(&t["cpus"]).map_err(|m| (key("cpus"), m))?;
+            Op::SetCpus(cx.list_id(list))
+        }
         "loop" => {
-            let count = match t.get("loop") {
-                Some(toml::Value::Integer(c)) if *c >= 0 && *c <= u32::MAX as i64 => *c as u32,
-                Some(toml::Value::String(s)) if s == "forever" => 0,
-                _ => {
-                    return Err((
-                        key("loop"),
-                        "expected a repetition count (0 or \"forever\" = forever)".into(),
-                    ))
-                }
-            };
+            let count = loop_count(&t["loop"]).map_err(|m| (key("loop"), m))?;
             let body = match t.get("ops") {
                 Some(toml::Value::Array(a)) => a,
                 _ => return Err((key("ops"), "a loop needs `ops = [ ... ]`".into())),
@@ -441,7 +722,7 @@ fn parse_op(t: &toml::Table, path: &str, names: &Names, out: &mut Vec<Op>) -> Re
             for (i, v) in body.iter().enumerate() {
                 let p = format!("{path}.ops[{i}]");
                 match v {
-                    toml::Value::Table(inner) => parse_op(inner, &p, names, out)?,
+                    toml::Value::Table(inner) => parse_op(inner, &p, cx, out)?,
                     _ => return Err((p, "expected an op table such as { compute = \"1ms\" }".into())),
                 }
             }
@@ -520,7 +801,7 @@ ops = [
         let e = err("[[task]]\nname = \"a\"\nops = [ { sleep = \"-5ms\" } ]\n");
         assert_eq!((e.line, e.key.as_str()), (3, "ops[0].sleep"), "{e}");
         let e = err("[[task]]\nname = \"a\"\nops = [ { sleep = 5 } ]\n");
-        assert!(e.msg.contains("duration string"), "{e}");
+        assert!(e.msg.contains("expected a duration"), "{e}");
         let e = err("[[task]]\nname = \"a\"\nops = [ { loop = 2, ops = [ { lock = \"nope\" } ] } ]\n");
         assert_eq!(e.key, "ops[0].ops[0].lock", "{e}");
         assert!(e.msg.contains("unknown mutex `nope`"), "{e}");
@@ -530,5 +811,87 @@ ops = [
         assert!(e.msg.contains("unknown task `ghost`"), "{e}");
         let e = err("[[task]]\nname = \"a\"\nops = [ { compute = \"1ms\", sleep = \"1ms\" } ]\n");
         assert!(e.msg.contains("exactly one verb"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod language_tests {
+    use super::*;
+
+    fn err(src: &str) -> WorkloadError {
+        parse_toml("w.toml", src).unwrap_err()
+    }
+
+    #[test]
+    fn phases_distributions_activity_and_new_ops() {
+        let w = parse_toml(
+            "w.toml",
+            r#"
+[[semaphore]]
+name = "s"
+initial = 2
+[[event]]
+name = "e"
+[[task]]
+name = "t"
+loop = 3
+activity = { instr = 6822, cycles = 10000, x87 = 3208 }
+phases = [
+  { cpus = [0], loop = 2, ops = [ { compute = { uniform = ["1ms", "3ms"] } }, { sem_wait = "s" } ] },
+  { ops = [ { sleep = { exponential = "2ms" } }, { sem_post = "s" }, { resume = "e" }, { cpus = [1, 2] } ] },
+]
+"#,
+        )
+        .unwrap();
+        let t = &w.tasks[0];
+        assert_eq!(t.activity.unwrap().x87, 3208);
+        assert_eq!(w.cpu_lists, vec![vec![0], vec![1, 2]]);
+        use Op::*;
+        assert_eq!(
+            t.program.ops,
+            vec![
+                Loop { count: 3, end: 10 },
+                SetCpus(0),
+                Loop { count: 2, end: 5 },
+                Compute { work: Dist::Uniform { lo: 1_000_000, hi: 3_000_000 } },
+                SemWait(0),
+                EndLoop { start: 2 },
+                Sleep { time: Dist::Exponential { mean: 2_000_000 } },
+                SemPost(0),
+                Resume(0),
+                SetCpus(1),
+                EndLoop { start: 0 },
+            ]
+        );
+    }
+
+    #[test]
+    fn impossible_workloads_are_rejected_with_their_key() {
+        let e = err("[[mutex]]\nname = \"m\"\n[[task]]\nname = \"a\"\nops = [ { unlock = \"m\" } ]\n");
+        assert!(e.msg.contains("unlocks mutex `m` that the task has not locked"), "{e}");
+        let e = err("[[barrier]]\nname = \"b\"\n[[task]]\nname = \"a\"\nops = [ { barrier = \"b\" } ]\n");
+        assert!(e.msg.contains("used by 1 task(s)"), "{e}");
+        assert_eq!(e.line, 1, "{e}");
+        let e = err("[[barrier]]\nname = \"b\"\nparties = 5\n[[task]]\nname = \"a\"\ninstances = 3\nops = [ { barrier = \"b\" } ]\n");
+        assert!(e.msg.contains("waits for 5 tasks but only 3 use it"), "{e}");
+        let e = err("[[task]]\nname = \"a\"\nops = [ { sleep = { uniform = [\"3ms\", \"1ms\"] } } ]\n");
+        assert!(e.msg.contains("uniform range is empty"), "{e}");
+        let e = err("[[task]]\nname = \"a\"\nops = [ { sleep = { gamma = \"1ms\" } } ]\n");
+        assert!(e.msg.contains("unknown distribution `gamma`"), "{e}");
+        let e = err("[[task]]\nname = \"a\"\nactivity = { fpu = 3 }\nops = [ { sleep = \"1ms\" } ]\n");
+        assert!(e.key == "activity.fpu" && e.msg.contains("x87"), "{e}");
+        let e = err("[[task]]\nname = \"a\"\nops = [ { cpus = [] } ]\n");
+        assert!(e.msg.contains("nowhere to run"), "{e}");
+        let e = err(
+            "[[task]]\nname = \"a\"\nphases = [ { loop = 2, ops = [ { sleep = \"1ms\" } ], cpu = [0] } ]\n",
+        );
+        assert_eq!(e.key, "phases[0].cpu", "{e}");
+        let e = parse_toml_with(
+            "w.toml",
+            "[[task]]\nname = \"a\"\ninstances = 11\nops = [ { sleep = \"1ms\" } ]\n",
+            &Limits { max_tasks: 10, ..Limits::default() },
+        )
+        .unwrap_err();
+        assert!(e.msg.contains("configured limit"), "{e}");
     }
 }
