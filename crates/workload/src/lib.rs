@@ -15,8 +15,10 @@ pub mod builtin;
 mod duration;
 mod model;
 mod toml_form;
+mod toml_write;
 
 pub use builder::{ProgramBuilder, WorkloadBuilder};
 pub use duration::parse_duration;
 pub use model::*;
 pub use toml_form::{parse_toml, parse_toml_with, Limits, WorkloadError};
+pub use toml_write::{fmt_duration, to_toml};
