@@ -50,13 +50,16 @@ impl Pipe {
 #[derive(Clone, Debug)]
 pub(crate) struct Barrier {
     pub parties: u32,
+    /// Arrived tasks that sleep until the release.
     pub arrived: Vec<TaskId>,
+    /// Arrived tasks still busy-waiting (spin-then-sleep barriers).
+    pub spinning: Vec<TaskId>,
     pub nr_releases: u64,
 }
 
 impl Barrier {
     pub fn new(parties: u32) -> Barrier {
-        Barrier { parties, arrived: Vec::new(), nr_releases: 0 }
+        Barrier { parties, arrived: Vec::new(), spinning: Vec::new(), nr_releases: 0 }
     }
 }
 
@@ -99,6 +102,17 @@ impl<'a> Sim<'a> {
                     return Step::Run;
                 }
                 tk.in_op = false;
+                if let Op::BarrierSpin { barrier, .. } = ops[tk.pc as usize] {
+                    if !std::mem::take(&mut tk.barrier_released) {
+                        // Spun for the whole budget without a release: go to sleep at the barrier.
+                        let bar = &mut self.barriers[barrier as usize];
+                        let i = bar.spinning.iter().position(|&x| x == t).expect("spinner is listed");
+                        bar.spinning.swap_remove(i);
+                        bar.arrived.push(t);
+                        tk.pc += 1;
+                        return Step::Block;
+                    }
+                }
                 tk.pc += 1;
             }
         }
@@ -148,6 +162,7 @@ impl<'a> Sim<'a> {
                 }
                 Op::Yield => {
                     self.tasks[t.idx()].pc += 1;
+                    self.tasks[t.idx()].nr_yields += 1;
                     return Step::Yield;
                 }
                 Op::Lock(m) => {
@@ -272,18 +287,29 @@ impl<'a> Sim<'a> {
                 Op::Barrier(b) => {
                     self.tasks[t.idx()].pc += 1;
                     let bar = &mut self.barriers[b as usize];
-                    if bar.arrived.len() as u32 + 1 < bar.parties {
+                    if (bar.arrived.len() + bar.spinning.len()) as u32 + 1 < bar.parties {
                         bar.arrived.push(t);
                         return Step::Block;
                     }
-                    bar.nr_releases += 1;
-                    let mut list = std::mem::take(&mut self.scratch);
-                    list.append(&mut self.barriers[b as usize].arrived);
-                    for &w in &list {
-                        self.wake(w, cpu, Some(t), false);
+                    self.release_barrier(b, t, cpu);
+                }
+                Op::BarrierSpin { barrier: b, spin_ns } => {
+                    let bar = &mut self.barriers[b as usize];
+                    if (bar.arrived.len() + bar.spinning.len()) as u32 + 1 < bar.parties {
+                        // Busy-wait at the barrier (pc stays here until the spin ends).
+                        bar.spinning.push(t);
+                        let tk = &mut self.tasks[t.idx()];
+                        tk.in_op = true;
+                        tk.op_left = spin_ns.max(1);
+                        tk.barrier_released = false;
+                        return Step::Run;
                     }
-                    list.clear();
-                    self.scratch = list;
+                    self.tasks[t.idx()].pc += 1;
+                    self.release_barrier(b, t, cpu);
+                }
+                Op::Count(c) => {
+                    self.tasks[t.idx()].pc += 1;
+                    self.user_counters[c as usize] += 1;
                 }
                 Op::Fork(template) => {
                     self.tasks[t.idx()].pc += 1;
@@ -346,6 +372,35 @@ impl<'a> Sim<'a> {
                 Op::Exit => return Step::Exit,
             }
         }
+    }
+
+    /// The last party arrived at barrier `b`: wake the sleepers and end the spinners' busy-wait.
+    fn release_barrier(&mut self, b: u32, t: TaskId, cpu: CpuId) {
+        self.barriers[b as usize].nr_releases += 1;
+        let mut list = std::mem::take(&mut self.scratch);
+        list.append(&mut self.barriers[b as usize].arrived);
+        for &w in &list {
+            self.wake(w, cpu, Some(t), false);
+        }
+        list.clear();
+        list.append(&mut self.barriers[b as usize].spinning);
+        for &s in &list {
+            // A spinner sees the release at once: its spin ends now (if it is running, its segment is
+            // cut here; if it was preempted mid-spin, it moves on when it next runs).
+            let running_on =
+                (self.views[s.idx()].state == TaskState::Running).then_some(self.views[s.idx()].cpu);
+            if let Some(c) = running_on {
+                self.settle(c);
+            }
+            let tk = &mut self.tasks[s.idx()];
+            tk.op_left = 0;
+            tk.barrier_released = true;
+            if let Some(c) = running_on {
+                self.program_segment(c);
+            }
+        }
+        list.clear();
+        self.scratch = list;
     }
 
     fn block_until(&mut self, t: TaskId, at: Ns) -> Step {

@@ -37,6 +37,10 @@ pub struct RunReport {
     pub cpus: Vec<CpuReport>,
     /// The policy's own counters.
     pub policy_stats: Vec<PolicyStatReport>,
+    /// The workload's named counters (a benchmark's own score: events, messages, requests).
+    pub counters: Vec<CounterReport>,
+    /// Traffic through each pipe.
+    pub pipes: Vec<PipeReport>,
     /// Time series (absent when sampling is off).
     pub series: Option<Series>,
 }
@@ -177,6 +181,10 @@ pub struct TaskReport {
     pub nr_migrations: u64,
     /// Wakeups.
     pub nr_wakeups: u64,
+    /// Time of the last wakeup.
+    pub last_wakeup_ns: Option<Ns>,
+    /// `sched_yield` calls.
+    pub nr_yields: u64,
     /// Wakeup latency: from wakeup until the task executes again (switch overhead included).
     pub wakeup_latency: LatencySummary,
     /// Start time.
@@ -200,6 +208,28 @@ pub struct CpuReport {
     pub nr_switches: u64,
     /// busy / duration.
     pub utilization: f64,
+}
+
+/// A workload counter.
+#[derive(Clone, Debug, Serialize)]
+pub struct CounterReport {
+    /// Name.
+    pub name: String,
+    /// Count at the end.
+    pub value: u64,
+    /// Count per second of run.
+    pub per_sec: f64,
+}
+
+/// Traffic through one pipe.
+#[derive(Clone, Debug, Serialize)]
+pub struct PipeReport {
+    /// Name.
+    pub name: String,
+    /// Send operations.
+    pub nr_sends: u64,
+    /// Bytes sent.
+    pub bytes: u64,
 }
 
 /// A policy counter.
@@ -291,6 +321,8 @@ pub(crate) fn build(sim: &Sim, end: Ns, stop: &'static str) -> RunReport {
                 nivcsw: tk.nivcsw,
                 nr_migrations: tk.nr_migrations,
                 nr_wakeups: tk.nr_wakeups,
+                last_wakeup_ns: tk.last_wakeup,
+                nr_yields: tk.nr_yields,
                 wakeup_latency: tk.wake_lat.summary(),
                 started_ns: tk.started_at,
                 exited_ns: tk.exited_at,
@@ -364,6 +396,22 @@ pub(crate) fn build(sim: &Sim, end: Ns, stop: &'static str) -> RunReport {
             .stats()
             .into_iter()
             .map(|s| PolicyStatReport { name: s.name, value: s.value, help: s.help })
+            .collect(),
+        counters: w
+            .counters
+            .iter()
+            .zip(&sim.user_counters)
+            .map(|(name, &value)| CounterReport { name: name.clone(), value, per_sec: per_sec(value, end) })
+            .collect(),
+        pipes: w
+            .pipes
+            .iter()
+            .zip(&sim.pipes)
+            .map(|(spec, p)| PipeReport {
+                name: spec.name.clone(),
+                nr_sends: p.nr_sends,
+                bytes: p.bytes_sent,
+            })
             .collect(),
         series: (sim.cfg.sample_interval_ns > 0).then(|| sim.series.clone()),
     }
@@ -458,6 +506,9 @@ impl RunReport {
                 f.jain_index
             ),
         );
+        for c in &self.counters {
+            row(&format!("counter {}", c.name), format!("{} ({:.1}/s)", c.value, c.per_sec));
+        }
         for p in &self.policy_stats {
             row(p.name, p.value.to_string());
         }

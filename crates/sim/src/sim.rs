@@ -152,6 +152,10 @@ pub(crate) struct Task {
     pub woke_at: Option<Ns>,
     pub children_alive: u32,
     pub waiting_children: bool,
+    /// A spin-then-sleep barrier released this task while it spun.
+    pub barrier_released: bool,
+    pub nr_yields: u64,
+    pub last_wakeup: Option<Ns>,
     // Accounting.
     pub run_ns: Ns,
     pub wait_ns: Ns,
@@ -221,6 +225,8 @@ pub struct Sim<'a> {
     pub(crate) semaphores: Vec<crate::exec::Semaphore>,
     pub(crate) suspended: Vec<Vec<TaskId>>,
     pub(crate) rng: crate::random::RunRng,
+    pub(crate) user_counters: Vec<u64>,
+    processes: std::collections::HashMap<String, u32>,
     pub(crate) scratch: Vec<TaskId>,
     migr: Vec<Migration>,
     pub(crate) next_tgid: u32,
@@ -327,6 +333,8 @@ impl<'a> Sim<'a> {
                 .collect(),
             suspended: workload.events.iter().map(|_| Vec::new()).collect(),
             rng: crate::random::RunRng::new(cfg.seed),
+            user_counters: vec![0; workload.counters.len()],
+            processes: std::collections::HashMap::new(),
             scratch: Vec::new(),
             migr: Vec::new(),
             next_tgid: 1,
@@ -380,7 +388,17 @@ impl<'a> Sim<'a> {
             Some(list) => list.iter().map(|&c| CpuId(c)).collect(),
             None => self.machine.topology.all(),
         };
-        let tgid = tgid.unwrap_or_else(|| self.alloc_tgid());
+        let tgid = match &spec.process {
+            Some(name) => match self.processes.get(name) {
+                Some(&g) => g,
+                None => {
+                    let g = self.alloc_tgid();
+                    self.processes.insert(name.clone(), g);
+                    g
+                }
+            },
+            None => tgid.unwrap_or_else(|| self.alloc_tgid()),
+        };
         let cpu = parent.map_or(CpuId(0), |p| self.views[p.idx()].cpu);
         self.views.push(TaskInfo {
             id,
@@ -511,7 +529,7 @@ impl<'a> Sim<'a> {
                     tk.op_left -= done;
                     tk.work_ns += done;
                 }
-                Op::Spin { .. } => {
+                Op::Spin { .. } | Op::BarrierSpin { .. } => {
                     let done = useful.min(tk.op_left);
                     tk.op_left -= done;
                     tk.spin_ns += done;
@@ -540,7 +558,7 @@ impl<'a> Sim<'a> {
                     tk.cold_ns + ((w - cold_work) * 1000).div_ceil(s)
                 }
             }
-            Op::Spin { .. } => tk.op_left,
+            Op::Spin { .. } | Op::BarrierSpin { .. } => tk.op_left,
             _ => 0,
         }
     }
@@ -733,6 +751,7 @@ impl<'a> Sim<'a> {
         tk.sleep_ns += now - tk.since;
         tk.since = now;
         tk.woke_at = Some(now);
+        tk.last_wakeup = Some(now);
         tk.nr_wakeups += 1;
         self.counters.nr_wakeups += 1;
         self.views[t.idx()].state = TaskState::Runnable;

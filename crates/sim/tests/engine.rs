@@ -406,3 +406,36 @@ fn random_durations_follow_the_seed() {
     let work = task(&a, "r").work_ns as f64;
     assert!((work / (200.0 * MS as f64) - 1.0).abs() < 0.25, "total work {work}");
 }
+
+#[test]
+fn spin_then_sleep_barriers_spin_first_and_sleep_after_the_budget() {
+    let build = |spin_ns: u64| {
+        let mut w = WorkloadBuilder::new("spin-barrier");
+        let b = w.barrier("b", 4);
+        let c = w.counter("passed");
+        for i in 1..=4u64 {
+            let t = w.task(format!("t{i}"), P::new().compute(i * MS).barrier_spin(b, spin_ns).count(c).compute(MS).build());
+            t.process = Some("omp".into());
+        }
+        w.stop(StopWhen::AllDone);
+        w.build().unwrap()
+    };
+    let m = Machine::flat(4);
+    // A long budget: everyone spins until the last arrives at 4 ms, nobody sleeps.
+    let r = run(&m, &build(100 * MS), "cfs", 1_000 * MS);
+    for i in 1..=4u64 {
+        let t = task(&r, &format!("t{i}"));
+        assert_eq!(t.nr_wakeups, 0, "t{i} never slept");
+        assert!(near(t.exited_ns.unwrap(), 5 * MS, 100_000), "t{i} exited at {:?}", t.exited_ns);
+        assert!(t.spin_ns.abs_diff((4 - i) * MS) < 50_000, "t{i} spun {}", t.spin_ns);
+    }
+    assert_eq!(r.counters[0].value, 4);
+    let tgids: Vec<u32> = r.tasks.iter().map(|t| t.tgid).collect();
+    assert!(tgids.iter().all(|&g| g == tgids[0]), "one process: {tgids:?}");
+        // A 0.5 ms budget: t1, t2 and t3 (arriving at 1, 2, 3 ms) give up spinning before t4 arrives
+    // at 4 ms and sleep; t4 releases them without waiting.
+    let r = run(&m, &build(MS / 2), "cfs", 1_000 * MS);
+    let wakes: Vec<u64> = (1..=4).map(|i| task(&r, &format!("t{i}")).nr_wakeups).collect();
+    assert_eq!(wakes, vec![1, 1, 1, 0]);
+    assert!(task(&r, "t1").spin_ns.abs_diff(MS / 2) < 10_000);
+}

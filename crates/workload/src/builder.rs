@@ -79,6 +79,14 @@ impl ProgramBuilder {
     pub fn barrier(self, b: BarrierId) -> Self {
         self.op(Op::Barrier(b))
     }
+    /// Wait at a barrier, spinning up to `spin_ns` before sleeping.
+    pub fn barrier_spin(self, barrier: BarrierId, spin_ns: Ns) -> Self {
+        self.op(Op::BarrierSpin { barrier, spin_ns })
+    }
+    /// Count one event on a counter.
+    pub fn count(self, c: CounterId) -> Self {
+        self.op(Op::Count(c))
+    }
     /// Fork a child from a template.
     pub fn fork(self, template: TemplateId) -> Self {
         self.op(Op::Fork(template))
@@ -200,6 +208,11 @@ impl WorkloadBuilder {
         }
         self.w.cpu_lists.push(cpus);
         self.w.cpu_lists.len() as u32 - 1
+    }
+    /// Adds a named counter.
+    pub fn counter(&mut self, name: impl Into<String>) -> CounterId {
+        self.w.counters.push(name.into());
+        self.w.counters.len() as u32 - 1
     }
     /// Adds a device.
     pub fn device(&mut self, name: impl Into<String>) -> DeviceId {

@@ -22,6 +22,8 @@ pub type SemId = u32;
 pub type EventId = u32;
 /// Index of a CPU list in [`Workload::cpu_lists`].
 pub type CpuListId = u32;
+/// Index of a counter in [`Workload::counters`].
+pub type CounterId = u32;
 
 /// A duration drawn from a distribution each time the op runs, from the run's seeded random number
 /// generator (so a run stays reproducible). Parameters are nanoseconds; draws are rounded to whole
@@ -210,8 +212,18 @@ pub enum Op {
         /// Bytes (at most the pipe capacity).
         bytes: u32,
     },
-    /// Wait at a barrier.
+    /// Wait at a barrier (sleeping).
     Barrier(BarrierId),
+    /// Wait at a barrier spinning on the CPU for up to `spin_ns`, then sleeping (libgomp's
+    /// `GOMP_SPINCOUNT` behaviour, the NAS MG waits of seed 002).
+    BarrierSpin {
+        /// The barrier.
+        barrier: BarrierId,
+        /// Longest busy-wait before sleeping, ns.
+        spin_ns: Ns,
+    },
+    /// Add one to a named counter (a benchmark's own score: events, messages, requests).
+    Count(CounterId),
     /// Fork a child running a template's program with that template's properties.
     Fork(TemplateId),
     /// Wait until every child this task forked has exited.
@@ -273,6 +285,9 @@ pub struct TaskSpec {
     pub start_ns: Ns,
     /// Resource usage for the contention model (`None`: not modelled).
     pub activity: Option<Activity>,
+    /// Process name: all tasks of all templates naming the same process share one tgid (threads of
+    /// one process). `None`: each instance is its own process, unless `threads` is set.
+    pub process: Option<String>,
 }
 
 impl TaskSpec {
@@ -290,6 +305,7 @@ impl TaskSpec {
             cpus: None,
             start_ns: 0,
             activity: None,
+            process: None,
         }
     }
 }
@@ -380,6 +396,8 @@ pub struct Workload {
     pub events: Vec<String>,
     /// CPU lists used by [`Op::SetCpus`].
     pub cpu_lists: Vec<Vec<u32>>,
+    /// Counter names (see [`Op::Count`]).
+    pub counters: Vec<String>,
     /// Scheduled affinity changes.
     pub affinity_changes: Vec<AffinityChange>,
     /// Stop condition.
@@ -481,7 +499,10 @@ impl Workload {
                         ));
                     }
                 }
-                Op::Barrier(b) if b >= self.barriers.len() as u32 => return bad("barrier", b),
+                Op::Barrier(b) | Op::BarrierSpin { barrier: b, .. } if b >= self.barriers.len() as u32 => {
+                    return bad("barrier", b)
+                }
+                Op::Count(c) if c >= n(&self.counters) => return bad("counter", c),
                 Op::SemWait(x) | Op::SemPost(x) if x >= self.semaphores.len() as u32 => {
                     return bad("semaphore", x)
                 }

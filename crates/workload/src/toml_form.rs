@@ -41,6 +41,8 @@ struct Doc {
     #[serde(default)]
     event: Vec<Spanned<Named>>,
     #[serde(default)]
+    counter: Vec<Spanned<Named>>,
+    #[serde(default)]
     semaphore: Vec<Spanned<SemDoc>>,
     #[serde(default)]
     pipe: Vec<Spanned<PipeDoc>>,
@@ -108,6 +110,7 @@ struct TaskDoc {
     group: Option<Spanned<String>>,
     cpus: Option<Spanned<Vec<u32>>>,
     start: Option<Spanned<String>>,
+    process: Option<String>,
     activity: Option<Spanned<toml::Table>>,
     #[serde(rename = "loop")]
     loop_count: Option<Spanned<toml::Value>>,
@@ -183,6 +186,7 @@ pub fn parse_toml_with(file: &str, src: &str, limits: &Limits) -> Result<Workloa
     let conds = index(&doc.cond, "cond", &mut w.conds)?;
     let devices = index(&doc.device, "device", &mut w.devices)?;
     let events = index(&doc.event, "event", &mut w.events)?;
+    let counters = index(&doc.counter, "counter", &mut w.counters)?;
     let mut semaphores = HashMap::new();
     for x in &doc.semaphore {
         let v = x.get_ref();
@@ -249,14 +253,24 @@ pub fn parse_toml_with(file: &str, src: &str, limits: &Limits) -> Result<Workloa
         let dup = doc.task.iter().find(|t| !seen.insert(t.get_ref().name.clone())).expect("a duplicate");
         return Err(r.err(dup.span(), "name", format!("duplicate task `{}`", dup.get_ref().name)));
     }
-    let names =
-        Names { mutexes, conds, devices, pipes, barriers, templates: templates.clone(), semaphores, events };
+    let names = Names {
+        mutexes,
+        conds,
+        devices,
+        pipes,
+        barriers,
+        templates: templates.clone(),
+        semaphores,
+        events,
+        counters,
+    };
     let mut cpu_lists: Vec<Vec<u32>> = Vec::new();
     let mut total = 0u64;
     for t in &doc.task {
         let v = t.get_ref();
         let mut spec = TaskSpec::new(v.name.clone(), Program::default());
         spec.threads = v.threads;
+        spec.process = v.process.clone();
         if let Some(n) = &v.instances {
             if *n.get_ref() < 0 {
                 return Err(r.err(n.span(), "instances", "must be 0 (a fork-only template) or more"));
@@ -412,7 +426,11 @@ pub fn parse_toml_with(file: &str, src: &str, limits: &Limits) -> Result<Workloa
     // Barriers: parties default to the number of tasks that use them; a barrier with fewer users than
     // parties (and no forked user who could make up the number) would never open.
     for (bi, b) in w.barriers.iter_mut().enumerate() {
-        let uses = |t: &TaskSpec| t.program.ops.contains(&Op::Barrier(bi as u32));
+        let uses = |t: &TaskSpec| {
+            t.program.ops.iter().any(
+                |op| matches!(op, Op::Barrier(x) | Op::BarrierSpin { barrier: x, .. } if *x == bi as u32),
+            )
+        };
         let initial: u64 = w.tasks.iter().filter(|t| uses(t)).map(|t| t.instances as u64).sum();
         let forked = w.tasks.iter().any(|t| t.instances == 0 && uses(t));
         let span = doc.barrier[bi].span();
@@ -562,6 +580,7 @@ pub(crate) fn parse_dist(v: &toml::Value) -> Result<Dist, String> {
 }
 
 struct Names {
+    counters: HashMap<String, u32>,
     semaphores: HashMap<String, u32>,
     events: HashMap<String, u32>,
     mutexes: HashMap<String, u32>,
@@ -573,7 +592,7 @@ struct Names {
 }
 
 const VERBS: &str = "compute, spin, sleep, timer, yield, lock, unlock, wait, signal, broadcast, sem_wait, \
-sem_post, suspend, resume, cpus, send, recv, barrier, fork, wait_children, io, loop, exit";
+sem_post, suspend, resume, cpus, count, send, recv, barrier, fork, wait_children, io, loop, exit";
 
 /// What op parsing needs besides the op: the name tables and the CPU lists being collected.
 struct OpCx<'a> {
@@ -612,6 +631,7 @@ fn parse_op(t: &toml::Table, path: &str, cx: &mut OpCx, out: &mut Vec<Op>) -> Re
         "wait" => &["mutex"],
         "io" => &["service"],
         "timer" => &["mode"],
+        "barrier" => &["spin"],
         "loop" => &["ops"],
         _ => &[],
     };
@@ -700,7 +720,14 @@ fn parse_op(t: &toml::Table, path: &str, cx: &mut OpCx, out: &mut Vec<Op>) -> Re
         "broadcast" => Op::Broadcast(name("broadcast", &names.conds, "cond")?),
         "send" => Op::Send { pipe: name("send", &names.pipes, "pipe")?, bytes: bytes()? },
         "recv" => Op::Recv { pipe: name("recv", &names.pipes, "pipe")?, bytes: bytes()? },
-        "barrier" => Op::Barrier(name("barrier", &names.barriers, "barrier")?),
+        "barrier" => {
+            let b = name("barrier", &names.barriers, "barrier")?;
+            match t.get("spin") {
+                None => Op::Barrier(b),
+                Some(_) => Op::BarrierSpin { barrier: b, spin_ns: dur("spin")? },
+            }
+        }
+        "count" => Op::Count(name("count", &names.counters, "counter")?),
         "fork" => Op::Fork(name("fork", &names.templates, "task")?),
         "io" => Op::Io { device: name("io", &names.devices, "device")?, service: dist("service")? },
         "sem_wait" => Op::SemWait(name("sem_wait", &names.semaphores, "semaphore")?),

@@ -66,7 +66,11 @@ fn write_ops(out: &mut String, w: &Workload, ops: &[Op], from: usize, to: usize,
             Op::Lock(m) => format!("{{ lock = {} }}", q(&w.mutexes[m as usize])),
             Op::Unlock(m) => format!("{{ unlock = {} }}", q(&w.mutexes[m as usize])),
             Op::CondWait { cond, mutex } => {
-                format!("{{ wait = {}, mutex = {} }}", q(&w.conds[cond as usize]), q(&w.mutexes[mutex as usize]))
+                format!(
+                    "{{ wait = {}, mutex = {} }}",
+                    q(&w.conds[cond as usize]),
+                    q(&w.mutexes[mutex as usize])
+                )
             }
             Op::Signal(c) => format!("{{ signal = {} }}", q(&w.conds[c as usize])),
             Op::Broadcast(c) => format!("{{ broadcast = {} }}", q(&w.conds[c as usize])),
@@ -75,9 +79,17 @@ fn write_ops(out: &mut String, w: &Workload, ops: &[Op], from: usize, to: usize,
             Op::Suspend(e) => format!("{{ suspend = {} }}", q(&w.events[e as usize])),
             Op::Resume(e) => format!("{{ resume = {} }}", q(&w.events[e as usize])),
             Op::SetCpus(l) => format!("{{ cpus = {} }}", cpus(&w.cpu_lists[l as usize])),
-            Op::Send { pipe, bytes } => format!("{{ send = {}, bytes = {bytes} }}", q(&w.pipes[pipe as usize].name)),
-            Op::Recv { pipe, bytes } => format!("{{ recv = {}, bytes = {bytes} }}", q(&w.pipes[pipe as usize].name)),
+            Op::Send { pipe, bytes } => {
+                format!("{{ send = {}, bytes = {bytes} }}", q(&w.pipes[pipe as usize].name))
+            }
+            Op::Recv { pipe, bytes } => {
+                format!("{{ recv = {}, bytes = {bytes} }}", q(&w.pipes[pipe as usize].name))
+            }
             Op::Barrier(b) => format!("{{ barrier = {} }}", q(&w.barriers[b as usize].name)),
+            Op::BarrierSpin { barrier, spin_ns } => {
+                format!("{{ barrier = {}, spin = {} }}", q(&w.barriers[barrier as usize].name), qd(spin_ns))
+            }
+            Op::Count(c) => format!("{{ count = {} }}", q(&w.counters[c as usize])),
             Op::Fork(t) => format!("{{ fork = {} }}", q(&w.tasks[t as usize].name)),
             Op::WaitChildren => "{ wait_children = true }".into(),
             Op::Io { device, service } => {
@@ -117,6 +129,9 @@ pub fn to_toml(w: &Workload) -> String {
     for e in &w.events {
         section("event", format!("name = {}\n", q(e)));
     }
+    for c in &w.counters {
+        section("counter", format!("name = {}\n", q(c)));
+    }
     for s in &w.semaphores {
         section("semaphore", format!("name = {}\ninitial = {}\n", q(&s.name), s.initial));
     }
@@ -137,6 +152,9 @@ pub fn to_toml(w: &Workload) -> String {
         let mut b = format!("name = {}\ninstances = {}\n", q(&t.name), t.instances);
         if t.threads {
             b.push_str("threads = true\n");
+        }
+        if let Some(p) = &t.process {
+            let _ = writeln!(b, "process = {}", q(p));
         }
         let policy = match t.class {
             SchedClass::Normal => None,
@@ -212,6 +230,8 @@ name = "s"
 initial = 1
 [[event]]
 name = "e"
+[[counter]]
+name = "done"
 [[device]]
 name = "disk"
 [[pipe]]
@@ -234,10 +254,11 @@ phases = [ { loop = 3, cpus = [1], ops = [ { compute = { normal = ["2ms", "500us
 [[task]]
 name = "b"
 nice = -3
-ops = [ { loop = "forever", ops = [ { timer = "1ms", mode = "absolute" }, { signal = "c" }, { io = "disk", service = { lognormal = ["1ms", "1ms"] } }, { sem_wait = "s" }, { sem_post = "s" }, { resume = "e" }, { send = "p", bytes = 10 }, { recv = "p", bytes = 10 }, { yield = true } ] }, { fork = "c" }, { wait_children = true }, { exit = true } ]
+ops = [ { loop = "forever", ops = [ { timer = "1ms", mode = "absolute" }, { signal = "c" }, { io = "disk", service = { lognormal = ["1ms", "1ms"] } }, { sem_wait = "s" }, { sem_post = "s" }, { resume = "e" }, { count = "done" }, { send = "p", bytes = 10 }, { recv = "p", bytes = 10 }, { yield = true } ] }, { fork = "c" }, { wait_children = true }, { exit = true } ]
 [[task]]
 name = "c"
 instances = 0
+process = "cc"
 policy = "batch"
 ops = [ { suspend = "e" }, { spin = { exponential = "3us" } }, { sleep = { uniform = ["1us", "2us"] } } ]
 [[affinity]]
