@@ -11,7 +11,7 @@ use std::fmt::Write;
 pub fn fmt_duration(ns: Ns) -> String {
     const UNITS: [(Ns, &str); 3] = [(1_000_000_000, "s"), (1_000_000, "ms"), (1_000, "us")];
     for (scale, unit) in UNITS {
-        if ns >= scale && ns % scale == 0 {
+        if ns >= scale && ns.is_multiple_of(scale) {
             return format!("{}{unit}", ns / scale);
         }
     }
