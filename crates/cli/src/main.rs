@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use schedlab_core::{fmt_ns, Ns};
 use schedlab_sim::{Machine, RunConfig, Sim};
-use schedlab_workload::{builtin, parse_duration, parse_toml, Workload};
+use schedlab_workload::{generators, parse_duration, parse_toml, Workload};
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 
@@ -29,6 +29,22 @@ enum Cmd {
     List {
         /// What to list.
         what: ListWhat,
+    },
+    /// List the built-in workload generators with their parameters (same as `list workloads`).
+    Workloads,
+    /// Work with one workload.
+    Workload {
+        #[command(subcommand)]
+        cmd: WorkloadCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum WorkloadCmd {
+    /// Print a workload (a built-in such as `hackbench[groups=2]`, or a file) as TOML, to copy and edit.
+    Show {
+        /// Built-in spec or workload file.
+        spec: String,
     },
 }
 
@@ -79,13 +95,32 @@ struct RunArgs {
     quiet: bool,
 }
 
+/// Writes to standard output; a closed pipe (`schedlab workloads | head`) ends the program quietly.
+fn emit(text: &str) {
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: cannot write to standard output: {e}");
+        std::process::exit(1);
+    }
+}
+
 fn main() {
     let cli = Cli::parse();
     let result = match cli.cmd {
         Cmd::Run(args) => run(args),
         Cmd::List { what } => {
-            list(what);
+            emit(&list(what));
             Ok(())
+        }
+        Cmd::Workloads => {
+            emit(&list(ListWhat::Workloads));
+            Ok(())
+        }
+        Cmd::Workload { cmd: WorkloadCmd::Show { spec } } => {
+            load_workload(&spec).map(|w| emit(&schedlab_workload::to_toml(&w)))
         }
     };
     if let Err(e) = result {
@@ -94,40 +129,44 @@ fn main() {
     }
 }
 
-fn list(what: ListWhat) {
+fn list(what: ListWhat) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
     match what {
         ListWhat::Policies => {
             for p in schedlab_policies::policies() {
-                println!("{:<8} {}", p.name, p.summary);
+                let _ = writeln!(out, "{:<8} {}", p.name, p.summary);
                 for i in (p.params)() {
-                    println!("    {:<30} default {:<12} {}", i.key, i.default, i.help);
+                    let _ = writeln!(out, "    {:<30} default {:<12} {}", i.key, i.default, i.help);
                 }
             }
         }
         ListWhat::Machines => {
             for (name, desc) in schedlab_sim::machine::presets() {
                 let m = Machine::preset(name).expect("listed preset exists");
-                println!("{name:<16} {:>4} CPUs  HZ={:<5} {desc}", m.topology.nr_cpus(), m.hz);
+                let _ = writeln!(out, "{name:<16} {:>4} CPUs  HZ={:<5} {desc}", m.topology.nr_cpus(), m.hz);
             }
         }
         ListWhat::Workloads => {
-            for b in builtin::builtins() {
-                println!("{:<8} {}", b.name, b.summary);
-                for (k, d, h) in b.params {
-                    println!("    {k:<12} default {d:<6} {h}");
+            for g in generators::generators() {
+                let _ = writeln!(out, "{:<18} {}", g.name, g.summary);
+                let _ = writeln!(out, "{:<18} score: {}", "", g.score);
+                for (k, d, h) in g.params {
+                    let _ = writeln!(out, "    {k:<16} default {d:<8} {h}");
                 }
             }
         }
     }
+    out
 }
 
 fn load_workload(spec: &str) -> Result<Workload> {
-    if let Some(w) = builtin::builtin(spec).map_err(anyhow::Error::msg)? {
+    if let Some(w) = generators::builtin(spec).map_err(anyhow::Error::msg)? {
         return Ok(w);
     }
     let path = Path::new(spec);
     if !path.exists() {
-        let names: Vec<_> = builtin::builtins().iter().map(|b| b.name).collect();
+        let names: Vec<_> = generators::generators().iter().map(|g| g.name).collect();
         bail!("workload `{spec}` is neither a built-in ({}) nor an existing file", names.join(", "));
     }
     let src = std::fs::read_to_string(path).with_context(|| format!("cannot read workload file {spec}"))?;
@@ -214,10 +253,11 @@ fn run(args: RunArgs) -> Result<()> {
         std::fs::write(path, report.to_json()).with_context(|| format!("cannot write {path}"))?;
     }
     if !args.quiet {
-        print!("{}", report.summary_table());
+        let mut text = report.summary_table();
         if let Some(path) = &args.json {
-            println!("  report written to {path}");
+            text.push_str(&format!("  report written to {path}\n"));
         }
+        emit(&text);
     }
     Ok(())
 }

@@ -14,6 +14,7 @@ pub mod cpuset;
 pub mod ctx;
 pub mod ids;
 pub mod policy;
+pub mod spec;
 pub mod time;
 pub mod topology;
 pub mod weights;

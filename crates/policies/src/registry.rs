@@ -54,26 +54,7 @@ pub fn policies() -> Vec<PolicyInfo> {
 
 /// Splits `name[k=v,k=v]` into the name and its pairs.
 pub fn parse_spec(spec: &str) -> Result<(String, Vec<(String, String)>), ParamError> {
-    let spec = spec.trim();
-    let syntax = |msg: &str| ParamError::Syntax { spec: spec.into(), msg: msg.into() };
-    let (name, rest) = match spec.find('[') {
-        None => (spec, None),
-        Some(i) => {
-            let inner = spec[i + 1..].strip_suffix(']').ok_or_else(|| syntax("missing closing `]`"))?;
-            (&spec[..i], Some(inner))
-        }
-    };
-    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
-        return Err(syntax("a policy name is letters, digits, `_` or `-`"));
-    }
-    let mut pairs = Vec::new();
-    if let Some(inner) = rest {
-        for part in inner.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (k, v) = part.split_once('=').ok_or_else(|| syntax(&format!("`{part}` is not key=value")))?;
-            pairs.push((k.trim().to_string(), v.trim().to_string()));
-        }
-    }
-    Ok((name.to_string(), pairs))
+    schedlab_core::spec::split_spec(spec).map_err(|msg| ParamError::Syntax { spec: spec.trim().into(), msg })
 }
 
 /// Creates a policy from a spec such as `cfs[sched_latency_ns=6000000]`.

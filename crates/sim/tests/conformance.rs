@@ -51,7 +51,7 @@ fn finite_mix() -> Workload {
 
 /// Endless mixed load with affinity changes half way.
 fn endless_mix() -> Workload {
-    let mut w = schedlab_workload::builtin::builtin("demo").unwrap().unwrap();
+    let mut w = schedlab_workload::generators::builtin("demo").unwrap().unwrap();
     let spin = schedlab_workload::TaskSpec {
         instances: 5,
         cpus: Some(vec![0]),

@@ -168,7 +168,7 @@ fn fork_and_exit_are_accounted() {
 fn cpu_time_is_conserved_and_work_matches_run_time() {
     let r = run(
         &Machine::preset("xeon-e5520-2s").unwrap(),
-        &schedlab_workload::builtin::builtin("demo").unwrap().unwrap(),
+        &schedlab_workload::generators::builtin("demo").unwrap().unwrap(),
         "cfs",
         2_000 * MS,
     );
@@ -262,7 +262,7 @@ fn decision_cost_grows_with_tasks_examined() {
 #[test]
 fn runs_are_byte_identical_for_the_same_inputs() {
     let m = Machine::preset("xeon-e5520-2s").unwrap();
-    let w = schedlab_workload::builtin::builtin("demo").unwrap().unwrap();
+    let w = schedlab_workload::generators::builtin("demo").unwrap().unwrap();
     let a = run(&m, &w, "cfs", 500 * MS).to_json();
     let b = run(&m, &w, "cfs", 500 * MS).to_json();
     assert!(a == b, "two runs with the same inputs differ");
@@ -414,7 +414,10 @@ fn spin_then_sleep_barriers_spin_first_and_sleep_after_the_budget() {
         let b = w.barrier("b", 4);
         let c = w.counter("passed");
         for i in 1..=4u64 {
-            let t = w.task(format!("t{i}"), P::new().compute(i * MS).barrier_spin(b, spin_ns).count(c).compute(MS).build());
+            let t = w.task(
+                format!("t{i}"),
+                P::new().compute(i * MS).barrier_spin(b, spin_ns).count(c).compute(MS).build(),
+            );
             t.process = Some("omp".into());
         }
         w.stop(StopWhen::AllDone);
@@ -432,7 +435,7 @@ fn spin_then_sleep_barriers_spin_first_and_sleep_after_the_budget() {
     assert_eq!(r.counters[0].value, 4);
     let tgids: Vec<u32> = r.tasks.iter().map(|t| t.tgid).collect();
     assert!(tgids.iter().all(|&g| g == tgids[0]), "one process: {tgids:?}");
-        // A 0.5 ms budget: t1, t2 and t3 (arriving at 1, 2, 3 ms) give up spinning before t4 arrives
+    // A 0.5 ms budget: t1, t2 and t3 (arriving at 1, 2, 3 ms) give up spinning before t4 arrives
     // at 4 ms and sleep; t4 releases them without waiting.
     let r = run(&m, &build(MS / 2), "cfs", 1_000 * MS);
     let wakes: Vec<u64> = (1..=4).map(|i| task(&r, &format!("t{i}")).nr_wakeups).collect();

@@ -11,8 +11,8 @@
 #![warn(missing_docs)]
 
 mod builder;
-pub mod builtin;
 mod duration;
+pub mod generators;
 mod model;
 mod toml_form;
 mod toml_write;

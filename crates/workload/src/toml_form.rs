@@ -631,7 +631,7 @@ fn parse_op(t: &toml::Table, path: &str, cx: &mut OpCx, out: &mut Vec<Op>) -> Re
         "wait" => &["mutex"],
         "io" => &["service"],
         "timer" => &["mode"],
-        "barrier" => &["spin"],
+        "barrier" => &["spin_max"],
         "loop" => &["ops"],
         _ => &[],
     };
@@ -722,9 +722,9 @@ fn parse_op(t: &toml::Table, path: &str, cx: &mut OpCx, out: &mut Vec<Op>) -> Re
         "recv" => Op::Recv { pipe: name("recv", &names.pipes, "pipe")?, bytes: bytes()? },
         "barrier" => {
             let b = name("barrier", &names.barriers, "barrier")?;
-            match t.get("spin") {
+            match t.get("spin_max") {
                 None => Op::Barrier(b),
-                Some(_) => Op::BarrierSpin { barrier: b, spin_ns: dur("spin")? },
+                Some(_) => Op::BarrierSpin { barrier: b, spin_ns: dur("spin_max")? },
             }
         }
         "count" => Op::Count(name("count", &names.counters, "counter")?),

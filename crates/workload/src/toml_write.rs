@@ -87,7 +87,11 @@ fn write_ops(out: &mut String, w: &Workload, ops: &[Op], from: usize, to: usize,
             }
             Op::Barrier(b) => format!("{{ barrier = {} }}", q(&w.barriers[b as usize].name)),
             Op::BarrierSpin { barrier, spin_ns } => {
-                format!("{{ barrier = {}, spin = {} }}", q(&w.barriers[barrier as usize].name), qd(spin_ns))
+                format!(
+                    "{{ barrier = {}, spin_max = {} }}",
+                    q(&w.barriers[barrier as usize].name),
+                    qd(spin_ns)
+                )
             }
             Op::Count(c) => format!("{{ count = {} }}", q(&w.counters[c as usize])),
             Op::Fork(t) => format!("{{ fork = {} }}", q(&w.tasks[t as usize].name)),

@@ -1,0 +1,353 @@
+//! Every built-in generator runs under CFS on a small machine, and a property computed from the real
+//! benchmark's definition holds (message counts, yield counts, cascade order, ...). A test at the end
+//! fails if a generator has no test here.
+
+use schedlab_core::{NSEC_PER_MSEC as MS, NSEC_PER_USEC as US};
+use schedlab_sim::report::TaskReport;
+use schedlab_sim::{Machine, RunConfig, RunReport, Sim};
+use schedlab_workload::generators::builtin;
+
+const TESTED: &[&str] = &[
+    "demo",
+    "hogs",
+    "fibo",
+    "pi",
+    "kernel-build",
+    "unixbench-spawn",
+    "unixbench-execl",
+    "bonnie",
+    "burn",
+    "hackbench",
+    "perf-messaging",
+    "perf-pipe",
+    "unixbench-context1",
+    "unixbench-pipe",
+    "sysbench-cpu",
+    "sysbench-threads",
+    "sysbench-mutex",
+    "sysbench-oltp",
+    "schbench",
+    "cyclictest",
+    "editor",
+    "volanomark",
+    "apache-ab",
+    "nas-mg",
+    "c-ray",
+    "pinned-spinners",
+];
+
+fn run(spec: &str, cpus: u32, duration_ns: u64) -> RunReport {
+    let w = builtin(spec).unwrap_or_else(|e| panic!("{spec}: {e}")).unwrap();
+    let m = Machine::flat(cpus);
+    let mut p = schedlab_policies::create("cfs").unwrap();
+    let cfg = RunConfig { duration_ns, check_invariants: true, ..RunConfig::default() };
+    Sim::new(&m, &w, p.as_mut(), "cfs", cfg).unwrap().run().unwrap_or_else(|e| panic!("{spec}: {e}"))
+}
+
+fn counter(r: &RunReport, name: &str) -> u64 {
+    r.counters.iter().find(|c| c.name == name).unwrap_or_else(|| panic!("no counter {name}")).value
+}
+
+fn tasks<'r>(r: &'r RunReport, template: &str) -> Vec<&'r TaskReport> {
+    r.tasks.iter().filter(|t| t.template == template).collect()
+}
+
+fn one<'r>(r: &'r RunReport, name: &str) -> &'r TaskReport {
+    r.tasks.iter().find(|t| t.name == name).unwrap_or_else(|| panic!("no task {name}"))
+}
+
+#[test]
+fn every_generator_is_tested_here() {
+    for g in schedlab_workload::generators::generators() {
+        assert!(TESTED.contains(&g.name), "generator `{}` has no property test", g.name);
+    }
+}
+
+#[test]
+fn hackbench_moves_groups_fds_fds_loops_messages() {
+    for spec in
+        ["hackbench[groups=2,fds=4,loops=10]", "hackbench[groups=2,fds=4,loops=10,pipe=true,threads=true]"]
+    {
+        let r = run(spec, 4, 10_000 * MS);
+        assert_eq!(r.stop_reason, "all_done", "{spec}");
+        assert_eq!(counter(&r, "messages"), 2 * 4 * 4 * 10, "{spec}");
+        assert_eq!(r.pipes.iter().map(|p| p.nr_sends).sum::<u64>(), 2 * 4 * 4 * 10);
+        assert_eq!(r.pipes.iter().map(|p| p.bytes).sum::<u64>(), 2 * 4 * 4 * 10 * 100);
+        assert_eq!(r.tasks.len(), 2 * 2 * 4);
+        let one_process = r.tasks.iter().all(|t| t.tgid == r.tasks[0].tgid);
+        assert_eq!(one_process, spec.contains("threads=true"), "{spec}");
+    }
+    // A 64 KiB pipe holds 655 messages of 100 bytes: 20 senders x 100 loops into one receiver's pipe
+    // must block writers, so senders switch voluntarily.
+    let r = run("hackbench[groups=1,fds=20,loops=100,pipe=true]", 2, 60_000 * MS);
+    assert_eq!(counter(&r, "messages"), 20 * 20 * 100);
+    assert!(tasks(&r, "g0-sender0")[0].nvcsw > 1);
+}
+
+#[test]
+fn perf_messaging_is_hackbench_with_perfs_defaults() {
+    let a = builtin("perf-messaging").unwrap().unwrap();
+    let b = builtin("hackbench").unwrap().unwrap();
+    assert_eq!(a.tasks.len(), 400);
+    assert_eq!(
+        a.tasks.iter().map(|t| &t.program).collect::<Vec<_>>(),
+        b.tasks.iter().map(|t| &t.program).collect::<Vec<_>>()
+    );
+    let r = run("perf-messaging[groups=1,fds=3,loops=5]", 2, 1_000 * MS);
+    assert_eq!(counter(&r, "messages"), 3 * 3 * 5);
+}
+
+#[test]
+fn perf_pipe_round_trips_cost_two_switches_each() {
+    let r = run("perf-pipe[loops=1000]", 1, 10_000 * MS);
+    assert_eq!(counter(&r, "round_trips"), 1000);
+    // On one CPU every round trip switches to each side once (the waker may be preempted by the
+    // woken task instead of blocking, so count both kinds).
+    for name in ["a", "b"] {
+        let t = one(&r, name);
+        assert!(t.nvcsw + t.nivcsw >= 1000, "{name}: {} + {}", t.nvcsw, t.nivcsw);
+    }
+    assert!(r.summary.nr_switches >= 2000);
+    // usecs/op: at least the four 1 us system calls plus two context switches.
+    let per_op = r.summary.makespan_ns.unwrap() / 1000;
+    assert!(per_op >= 4 * US + 2 * 2 * US, "{per_op} ns/op");
+}
+
+#[test]
+fn unixbench_context1_and_pipe_rates_follow_their_costs() {
+    let r = run("unixbench-context1", 2, 100 * MS);
+    let trips = counter(&r, "round_trips");
+    assert!(trips > 1000 && trips <= 100 * MS / (4 * US), "{trips}");
+    // unixbench pipe: one task, no partner, so no switches after the first; each loop costs 2 us.
+    let r = run("unixbench-pipe", 1, 10 * MS);
+    let loops = counter(&r, "loops");
+    assert!(loops.abs_diff(5000) <= 2, "{loops}");
+    assert_eq!(r.summary.nr_switches, 1);
+}
+
+#[test]
+fn sysbench_cpu_counts_events_from_work() {
+    let r = run("sysbench-cpu[threads=2,events=50]", 2, 10_000 * MS);
+    assert_eq!(counter(&r, "events"), 100);
+    for t in tasks(&r, "sysbench") {
+        assert_eq!(t.work_ns, 50 * MS);
+    }
+    // Cost grows as max_prime^1.5: 4x the primes, 8x the cost.
+    let w = builtin("sysbench-cpu[max_prime=40000,events=1]").unwrap().unwrap();
+    assert!(w.tasks[0].program.ops.contains(&schedlab_workload::Op::Compute { work: (8 * MS).into() }));
+}
+
+#[test]
+fn sysbench_threads_performs_threads_x_events_x_yields() {
+    let r = run("sysbench-threads[threads=4,events=10,yields=100,locks=8]", 2, 60_000 * MS);
+    assert_eq!(r.stop_reason, "all_done");
+    assert_eq!(counter(&r, "events"), 4 * 10);
+    for i in 0..4 {
+        assert_eq!(one(&r, &format!("thread{i}")).nr_yields, 10 * 100, "thread{i}");
+    }
+}
+
+#[test]
+fn sysbench_mutex_takes_every_lock() {
+    let r = run("sysbench-mutex[threads=3,mutex_locks=100,mutex_loops=1000]", 2, 10_000 * MS);
+    assert_eq!(r.stop_reason, "all_done");
+    assert_eq!(counter(&r, "locks"), 300);
+    // Each thread spins 100 x 1000 x 1 ns in empty loops.
+    for i in 0..3 {
+        assert!(one(&r, &format!("thread{i}")).work_ns >= 100 * 1000);
+    }
+}
+
+#[test]
+fn sysbench_oltp_throughput_matches_the_closed_loop() {
+    let r = run("sysbench-oltp[threads=8]", 2, 2_000 * MS);
+    // Closed loop: each client cycles think (10 ms) + query (0.3 ms) + update (0.02 ms); two CPUs are
+    // far from saturated (8 x 0.32 / 10.32 < 1 CPU), so the rate is near 8 / 10.32 ms = 775/s.
+    let tps = counter(&r, "transactions") as f64 / 2.0;
+    assert!((tps / 775.0 - 1.0).abs() < 0.12, "{tps} transactions/s");
+}
+
+#[test]
+fn fibo_and_hogs_keep_the_cpu_busy() {
+    let r = run("fibo", 1, 1_000 * MS);
+    assert!(one(&r, "fibo").work_ns > 995 * MS);
+    let r = run("hogs[n=3,nice=5]", 3, 100 * MS);
+    assert!(r.tasks.iter().all(|t| t.nice == 5 && t.work_ns > 95 * MS));
+    let r = run("demo[hogs=2]", 4, 200 * MS);
+    assert_eq!(r.tasks.len(), 2 + 1 + 4 + 4 + 4);
+}
+
+#[test]
+fn schbench_workers_are_woken_round_by_round() {
+    let r = run("schbench[workers=4]", 4, 200 * MS);
+    let per_worker: Vec<u64> =
+        (0..4).map(|j| one(&r, &format!("m0-worker{j}")).work_ns / (50 * US)).collect();
+    let total = counter(&r, "requests");
+    assert!(total > 100, "{total}");
+    // The message thread releases all workers once per round: their request counts differ by at most 1.
+    let (lo, hi) = (per_worker.iter().min().unwrap(), per_worker.iter().max().unwrap());
+    assert!(hi - lo <= 1, "{per_worker:?}");
+    assert!(one(&r, "m0-worker0").wakeup_latency.count > 0);
+}
+
+#[test]
+fn cyclictest_threads_wake_on_their_own_periods() {
+    let r = run("cyclictest[threads=2,loops=100]", 2, 10_000 * MS);
+    let (t0, t1) = (one(&r, "cyclic0"), one(&r, "cyclic1"));
+    assert_eq!((t0.nr_wakeups, t1.nr_wakeups), (100, 100));
+    // Absolute periods of 1000 us and 1500 us: the 100th wakeups are at 100 ms and 150 ms.
+    assert!(t0.last_wakeup_ns.unwrap().abs_diff(100 * MS) < 10 * US);
+    assert!(t1.last_wakeup_ns.unwrap().abs_diff(150 * MS) < 10 * US);
+    let r = run("cyclictest[threads=1,loops=10,priority=80]", 1, 1_000 * MS);
+    assert_eq!(r.tasks[0].class, schedlab_core::SchedClass::Fifo);
+}
+
+#[test]
+fn editor_types_at_its_think_rate() {
+    let r = run("editor", 1, 20_000 * MS);
+    // 20 s / (200 ms think + 3 ms burst) = 98 keystrokes expected; exponential think times vary.
+    let k = counter(&r, "keystrokes");
+    assert!((60..=140).contains(&k), "{k}");
+}
+
+#[test]
+fn volanomark_delivers_every_message_to_every_other_user() {
+    let r = run("volanomark[rooms=2,users=4,count=5]", 4, 10_000 * MS);
+    assert_eq!(r.stop_reason, "all_done");
+    assert_eq!(counter(&r, "messages"), 2 * 4 * 3 * 5);
+    assert_eq!(r.tasks.len(), 2 * 4 * 4);
+    let tgids: std::collections::BTreeSet<u32> = r.tasks.iter().map(|t| t.tgid).collect();
+    assert_eq!(tgids.len(), 2, "one client and one server process");
+}
+
+#[test]
+fn apache_ab_completes_n_requests() {
+    let r = run("apache-ab[requests=200,concurrency=2,server_threads=4]", 2, 10_000 * MS);
+    assert_eq!(r.stop_reason, "task_done");
+    assert_eq!(counter(&r, "requests"), 200);
+    assert!(one(&r, "ab").exited_ns.is_some());
+}
+
+#[test]
+fn nas_mg_threads_do_the_v_cycle_work_between_barriers() {
+    let r = run("nas-mg[threads=4,iterations=2,levels=3,top_work=8ms]", 4, 10_000 * MS);
+    // Per V-cycle each thread does levels 3, 2, 1 down and 1, 2, 3 up: 2 x (8 + 1 + 0.125) ms.
+    let per_thread = 2 * 2 * (8 * MS + MS + 125 * US);
+    for t in tasks(&r, "mg") {
+        assert_eq!(t.work_ns, per_thread, "{}", t.name);
+    }
+    assert!(r.summary.makespan_ns.unwrap() >= per_thread);
+}
+
+#[test]
+fn c_ray_cascade_wakes_threads_in_order() {
+    let r = run("c-ray[threads=64,work=5ms]", 4, 10_000 * MS);
+    assert_eq!(r.stop_reason, "all_done");
+    assert_eq!(one(&r, "c-ray0").nr_wakeups, 0);
+    // Thread i is released by thread i - 1, so releases happen in thread order. A thread that reached
+    // its wait after its predecessor's post finds the token and is never woken; every thread that was
+    // woken was woken after all lower-numbered ones.
+    let wakes: Vec<u64> = (1..64).filter_map(|i| one(&r, &format!("c-ray{i}")).last_wakeup_ns).collect();
+    assert!(wakes.len() > 32, "most threads wait for the cascade: {}", wakes.len());
+    assert!(wakes.windows(2).all(|w| w[0] <= w[1]), "{wakes:?}");
+    assert!(r.tasks.iter().all(|t| t.work_ns == 5 * MS));
+}
+
+#[test]
+fn pinned_spinners_stay_on_their_cpu_until_unpinned() {
+    let r = run("pinned-spinners[threads=16,unpin_at=100ms]", 4, 1_000 * MS);
+    let s = r.series.as_ref().unwrap();
+    for (i, &t) in s.time_ns.iter().enumerate() {
+        if t < 100 * MS {
+            assert_eq!((s.nr_running[0][i], s.nr_running[1][i]), (16, 0), "at {t}");
+        }
+    }
+    let last = s.time_ns.len() - 1;
+    assert_eq!((0..4).map(|c| s.nr_running[c][last]).collect::<Vec<_>>(), vec![4, 4, 4, 4]);
+}
+
+#[test]
+fn kernel_build_compiles_every_file_with_at_most_jobs_in_flight() {
+    let r = run("kernel-build[jobs=2,files=10,compile=10ms,compile_stddev=2ms,link=20ms]", 4, 60_000 * MS);
+    assert_eq!(r.stop_reason, "all_done");
+    assert_eq!(counter(&r, "objects"), 10);
+    assert_eq!(r.tasks.len(), 1 + 10 + 1);
+    let cc: Vec<(u64, u64)> =
+        tasks(&r, "cc").iter().map(|t| (t.started_ns.unwrap(), t.exited_ns.unwrap())).collect();
+    for &(s, _) in &cc {
+        let live = cc.iter().filter(|&&(a, b)| a <= s && s < b).count();
+        assert!(live <= 2, "{live} compiles at {s}");
+    }
+    let ld = &tasks(&r, "ld")[0];
+    assert!(cc.iter().all(|&(_, e)| e <= ld.started_ns.unwrap()), "link starts after every compile");
+}
+
+#[test]
+fn unixbench_spawn_and_execl_count_their_loops() {
+    let r = run("unixbench-spawn", 2, 50 * MS);
+    let spawns = counter(&r, "spawns");
+    assert!(spawns > 100);
+    assert!((r.tasks.len() as u64).abs_diff(spawns + 1) <= 1);
+    let r = run("unixbench-execl", 1, 30 * MS);
+    assert!(counter(&r, "execs").abs_diff(100) <= 1);
+}
+
+#[test]
+fn pi_processes_share_one_cpu_by_nice() {
+    let r = run("pi[n=4,work=100ms]", 1, 10_000 * MS);
+    assert_eq!(r.summary.nr_exited, 4);
+    // 400 ms of work, plus per switch at most its decision and context-switch cost and the work lost
+    // to a cold cache (refill_evicted at half speed).
+    let c = Machine::flat(1).costs;
+    let per_switch =
+        c.context_switch_ns + c.sched_base_ns + 8 * c.sched_per_task_ns + c.refill_evicted_ns / 2;
+    let m = r.summary.makespan_ns.unwrap();
+    assert!(m >= 400 * MS && m <= 400 * MS + r.summary.nr_switches * per_switch, "{m}");
+    let r = run("pi[n=4,work=100ms,nice_half=true]", 1, 10_000 * MS);
+    let last_nice0 = tasks(&r, "pi").iter().map(|t| t.exited_ns.unwrap()).max().unwrap();
+    let first_nice10 = tasks(&r, "pi-nice10").iter().map(|t| t.exited_ns.unwrap()).min().unwrap();
+    assert!(last_nice0 < first_nice10, "nice 0 finishes first");
+}
+
+#[test]
+fn bonnie_serialises_on_one_disk() {
+    let r = run("bonnie[procs=2,blocks=50]", 2, 10_000 * MS);
+    assert_eq!(counter(&r, "blocks"), 100);
+    assert!(r.summary.makespan_ns.unwrap() >= 100 * MS, "one request at a time");
+}
+
+#[test]
+fn burn_programs_carry_table_4_1_activity_vectors() {
+    let w = builtin("burn[kind=BX,n=2]").unwrap().unwrap();
+    let a = w.tasks[0].activity.unwrap();
+    assert_eq!((a.instr, a.l2, a.bus, a.int), (2, 10386, 11187, 1));
+    let w = builtin("burn[kind=MMX]").unwrap().unwrap();
+    assert_eq!(w.tasks[0].activity.unwrap().mmx, 4925);
+    let r = run("burn[kind=P5,n=2]", 2, 100 * MS);
+    assert!(r.tasks.iter().all(|t| t.work_ns > 95 * MS));
+}
+
+#[test]
+fn workload_show_round_trips_to_an_identical_run() {
+    for g in schedlab_workload::generators::generators() {
+        let spec = match g.name {
+            "hackbench" | "perf-messaging" => "hackbench[groups=1,fds=3,loops=5]".to_string(),
+            "volanomark" => "volanomark[rooms=1,users=3,count=3]".to_string(),
+            "c-ray" => "c-ray[threads=8,work=1ms]".to_string(),
+            "pinned-spinners" => "pinned-spinners[threads=8,unpin_at=20ms]".to_string(),
+            "nas-mg" => "nas-mg[threads=4,iterations=1,levels=3,top_work=2ms]".to_string(),
+            name => name.to_string(),
+        };
+        let w = builtin(&spec).unwrap().unwrap();
+        let text = schedlab_workload::to_toml(&w);
+        let back =
+            schedlab_workload::parse_toml("show.toml", &text).unwrap_or_else(|e| panic!("{spec}: {e}"));
+        let m = Machine::flat(2);
+        let go = |w: &schedlab_workload::Workload| {
+            let mut p = schedlab_policies::create("cfs").unwrap();
+            let cfg = RunConfig { duration_ns: 50 * MS, ..RunConfig::default() };
+            Sim::new(&m, w, p.as_mut(), "cfs", cfg).unwrap().run().unwrap().to_json()
+        };
+        assert!(go(&w) == go(&back), "{spec}: the re-read workload runs differently");
+    }
+}

@@ -1,0 +1,278 @@
+//! Batch and throughput workloads: CPU hogs, the mixed demo, kernel builds, UnixBench spawn and execl,
+//! Cheng's pi.pl processes, bonnie-like sequential I/O, and the burn* programs of the AVEC thesis.
+
+use super::{Args, Generator};
+use crate::builder::{ProgramBuilder as P, WorkloadBuilder};
+use crate::model::{Activity, Dist, StopWhen, Workload};
+use schedlab_core::{NSEC_PER_MSEC as MS, NSEC_PER_USEC as US};
+
+pub(super) fn generators() -> Vec<Generator> {
+    vec![
+        Generator {
+            name: "demo",
+            summary: "a mixed machine: CPU hogs at nice 0 and 5, interactive sleepers, pipe ping-pong pairs, threads contending on a mutex",
+            models: "no single benchmark: a small mix that exercises fairness, wakeup latency and locking at once",
+            score: "none of its own; read utilization, fairness and wakeup latency",
+            params: &[("hogs", "8", "CPU-bound tasks at nice 0 (half as many again at nice 5)")],
+            build: demo,
+        },
+        Generator {
+            name: "hogs",
+            summary: "n CPU-bound tasks that never sleep",
+            models: "the simplest fairness load (seed 003's 1-1000 CPU-bound processes without an end)",
+            score: "work_ns per task; fairness.work_spread",
+            params: &[("n", "16", "number of tasks"), ("nice", "0", "nice level of all tasks")],
+            build: hogs,
+        },
+        Generator {
+            name: "fibo",
+            summary: "fibo (ULE paper): one thread computing forever without sleeping",
+            models: "the CPU-bound half of seed 002's starvation experiment (fibo + sysbench)",
+            score: "work_ns of the fibo task (Fibonacci numbers computed are proportional to it)",
+            params: &[("threads", "1", "computing threads")],
+            build: fibo,
+        },
+        Generator {
+            name: "pi",
+            summary: "pi.pl (Cheng, seed 003): n identical CPU-bound processes of ~4 s each, optionally half at nice 10",
+            models: "each process computes pi for `work` and exits; with nice_half the second half runs at nice 10",
+            score: "each process's elapsed time (exited_ns - started_ns) and their standard deviation",
+            params: &[
+                ("n", "10", "processes"),
+                ("work", "4s", "CPU work per process"),
+                ("nice_half", "false", "run the second half at nice 10"),
+            ],
+            build: pi,
+        },
+        Generator {
+            name: "kernel-build",
+            summary: "make -jN: a DAG of compile processes with CPU bursts and file I/O, then a link",
+            models: "make forks one compiler process per file, at most `jobs` at a time (a job-token semaphore); a compile reads its source, computes a log-normal burst and writes its object on one disk; the link runs when all objects exist",
+            score: "makespan_ns (the build time); counter `objects`",
+            params: &[
+                ("jobs", "4", "make -j"),
+                ("files", "200", "compilation units"),
+                ("compile", "150ms", "mean CPU burst per file"),
+                ("compile_stddev", "100ms", "its standard deviation (log-normal)"),
+                ("read", "2ms", "disk time to read a source"),
+                ("write", "1ms", "disk time to write an object"),
+                ("link", "1s", "CPU time of the final link"),
+            ],
+            build: kernel_build,
+        },
+        Generator {
+            name: "unixbench-spawn",
+            summary: "UnixBench spawn: fork a child that exits at once, wait for it, repeat",
+            models: "the parent pays the fork cost, the child a short exit path; both are scheduled",
+            score: "counter `spawns` per second (UnixBench reports loops per second)",
+            params: &[("fork_cost", "30us", "parent CPU time per fork"), ("child_cost", "20us", "child CPU time before exit")],
+            build: unixbench_spawn,
+        },
+        Generator {
+            name: "unixbench-execl",
+            summary: "UnixBench execl: a process re-executing itself",
+            models: "simplified to a CPU burst per exec (no new address space is modelled; the scheduler sees one CPU-bound task)",
+            score: "counter `execs` per second",
+            params: &[("exec_cost", "300us", "CPU time per exec")],
+            build: unixbench_execl,
+        },
+        Generator {
+            name: "bonnie",
+            summary: "bonnie++-like sequential I/O: processes doing block I/O against one disk",
+            models: "each process loops block requests (a FIFO disk serves one at a time) with a little CPU per block",
+            score: "counter `blocks` per second",
+            params: &[
+                ("procs", "1", "I/O processes"),
+                ("blocks", "1000", "blocks per process (0 = forever)"),
+                ("block_io", "1ms", "disk service time per block"),
+                ("block_cpu", "50us", "CPU time per block"),
+            ],
+            build: bonnie,
+        },
+        Generator {
+            name: "burn",
+            summary: "burnP5/P6/K6/K7/MMX/BX (AVEC thesis, seed 004): CPU burners with their activity vectors",
+            models: "each burner computes forever; its activity vector is seed 004 table 4.1 (per 10,000 cycles)",
+            score: "work_ns; co-scheduling effects come from the contention model",
+            params: &[("kind", "P6", "P5, P6, K6, K7, MMX or BX"), ("n", "1", "instances")],
+            build: burn,
+        },
+    ]
+}
+
+fn forever_compute(chunk: Ns) -> crate::model::Program {
+    P::new().forever(|p| p.compute(chunk)).build()
+}
+
+use schedlab_core::Ns;
+
+fn demo(a: &Args) -> Result<Workload, String> {
+    let hogs = a.u32("hogs", 0..=10_000)?;
+    let mut w = WorkloadBuilder::new("demo");
+    w.task("hog", forever_compute(10 * MS)).instances = hogs;
+    let niced = w.task("hog-nice5", forever_compute(10 * MS));
+    niced.instances = hogs / 2;
+    niced.nice = 5;
+    w.task("editor", P::new().forever(|p| p.sleep(20 * MS).compute(500 * US)).build()).instances = 4;
+    for i in 0..2 {
+        let ab = w.pipe(format!("ping{i}"), 65536);
+        let ba = w.pipe(format!("pong{i}"), 65536);
+        w.task(
+            format!("ping{i}"),
+            P::new().forever(|p| p.send(ab, 64).recv(ba, 64).compute(20 * US)).build(),
+        );
+        w.task(
+            format!("pong{i}"),
+            P::new().forever(|p| p.recv(ab, 64).compute(20 * US).send(ba, 64)).build(),
+        );
+    }
+    let m = w.mutex("lock");
+    let t = w.task(
+        "locker",
+        P::new().forever(|p| p.compute(200 * US).lock(m).compute(50 * US).unlock(m).sleep(MS)).build(),
+    );
+    t.instances = 4;
+    t.threads = true;
+    w.build()
+}
+
+fn hogs(a: &Args) -> Result<Workload, String> {
+    let n = a.u32("n", 1..=100_000)?;
+    let nice = a.i64("nice", -20..=19)? as i8;
+    let mut w = WorkloadBuilder::new(format!("hogs[n={n}]"));
+    let t = w.task("hog", forever_compute(10 * MS));
+    t.instances = n;
+    t.nice = nice;
+    w.build()
+}
+
+fn fibo(a: &Args) -> Result<Workload, String> {
+    let n = a.u32("threads", 1..=10_000)?;
+    let mut w = WorkloadBuilder::new("fibo");
+    w.task("fibo", forever_compute(10 * MS)).instances = n;
+    w.build()
+}
+
+fn pi(a: &Args) -> Result<Workload, String> {
+    let n = a.u32("n", 1..=100_000)?;
+    let work = a.dur("work")?;
+    let half = a.bool("nice_half")?;
+    let mut w = WorkloadBuilder::new("pi");
+    let prog = P::new().compute(work).build();
+    if half {
+        w.task("pi", prog.clone()).instances = n - n / 2;
+        let t = w.task("pi-nice10", prog);
+        t.instances = n / 2;
+        t.nice = 10;
+    } else {
+        w.task("pi", prog).instances = n;
+    }
+    w.stop(StopWhen::AllDone);
+    w.build()
+}
+
+fn kernel_build(a: &Args) -> Result<Workload, String> {
+    let jobs = a.u32("jobs", 1..=10_000)?;
+    let files = a.u32("files", 1..=1_000_000)?;
+    let (mean, stddev) = (a.dur("compile")?, a.dur("compile_stddev")?);
+    if mean == 0 {
+        return Err("workload `kernel-build`: `compile` must be above zero".into());
+    }
+    let (read, write, link) = (a.dur("read")?, a.dur("write")?, a.dur("link")?);
+    let mut w = WorkloadBuilder::new(format!("kernel-build[jobs={jobs}]"));
+    let disk = w.device("disk");
+    let tokens = w.semaphore("jobserver", jobs);
+    let objects = w.counter("objects");
+    let cc = w.next_template() + 1;
+    let ld = cc + 1;
+    w.task(
+        "make",
+        P::new()
+            .repeat(files, |p| p.sem_wait(tokens).fork(cc))
+            .wait_children()
+            .fork(ld)
+            .wait_children()
+            .build(),
+    );
+    let compile = Dist::LogNormal { mean, stddev };
+    w.task(
+        "cc",
+        P::new().io(disk, read).compute(compile).io(disk, write).count(objects).sem_post(tokens).build(),
+    )
+    .instances = 0;
+    w.task("ld", P::new().io(disk, read).compute(link).io(disk, write).build()).instances = 0;
+    w.stop(StopWhen::AllDone);
+    w.build()
+}
+
+fn unixbench_spawn(a: &Args) -> Result<Workload, String> {
+    let (fork_cost, child_cost) = (a.dur("fork_cost")?, a.dur("child_cost")?);
+    if fork_cost + child_cost == 0 {
+        return Err("workload `unixbench-spawn`: fork_cost and child_cost cannot both be zero".into());
+    }
+    let mut w = WorkloadBuilder::new("unixbench-spawn");
+    let c = w.counter("spawns");
+    let child = w.next_template() + 1;
+    w.task("spawn", P::new().forever(|p| p.compute(fork_cost).fork(child).wait_children().count(c)).build());
+    w.task("child", P::new().compute(child_cost).build()).instances = 0;
+    w.build()
+}
+
+fn unixbench_execl(a: &Args) -> Result<Workload, String> {
+    let cost = a.dur("exec_cost")?;
+    if cost == 0 {
+        return Err("workload `unixbench-execl`: exec_cost must be above zero".into());
+    }
+    let mut w = WorkloadBuilder::new("unixbench-execl");
+    let c = w.counter("execs");
+    w.task("execl", P::new().forever(|p| p.compute(cost).count(c)).build());
+    w.build()
+}
+
+fn bonnie(a: &Args) -> Result<Workload, String> {
+    let procs = a.u32("procs", 1..=10_000)?;
+    let blocks = a.u32("blocks", 0..=100_000_000)?;
+    let (io, cpu) = (a.dur("block_io")?, a.dur("block_cpu")?);
+    if io == 0 {
+        return Err("workload `bonnie`: block_io must be above zero".into());
+    }
+    let mut w = WorkloadBuilder::new("bonnie");
+    let disk = w.device("disk");
+    let c = w.counter("blocks");
+    w.task("bonnie", P::new().repeat(blocks, |p| p.io(disk, io).compute(cpu).count(c)).build()).instances =
+        procs;
+    if blocks > 0 {
+        w.stop(StopWhen::AllDone);
+    }
+    w.build()
+}
+
+/// Seed 004 table 4.1: (name, instr, cycles, l2, bus, mmx, sse, x87, branch, int).
+const BURN_AVECS: [(&str, [u32; 9]); 6] = [
+    ("P5", [6822, 10000, 0, 178, 0, 0, 3208, 201, 202]),
+    ("P6", [8559, 10000, 0, 11, 0, 0, 2443, 1833, 0]),
+    ("K6", [8514, 10000, 68, 0, 0, 0, 2444, 1833, 0]),
+    ("K7", [9096, 10000, 0, 110, 0, 0, 2139, 1070, 1607]),
+    ("MMX", [7891, 9999, 10258, 24, 4925, 0, 0, 1316, 0]),
+    ("BX", [2, 9999, 10386, 11187, 0, 0, 0, 0, 1]),
+];
+
+/// The activity vector of a burn program (seed 004 table 4.1).
+pub fn burn_activity(kind: &str) -> Option<Activity> {
+    let (_, v) = BURN_AVECS.iter().find(|(k, _)| *k == kind)?;
+    let mut a = Activity::default();
+    for (name, value) in Activity::FIELDS.iter().zip(v) {
+        a.set(name, *value);
+    }
+    Some(a)
+}
+
+fn burn(a: &Args) -> Result<Workload, String> {
+    let kind = a.choice("kind", &["P5", "P6", "K6", "K7", "MMX", "BX"])?;
+    let n = a.u32("n", 1..=100_000)?;
+    let mut w = WorkloadBuilder::new(format!("burn{kind}"));
+    let t = w.task(format!("burn{kind}"), forever_compute(10 * MS));
+    t.instances = n;
+    t.activity = burn_activity(kind);
+    w.build()
+}

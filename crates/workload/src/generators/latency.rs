@@ -1,0 +1,127 @@
+//! Latency benchmarks: schbench, cyclictest, and an interactive editor model.
+
+use super::{Args, Generator};
+use crate::builder::{ProgramBuilder as P, WorkloadBuilder};
+use crate::model::{Dist, Workload};
+use schedlab_core::SchedClass;
+
+pub(super) fn generators() -> Vec<Generator> {
+    vec![
+        Generator {
+            name: "schbench",
+            summary: "schbench: message threads wake worker threads; workers sleep, then compute under a lock",
+            models: "each message thread waits until its workers have all checked in, then wakes them one after another; a woken worker sleeps `sleep`, takes its lock, computes `work` (the matrix multiplies) and checks in again; simplification: one lock per worker instead of per CPU, and a round-based rather than list-based hand-off",
+            score: "wakeup latency of the worker tasks (p50/p90/p99/p99.9); counter `requests` per second",
+            params: &[
+                ("message_threads", "1", "-m"),
+                ("workers", "16", "-t: workers per message thread (schbench defaults to CPUs / m)"),
+                ("sleep", "100us", "-s: worker sleep before each request"),
+                ("work", "50us", "CPU time of the request (-n 5 matrix multiplies over -F 256 KB)"),
+            ],
+            build: schbench,
+        },
+        Generator {
+            name: "cyclictest",
+            summary: "cyclictest: threads waking on absolute timers, measuring how late they run",
+            models: "thread i sleeps with an absolute timer of period interval + i x distance and does almost nothing when it wakes",
+            score: "wakeup latency per thread (cyclictest's Min/Avg/Max)",
+            params: &[
+                ("threads", "1", "-t"),
+                ("interval", "1000us", "-i: base period"),
+                ("distance", "500us", "-d: period increment per thread"),
+                ("priority", "0", "-p: SCHED_FIFO priority (0 = SCHED_OTHER)"),
+                ("loops", "0", "-l: wakeups per thread (0 = until the run ends)"),
+            ],
+            build: cyclictest,
+        },
+        Generator {
+            name: "editor",
+            summary: "an interactive editor: short CPU bursts after think-time sleeps",
+            models: "exponential think times and uniform bursts, the interactive load of seed 003 and seed 000",
+            score: "wakeup latency (responsiveness); counter `keystrokes`",
+            params: &[
+                ("n", "1", "editors"),
+                ("think", "200ms", "mean think time"),
+                ("burst_min", "1ms", "shortest burst"),
+                ("burst_max", "5ms", "longest burst"),
+            ],
+            build: editor,
+        },
+    ]
+}
+
+fn schbench(a: &Args) -> Result<Workload, String> {
+    let m = a.u32("message_threads", 1..=1000)?;
+    let t = a.u32("workers", 1..=10_000)?;
+    let (sleep, work) = (a.dur("sleep")?, a.dur("work")?);
+    let mut w = WorkloadBuilder::new("schbench");
+    let requests = w.counter("requests");
+    for i in 0..m {
+        let checkin = w.semaphore(format!("m{i}-checkin"), 0);
+        let wake: Vec<u32> = (0..t).map(|j| w.semaphore(format!("m{i}-w{j}"), 0)).collect();
+        let msg = P::new().forever(|mut p| {
+            p = p.repeat(t, |q| q.sem_wait(checkin));
+            for &s in &wake {
+                p = p.sem_post(s);
+            }
+            p
+        });
+        w.task(format!("message{i}"), msg.build()).process = Some("schbench".into());
+        for (j, &s) in wake.iter().enumerate() {
+            let lock = w.mutex(format!("m{i}-w{j}-lock"));
+            let worker = P::new().forever(|p| {
+                p.sem_post(checkin)
+                    .sem_wait(s)
+                    .sleep(sleep)
+                    .lock(lock)
+                    .compute(work)
+                    .unlock(lock)
+                    .count(requests)
+            });
+            w.task(format!("m{i}-worker{j}"), worker.build()).process = Some("schbench".into());
+        }
+    }
+    w.build()
+}
+
+fn cyclictest(a: &Args) -> Result<Workload, String> {
+    let threads = a.u32("threads", 1..=10_000)?;
+    let (interval, distance) = (a.dur("interval")?, a.dur("distance")?);
+    let prio = a.u32("priority", 0..=99)?;
+    let loops = a.u32("loops", 0..=u32::MAX)?;
+    if interval == 0 {
+        return Err("workload `cyclictest`: interval must be above zero".into());
+    }
+    let mut w = WorkloadBuilder::new("cyclictest");
+    for i in 0..threads {
+        let period = interval + i as u64 * distance;
+        let t = w.task(
+            format!("cyclic{i}"),
+            P::new().repeat(loops, |p| p.timer_absolute(period).compute(1_000)).build(),
+        );
+        t.process = Some("cyclictest".into());
+        if prio > 0 {
+            t.class = SchedClass::Fifo;
+            t.rt_priority = prio as u8;
+        }
+    }
+    if loops > 0 {
+        w.stop(crate::model::StopWhen::AllDone);
+    }
+    w.build()
+}
+
+fn editor(a: &Args) -> Result<Workload, String> {
+    let n = a.u32("n", 1..=100_000)?;
+    let think = a.dur("think")?;
+    let (lo, hi) = (a.dur("burst_min")?, a.dur("burst_max")?);
+    if lo > hi {
+        return Err("workload `editor`: burst_min is above burst_max".into());
+    }
+    let mut w = WorkloadBuilder::new("editor");
+    let c = w.counter("keystrokes");
+    let prog = P::new()
+        .forever(|p| p.sleep(Dist::Exponential { mean: think }).compute(Dist::Uniform { lo, hi }).count(c));
+    w.task("editor", prog.build()).instances = n;
+    w.build()
+}
