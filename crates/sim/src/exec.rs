@@ -148,16 +148,30 @@ impl<'a> Sim<'a> {
                     }
                     return self.block_until(t, now + ns);
                 }
-                Op::Timer { period_ns, absolute } => {
-                    let tk = &mut self.tasks[t.idx()];
-                    tk.pc += 1;
-                    let expiry = tk.timer_next.unwrap_or(now) + period_ns;
+                Op::Timer { timer, period_ns, absolute } => {
+                    self.tasks[t.idx()].pc += 1;
+                    // The timer's last expiry: the run's shared copy, or this task's own.
+                    let shared = w.timers[timer as usize].shared;
+                    let last = if shared {
+                        self.shared_timers[timer as usize]
+                    } else {
+                        self.tasks[t.idx()].timers.iter().find(|x| x.0 == timer).map(|x| x.1)
+                    };
+                    let expiry = last.unwrap_or(now) + period_ns;
+                    // Overrun: continue at once; relative mode restarts the grid from now.
+                    let next = if expiry <= now && !absolute { now } else { expiry };
+                    if shared {
+                        self.shared_timers[timer as usize] = Some(next);
+                    } else {
+                        let own = &mut self.tasks[t.idx()].timers;
+                        match own.iter_mut().find(|x| x.0 == timer) {
+                            Some(x) => x.1 = next,
+                            None => own.push((timer, next)),
+                        }
+                    }
                     if expiry <= now {
-                        // Overrun: continue at once; relative mode restarts the grid from now.
-                        tk.timer_next = Some(if absolute { expiry } else { now });
                         continue;
                     }
-                    tk.timer_next = Some(expiry);
                     return self.block_until(t, expiry);
                 }
                 Op::Yield => {

@@ -145,7 +145,8 @@ pub(crate) struct Task {
     pub cold_ns: Ns,
     pub last_cpu_ran: Option<CpuId>,
     pub evict_stamp: Ns,
-    pub timer_next: Option<Ns>,
+    /// Last expiry of each per-task timer this task used: (timer, time).
+    pub timers: Vec<(u32, Ns)>,
     pub wait_gen: u32,
     /// When the current runnable or blocked stretch began.
     pub since: Ns,
@@ -234,6 +235,7 @@ pub struct Sim<'a> {
     pub(crate) template_alive: Vec<u64>,
     pub(crate) nr_runnable: usize,
     pub(crate) counters: Counters,
+    pub(crate) shared_timers: Vec<Option<Ns>>,
     pub(crate) series: Series,
     pub(crate) error: Option<RunError>,
     stop: Option<&'static str>,
@@ -342,6 +344,7 @@ impl<'a> Sim<'a> {
             template_alive: vec![0; workload.tasks.len()],
             nr_runnable: 0,
             counters: Counters::default(),
+            shared_timers: vec![None; workload.timers.len()],
             series: Series::new(cfg.sample_interval_ns, ncpus),
             error: None,
             stop: None,

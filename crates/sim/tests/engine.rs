@@ -2,7 +2,9 @@
 //! from the workload's own timing (e.g. a reader that sleeps 10 ms per message paces a writer), with a
 //! tolerance for the engine's microsecond-scale switch costs.
 
-use schedlab_core::{CpuId, Ctx, Dispatch, SchedPolicy, SwitchReason, TaskId, NSEC_PER_MSEC};
+use schedlab_core::{
+    CpuId, Ctx, Dispatch, SchedPolicy, SwitchReason, TaskId, NSEC_PER_MSEC, NSEC_PER_USEC as US,
+};
 use schedlab_sim::{Machine, RunConfig, RunError, RunReport, Sim};
 use schedlab_workload::{ProgramBuilder as P, StopWhen, Workload, WorkloadBuilder};
 
@@ -441,4 +443,25 @@ fn spin_then_sleep_barriers_spin_first_and_sleep_after_the_budget() {
     let wakes: Vec<u64> = (1..=4).map(|i| task(&r, &format!("t{i}")).nr_wakeups).collect();
     assert_eq!(wakes, vec![1, 1, 1, 0]);
     assert!(task(&r, "t1").spin_ns.abs_diff(MS / 2) < 10_000);
+}
+
+#[test]
+fn a_shared_timer_advances_for_every_user() {
+    let build = |shared: bool| {
+        let mut w = WorkloadBuilder::new("timers");
+        let tm = w.timer("tick", shared);
+        w.task("t", P::new().repeat(5, |b| b.timer_on(tm, 10 * MS, false).compute(100 * US)).build())
+            .instances = 2;
+        w.stop(StopWhen::AllDone);
+        w.build().unwrap()
+    };
+    let m = Machine::flat(2);
+    // Own timers: both instances wake at 10, 20, ..., 50 ms.
+    let r = run(&m, &build(false), "cfs", 1_000 * MS);
+    assert!(r.tasks.iter().all(|t| near(t.exited_ns.unwrap(), 50 * MS + 100 * US, 50 * US)));
+    // One shared timer: each use moves the common expiry one period on, so the two instances take
+    // turns and ten waits need 100 ms.
+    let r = run(&m, &build(true), "cfs", 1_000 * MS);
+    let last = r.tasks.iter().map(|t| t.exited_ns.unwrap()).max().unwrap();
+    assert!(near(last, 100 * MS + 100 * US, 50 * US), "{last}");
 }

@@ -37,11 +37,15 @@ impl ProgramBuilder {
     /// Wait for the next period of this task's periodic timer (relative mode: an overrun restarts
     /// the grid from now).
     pub fn timer(self, period_ns: Ns) -> Self {
-        self.op(Op::Timer { period_ns, absolute: false })
+        self.op(Op::Timer { timer: 0, period_ns, absolute: false })
+    }
+    /// A timer wait on a named timer (see [`WorkloadBuilder::timer`]).
+    pub fn timer_on(self, timer: TimerId, period_ns: Ns, absolute: bool) -> Self {
+        self.op(Op::Timer { timer, period_ns, absolute })
     }
     /// Like [`ProgramBuilder::timer`] in absolute mode: expiries stay on the original grid.
     pub fn timer_absolute(self, period_ns: Ns) -> Self {
-        self.op(Op::Timer { period_ns, absolute: true })
+        self.op(Op::Timer { timer: 0, period_ns, absolute: true })
     }
     /// `sched_yield()`.
     pub fn yield_now(self) -> Self {
@@ -166,6 +170,7 @@ impl WorkloadBuilder {
             w: Workload {
                 name: name.into(),
                 groups: vec![GroupSpec { name: "root".into(), parent: 0, shares: 1024 }],
+                timers: vec![default_timer()],
                 ..Workload::default()
             },
         }
@@ -208,6 +213,11 @@ impl WorkloadBuilder {
         }
         self.w.cpu_lists.push(cpus);
         self.w.cpu_lists.len() as u32 - 1
+    }
+    /// Adds a timer, per task or shared by all its users.
+    pub fn timer(&mut self, name: impl Into<String>, shared: bool) -> TimerId {
+        self.w.timers.push(TimerSpec { name: name.into(), shared });
+        self.w.timers.len() as u32 - 1
     }
     /// Adds a named counter.
     pub fn counter(&mut self, name: impl Into<String>) -> CounterId {

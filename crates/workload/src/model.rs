@@ -24,6 +24,8 @@ pub type EventId = u32;
 pub type CpuListId = u32;
 /// Index of a counter in [`Workload::counters`].
 pub type CounterId = u32;
+/// Index of a timer in [`Workload::timers`] (0 is each task's default timer).
+pub type TimerId = u32;
 
 /// A duration drawn from a distribution each time the op runs, from the run's seeded random number
 /// generator (so a run stays reproducible). Parameters are nanoseconds; draws are rounded to whole
@@ -165,6 +167,8 @@ pub enum Op {
     /// continues at once; in `absolute` mode the expiries stay on the original grid (the task may then
     /// catch up several periods back to back), in relative mode the grid restarts from now.
     Timer {
+        /// Which timer: per task unless the timer is shared (rt-app's non-`unique` refs).
+        timer: TimerId,
         /// Period, nanoseconds.
         period_ns: Ns,
         /// Keep the original grid after an overrun (rt-app `mode: absolute`) rather than restart it.
@@ -319,6 +323,16 @@ pub struct PipeSpec {
     pub capacity: u32,
 }
 
+/// A timer: each task has its own copy, or all tasks share one (every use advances the shared expiry,
+/// as rt-app's timers shared across a thread's instances do).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TimerSpec {
+    /// Name (index 0 is `default`, the implicit per-task timer).
+    pub name: String,
+    /// Shared by all tasks that use it.
+    pub shared: bool,
+}
+
 /// A counting semaphore.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SemSpec {
@@ -398,6 +412,8 @@ pub struct Workload {
     pub cpu_lists: Vec<Vec<u32>>,
     /// Counter names (see [`Op::Count`]).
     pub counters: Vec<String>,
+    /// Timers; index 0 is the implicit per-task `default` timer and always present.
+    pub timers: Vec<TimerSpec>,
     /// Scheduled affinity changes.
     pub affinity_changes: Vec<AffinityChange>,
     /// Stop condition.
@@ -414,12 +430,20 @@ fn dist_ok(d: Dist) -> bool {
     }
 }
 
+/// The implicit timer every workload starts with.
+pub fn default_timer() -> TimerSpec {
+    TimerSpec { name: "default".into(), shared: false }
+}
+
 impl Workload {
     /// Checks internal consistency: references in range, loops matched, properties in range. Returns
     /// a description of the first problem found.
     pub fn validate(&self) -> Result<(), String> {
         if self.groups.is_empty() {
             return Err("a workload needs the root group at index 0".into());
+        }
+        if self.timers.first().is_none_or(|t| t.name != "default" || t.shared) {
+            return Err("a workload needs the per-task `default` timer at index 0".into());
         }
         for (i, g) in self.groups.iter().enumerate().skip(1) {
             if g.parent as usize >= i {
@@ -503,6 +527,7 @@ impl Workload {
                     return bad("barrier", b)
                 }
                 Op::Count(c) if c >= n(&self.counters) => return bad("counter", c),
+                Op::Timer { timer, .. } if timer as usize >= self.timers.len() => return bad("timer", timer),
                 Op::SemWait(x) | Op::SemPost(x) if x >= self.semaphores.len() as u32 => {
                     return bad("semaphore", x)
                 }

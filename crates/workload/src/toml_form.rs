@@ -43,6 +43,8 @@ struct Doc {
     #[serde(default)]
     counter: Vec<Spanned<Named>>,
     #[serde(default)]
+    timer: Vec<Spanned<TimerDoc>>,
+    #[serde(default)]
     semaphore: Vec<Spanned<SemDoc>>,
     #[serde(default)]
     pipe: Vec<Spanned<PipeDoc>>,
@@ -79,6 +81,14 @@ fn default_pipe_capacity() -> u32 {
 struct BarrierDoc {
     name: String,
     parties: Option<Spanned<i64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TimerDoc {
+    name: String,
+    #[serde(default)]
+    shared: bool,
 }
 
 #[derive(Deserialize)]
@@ -170,6 +180,7 @@ pub fn parse_toml_with(file: &str, src: &str, limits: &Limits) -> Result<Workloa
     let mut w = Workload {
         name: doc.name.unwrap_or_else(|| file.to_string()),
         groups: vec![GroupSpec { name: "root".into(), parent: 0, shares: 1024 }],
+        timers: vec![default_timer()],
         ..Workload::default()
     };
     let index = |list: &[Spanned<Named>], kind: &str, out: &mut Vec<String>| {
@@ -187,6 +198,13 @@ pub fn parse_toml_with(file: &str, src: &str, limits: &Limits) -> Result<Workloa
     let devices = index(&doc.device, "device", &mut w.devices)?;
     let events = index(&doc.event, "event", &mut w.events)?;
     let counters = index(&doc.counter, "counter", &mut w.counters)?;
+    for tm in &doc.timer {
+        let v = tm.get_ref();
+        if w.timers.iter().any(|x| x.name == v.name) {
+            return Err(r.err(tm.span(), "name", format!("duplicate timer `{}`", v.name)));
+        }
+        w.timers.push(TimerSpec { name: v.name.clone(), shared: v.shared });
+    }
     let mut semaphores = HashMap::new();
     for x in &doc.semaphore {
         let v = x.get_ref();
@@ -348,7 +366,7 @@ pub fn parse_toml_with(file: &str, src: &str, limits: &Limits) -> Result<Workloa
             spec.activity = Some(act);
         }
         let mut ops = Vec::new();
-        let mut cx = OpCx { names: &names, cpu_lists: &mut cpu_lists };
+        let mut cx = OpCx { names: &names, cpu_lists: &mut cpu_lists, timers: &mut w.timers };
         match (&v.ops, &v.phases) {
             (Some(list), None) => {
                 if let Some(l) = &v.loop_count {
@@ -598,6 +616,7 @@ sem_post, suspend, resume, cpus, count, send, recv, barrier, fork, wait_children
 struct OpCx<'a> {
     names: &'a Names,
     cpu_lists: &'a mut Vec<Vec<u32>>,
+    timers: &'a mut Vec<TimerSpec>,
 }
 
 impl OpCx<'_> {
@@ -630,7 +649,7 @@ fn parse_op(t: &toml::Table, path: &str, cx: &mut OpCx, out: &mut Vec<Op>) -> Re
         "send" | "recv" => &["bytes"],
         "wait" => &["mutex"],
         "io" => &["service"],
-        "timer" => &["mode"],
+        "timer" => &["mode", "ref"],
         "barrier" => &["spin_max"],
         "loop" => &["ops"],
         _ => &[],
@@ -696,7 +715,19 @@ fn parse_op(t: &toml::Table, path: &str, cx: &mut OpCx, out: &mut Vec<Op>) -> Re
                 Some(toml::Value::String(m)) if m == "absolute" => true,
                 Some(_) => return Err((key("mode"), "expected \"relative\" or \"absolute\"".into())),
             };
-            Op::Timer { period_ns, absolute }
+            // `ref` names a timer: declared `[[timer]]`s may be shared; others are per task.
+            let timer = match t.get("ref") {
+                None => 0,
+                Some(toml::Value::String(name)) => match cx.timers.iter().position(|x| &x.name == name) {
+                    Some(i) => i as u32,
+                    None => {
+                        cx.timers.push(TimerSpec { name: name.clone(), shared: false });
+                        cx.timers.len() as u32 - 1
+                    }
+                },
+                Some(_) => return Err((key("ref"), "expected a timer name".into())),
+            };
+            Op::Timer { timer, period_ns, absolute }
         }
         "yield" => {
             flag("yield")?;

@@ -58,9 +58,14 @@ fn write_ops(out: &mut String, w: &Workload, ops: &[Op], from: usize, to: usize,
             Op::Compute { work } => format!("{{ compute = {} }}", dist(work)),
             Op::Spin { time } => format!("{{ spin = {} }}", dist(time)),
             Op::Sleep { time } => format!("{{ sleep = {} }}", dist(time)),
-            Op::Timer { period_ns, absolute } => {
+            Op::Timer { timer, period_ns, absolute } => {
                 let mode = if absolute { ", mode = \"absolute\"" } else { "" };
-                format!("{{ timer = {}{mode} }}", qd(period_ns))
+                let r = if timer == 0 {
+                    String::new()
+                } else {
+                    format!(", ref = {}", q(&w.timers[timer as usize].name))
+                };
+                format!("{{ timer = {}{mode}{r} }}", qd(period_ns))
             }
             Op::Yield => "{ yield = true }".into(),
             Op::Lock(m) => format!("{{ lock = {} }}", q(&w.mutexes[m as usize])),
@@ -135,6 +140,9 @@ pub fn to_toml(w: &Workload) -> String {
     }
     for c in &w.counters {
         section("counter", format!("name = {}\n", q(c)));
+    }
+    for t in w.timers.iter().skip(1) {
+        section("timer", format!("name = {}\nshared = {}\n", q(&t.name), t.shared));
     }
     for s in &w.semaphores {
         section("semaphore", format!("name = {}\ninitial = {}\n", q(&s.name), s.initial));
@@ -258,7 +266,7 @@ phases = [ { loop = 3, cpus = [1], ops = [ { compute = { normal = ["2ms", "500us
 [[task]]
 name = "b"
 nice = -3
-ops = [ { loop = "forever", ops = [ { timer = "1ms", mode = "absolute" }, { signal = "c" }, { io = "disk", service = { lognormal = ["1ms", "1ms"] } }, { sem_wait = "s" }, { sem_post = "s" }, { resume = "e" }, { count = "done" }, { send = "p", bytes = 10 }, { recv = "p", bytes = 10 }, { yield = true } ] }, { fork = "c" }, { wait_children = true }, { exit = true } ]
+ops = [ { loop = "forever", ops = [ { timer = "1ms", mode = "absolute", ref = "tick" }, { signal = "c" }, { io = "disk", service = { lognormal = ["1ms", "1ms"] } }, { sem_wait = "s" }, { sem_post = "s" }, { resume = "e" }, { count = "done" }, { send = "p", bytes = 10 }, { recv = "p", bytes = 10 }, { yield = true } ] }, { fork = "c" }, { wait_children = true }, { exit = true } ]
 [[task]]
 name = "c"
 instances = 0

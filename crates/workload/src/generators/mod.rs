@@ -119,12 +119,13 @@ pub fn generators() -> Vec<Generator> {
 /// Builds a generator's workload from a spec such as `hackbench[groups=4]`. `Ok(None)` if the name is
 /// not a generator (it may be a file).
 pub fn builtin(spec: &str) -> Result<Option<Workload>, String> {
-        // Not a generator name: perhaps a file (the caller decides).
+    // Not a generator name: perhaps a file (the caller decides).
     let head = spec.trim().split('[').next().unwrap_or("");
     if !generators().iter().any(|g| g.name == head) {
         return Ok(None);
     }
-    let (name, given) = schedlab_core::spec::split_spec(spec).map_err(|m| format!("workload `{spec}`: {m}"))?;
+    let (name, given) =
+        schedlab_core::spec::split_spec(spec).map_err(|m| format!("workload `{spec}`: {m}"))?;
     let name = name.as_str();
     let Some(g) = generators().into_iter().find(|g| g.name == name) else { return Ok(None) };
     for (k, _) in &given {
