@@ -66,7 +66,7 @@ struct RunArgs {
     /// Policy spec such as `cfs` or `cfs[sched_latency_ns=6000000]`, or a policy TOML file.
     #[arg(long, default_value = "cfs")]
     policy: String,
-    /// Built-in workload such as `demo` or `hogs[n=400]`, or a workload TOML file.
+    /// Built-in workload such as `demo` or `hogs[n=400]`, a workload TOML file, or an rt-app JSON file.
     #[arg(long, default_value = "demo")]
     workload: String,
     /// Simulated time to run, with a unit (`10s`, `500ms`). Default: the workload's own duration, else 10s.
@@ -170,6 +170,14 @@ fn load_workload(spec: &str) -> Result<Workload> {
         bail!("workload `{spec}` is neither a built-in ({}) nor an existing file", names.join(", "));
     }
     let src = std::fs::read_to_string(path).with_context(|| format!("cannot read workload file {spec}"))?;
+    if path.extension().is_some_and(|e| e == "json") {
+        // An rt-app file: report what could not be modelled, then run the rest.
+        let imported = schedlab_workload::rtapp::import(spec, &src)?;
+        for w in &imported.warnings {
+            eprintln!("warning: {w}");
+        }
+        return Ok(imported.workload);
+    }
     Ok(parse_toml(spec, &src)?)
 }
 

@@ -161,3 +161,53 @@ fn bad_input_gets_one_clear_error() {
         &["task `a` names CPU 64"],
     );
 }
+
+#[test]
+fn workload_show_prints_toml_that_runs_the_same() {
+    let (ok, toml_text, err) = schedlab(&["workload", "show", "hackbench[groups=1,fds=2,loops=3]"]);
+    assert!(ok, "{err}");
+    assert!(toml_text.contains("[[task]]") && toml_text.contains("name = \"g0-sender0\""));
+    let file = tmp("hb.toml");
+    std::fs::write(&file, &toml_text).unwrap();
+    let a = tmp("a.json");
+    let b = tmp("b.json");
+    let (ok1, _, e1) = schedlab(&[
+        "run",
+        "--machine",
+        "up",
+        "--workload",
+        "hackbench[groups=1,fds=2,loops=3]",
+        "--json",
+        a.to_str().unwrap(),
+        "-q",
+    ]);
+    let (ok2, _, e2) = schedlab(&[
+        "run",
+        "--machine",
+        "up",
+        "--workload",
+        file.to_str().unwrap(),
+        "--json",
+        b.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(ok1 && ok2, "{e1} {e2}");
+    let strip = |p: &std::path::Path| {
+        let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+        v["workload"] = serde_json::Value::Null;
+        v
+    };
+    assert_eq!(strip(&a), strip(&b), "the shown TOML runs identically");
+    let (ok, out, _) = schedlab(&["workloads"]);
+    assert!(ok && out.contains("volanomark") && out.contains("score:"));
+}
+
+#[test]
+fn rt_app_files_run_with_warnings_on_stderr() {
+    let file = tmp("rt.json");
+    std::fs::write(&file, "{ \"tasks\": { \"t\": { \"loop\": 3, \"run\": 1000, \"mem\": 100 } }, \"global\": { \"duration\": 1 } }").unwrap();
+    let (ok, out, err) = schedlab(&["run", "--machine", "up", "--workload", file.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert!(err.contains("warning:") && err.contains("tasks.t.mem"), "{err}");
+    assert!(out.contains("1 created, 1 exited"), "{out}");
+}

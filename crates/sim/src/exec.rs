@@ -268,7 +268,12 @@ impl<'a> Sim<'a> {
                 }
                 Op::SetCpus(l) => {
                     self.tasks[t.idx()].pc += 1;
-                    let mask = w.cpu_lists[l as usize].iter().map(|&c| CpuId(c)).collect();
+                    let list = &w.cpu_lists[l as usize];
+                    let mask = if list.is_empty() {
+                        self.machine.topology.all()
+                    } else {
+                        list.iter().map(|&c| CpuId(c)).collect()
+                    };
                     self.views[t.idx()].allowed = mask;
                     if !mask.contains(cpu) {
                         return Step::Migrate;

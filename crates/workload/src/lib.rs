@@ -14,6 +14,7 @@ mod builder;
 mod duration;
 pub mod generators;
 mod model;
+pub mod rtapp;
 mod toml_form;
 mod toml_write;
 

@@ -200,7 +200,8 @@ pub enum Op {
     Suspend(EventId),
     /// Wake every task suspended on the event (rt-app `resume`).
     Resume(EventId),
-    /// Change the task's own allowed CPUs (`sched_setaffinity(0, ..)`, rt-app per-phase `cpus`).
+    /// Change the task's own allowed CPUs (`sched_setaffinity(0, ..)`, rt-app per-phase `cpus`); an
+    /// empty list means all CPUs.
     SetCpus(CpuListId),
     /// Write `bytes` to a pipe.
     Send {
@@ -408,7 +409,7 @@ pub struct Workload {
     pub semaphores: Vec<SemSpec>,
     /// Suspend/resume event names.
     pub events: Vec<String>,
-    /// CPU lists used by [`Op::SetCpus`].
+    /// CPU lists used by [`Op::SetCpus`] (empty = all CPUs).
     pub cpu_lists: Vec<Vec<u32>>,
     /// Counter names (see [`Op::Count`]).
     pub counters: Vec<String>,
@@ -532,11 +533,7 @@ impl Workload {
                     return bad("semaphore", x)
                 }
                 Op::Suspend(e) | Op::Resume(e) if e >= n(&self.events) => return bad("event", e),
-                Op::SetCpus(l)
-                    if l as usize >= self.cpu_lists.len() || self.cpu_lists[l as usize].is_empty() =>
-                {
-                    return bad("CPU list", l)
-                }
+                Op::SetCpus(l) if l as usize >= self.cpu_lists.len() => return bad("CPU list", l),
                 Op::Compute { work: d }
                 | Op::Spin { time: d }
                 | Op::Sleep { time: d }

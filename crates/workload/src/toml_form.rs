@@ -470,22 +470,33 @@ pub fn parse_toml_with(file: &str, src: &str, limits: &Limits) -> Result<Workloa
     Ok(w)
 }
 
-/// Checks that every task unlocks only mutexes it locked before, in program order, and waits on a
-/// condition only with its mutex held.
-fn check_locking(ops: &[Op], mutex_names: &[String]) -> Result<(), String> {
-    let mut held = std::collections::HashSet::new();
+/// Checks a program's locking in program order: no unlock of a mutex it has not locked, no lock of a
+/// mutex it holds, no condition wait without its mutex, and no loop body that ends holding a mutex it
+/// did not hold when the body began (the next iteration would lock it again).
+pub(crate) fn check_locking(ops: &[Op], mutex_names: &[String]) -> Result<(), String> {
+    let mut held = std::collections::BTreeSet::new();
+    let mut at_loop_start = Vec::new();
     for (i, op) in ops.iter().enumerate() {
+        let name = |m: u32| &mutex_names[m as usize];
         match *op {
-            Op::Lock(m) => {
-                held.insert(m);
+            Op::Lock(m) if !held.insert(m) => {
+                return Err(format!("op {i} locks mutex `{}` that the task already holds", name(m)));
             }
             Op::Unlock(m) if !held.remove(&m) => {
-                let name = &mutex_names[m as usize];
-                return Err(format!("op {i} unlocks mutex `{name}` that the task has not locked"));
+                return Err(format!("op {i} unlocks mutex `{}` that the task has not locked", name(m)));
             }
             Op::CondWait { mutex, .. } if !held.contains(&mutex) => {
-                let name = &mutex_names[mutex as usize];
-                return Err(format!("op {i} waits on a condition without holding mutex `{name}`"));
+                return Err(format!("op {i} waits on a condition without holding mutex `{}`", name(mutex)));
+            }
+            Op::Loop { .. } => at_loop_start.push(held.clone()),
+            Op::EndLoop { .. } => {
+                let before = at_loop_start.pop().unwrap_or_default();
+                if let Some(m) = held.difference(&before).next() {
+                    return Err(format!(
+                        "op {i}: the loop ends holding mutex `{}` it locked inside, so its next iteration would lock it again",
+                        name(*m)
+                    ));
+                }
             }
             _ => {}
         }
@@ -540,7 +551,10 @@ fn parse_phase(t: &toml::Table, path: &str, cx: &mut OpCx, out: &mut Vec<Op>) ->
 }
 
 fn cpu_list(v: &toml::Value) -> Result<Vec<u32>, String> {
-    let toml::Value::Array(a) = v else { return Err("expected a list of CPU numbers".into()) };
+    if v.as_str() == Some("all") {
+        return Ok(Vec::new());
+    }
+    let toml::Value::Array(a) = v else { return Err("expected a list of CPU numbers or \"all\"".into()) };
     let list: Option<Vec<u32>> =
         a.iter().map(|x| x.as_integer().filter(|n| (0..1024).contains(n)).map(|n| n as u32)).collect();
     match list {

@@ -83,7 +83,10 @@ fn write_ops(out: &mut String, w: &Workload, ops: &[Op], from: usize, to: usize,
             Op::SemPost(s) => format!("{{ sem_post = {} }}", q(&w.semaphores[s as usize].name)),
             Op::Suspend(e) => format!("{{ suspend = {} }}", q(&w.events[e as usize])),
             Op::Resume(e) => format!("{{ resume = {} }}", q(&w.events[e as usize])),
-            Op::SetCpus(l) => format!("{{ cpus = {} }}", cpus(&w.cpu_lists[l as usize])),
+            Op::SetCpus(l) => match w.cpu_lists[l as usize].as_slice() {
+                [] => "{ cpus = \"all\" }".to_string(),
+                list => format!("{{ cpus = {} }}", cpus(list)),
+            },
             Op::Send { pipe, bytes } => {
                 format!("{{ send = {}, bytes = {bytes} }}", q(&w.pipes[pipe as usize].name))
             }
