@@ -431,6 +431,25 @@ fn dist_ok(d: Dist) -> bool {
     }
 }
 
+/// Starts a loop of `count` repetitions (0 = forever) at the end of `ops`; `None` for a single pass,
+/// which needs no loop. Pair with [`close_loop`] after the body.
+pub(crate) fn open_loop(ops: &mut Vec<Op>, count: u32) -> Option<usize> {
+    (count != 1).then(|| {
+        ops.push(Op::Loop { count, end: 0 });
+        ops.len() - 1
+    })
+}
+
+/// Ends the loop [`open_loop`] started, linking its two markers.
+pub(crate) fn close_loop(ops: &mut Vec<Op>, start: Option<usize>) {
+    if let Some(start) = start {
+        let end = ops.len() as u32;
+        let Op::Loop { count, .. } = ops[start] else { unreachable!("open_loop pushed a Loop") };
+        ops.push(Op::EndLoop { start: start as u32 });
+        ops[start] = Op::Loop { count, end };
+    }
+}
+
 /// The implicit timer every workload starts with.
 pub fn default_timer() -> TimerSpec {
     TimerSpec { name: "default".into(), shared: false }

@@ -383,19 +383,12 @@ pub fn parse_toml_with(file: &str, src: &str, limits: &Limits) -> Result<Workloa
                     None => 1,
                     Some(l) => loop_count(l.get_ref()).map_err(|m| r.err(l.span(), "loop", m))?,
                 };
-                let start = ops.len();
-                if count != 1 {
-                    ops.push(Op::Loop { count, end: 0 });
-                }
+                let start = open_loop(&mut ops, count);
                 for (pi, ph) in phases.iter().enumerate() {
                     parse_phase(ph.get_ref(), &format!("phases[{pi}]"), &mut cx, &mut ops)
                         .map_err(|(key, m)| r.err(ph.span(), &key, m))?;
                 }
-                if count != 1 {
-                    let end = ops.len() as u32;
-                    ops.push(Op::EndLoop { start: start as u32 });
-                    ops[start] = Op::Loop { count, end };
-                }
+                close_loop(&mut ops, start);
             }
             (Some(_), Some(_)) => {
                 return Err(r.err(t.span(), "phases", "a task has `ops` or `phases`, not both"))
@@ -531,10 +524,18 @@ fn parse_phase(t: &toml::Table, path: &str, cx: &mut OpCx, out: &mut Vec<Op>) ->
     let Some(toml::Value::Array(body)) = t.get("ops") else {
         return Err((format!("{path}.ops"), "a phase needs `ops = [ ... ]`".into()));
     };
-    let start = out.len();
-    if count != 1 {
-        out.push(Op::Loop { count, end: 0 });
-    }
+    parse_looped(body, path, count, cx, out)
+}
+
+/// Parses an op list as the body of a loop of `count` passes.
+fn parse_looped(
+    body: &[toml::Value],
+    path: &str,
+    count: u32,
+    cx: &mut OpCx,
+    out: &mut Vec<Op>,
+) -> Result<(), OpErr> {
+    let start = open_loop(out, count);
     for (i, v) in body.iter().enumerate() {
         let p = format!("{path}.ops[{i}]");
         match v {
@@ -542,11 +543,7 @@ fn parse_phase(t: &toml::Table, path: &str, cx: &mut OpCx, out: &mut Vec<Op>) ->
             _ => return Err((p, "expected an op table such as { compute = \"1ms\" }".into())),
         }
     }
-    if count != 1 {
-        let end = out.len() as u32;
-        out.push(Op::EndLoop { start: start as u32 });
-        out[start] = Op::Loop { count, end };
-    }
+    close_loop(out, start);
     Ok(())
 }
 
@@ -789,19 +786,7 @@ fn parse_op(t: &toml::Table, path: &str, cx: &mut OpCx, out: &mut Vec<Op>) -> Re
                 Some(toml::Value::Array(a)) => a,
                 _ => return Err((key("ops"), "a loop needs `ops = [ ... ]`".into())),
             };
-            let start = out.len();
-            out.push(Op::Loop { count, end: 0 });
-            for (i, v) in body.iter().enumerate() {
-                let p = format!("{path}.ops[{i}]");
-                match v {
-                    toml::Value::Table(inner) => parse_op(inner, &p, cx, out)?,
-                    _ => return Err((p, "expected an op table such as { compute = \"1ms\" }".into())),
-                }
-            }
-            let end = out.len();
-            out.push(Op::EndLoop { start: start as u32 });
-            out[start] = Op::Loop { count, end: end as u32 };
-            return Ok(());
+            return parse_looped(body, path, count, cx, out);
         }
         _ => unreachable!("verb list and match agree"),
     };

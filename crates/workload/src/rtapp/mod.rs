@@ -31,7 +31,7 @@ use crate::model::*;
 use crate::toml_form::WorkloadError;
 use json::{Json, Value};
 use schedlab_core::{Ns, SchedClass};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 /// CPU time per byte for `mem` events (a memory write at a few GB/s).
 const MEM_NS_PER_BYTE_X1000: u64 = 250;
@@ -405,10 +405,7 @@ fn thread(cx: &mut Ctx, name: &str, v: &Json, default_policy: (SchedClass, bool)
         Some(l) => loop_count(cx, l, &format!("{base}.loop"))?,
     };
     let mut ops = Vec::new();
-    let start = ops.len();
-    if thread_loop != 1 {
-        ops.push(Op::Loop { count: thread_loop, end: 0 });
-    }
+    let start = open_loop(&mut ops, thread_loop);
     match v.get("phases") {
         Some(phases) => {
             let key = format!("{base}.phases");
@@ -434,12 +431,9 @@ fn thread(cx: &mut Ctx, name: &str, v: &Json, default_policy: (SchedClass, bool)
                     None => 1,
                     Some(l) => loop_count(cx, l, &format!("{pkey}.loop"))?,
                 };
-                let pstart = ops.len();
-                if ploop != 1 {
-                    ops.push(Op::Loop { count: ploop, end: 0 });
-                }
+                let pstart = open_loop(&mut ops, ploop);
                 events(cx, name, &pkey, pentries, &["loop", "cpus"], &mut ops)?;
-                close_loop(&mut ops, pstart, ploop);
+                close_loop(&mut ops, pstart);
             }
             for (k, val) in entries {
                 if !THREAD_KEYS.contains(&k.as_str()) {
@@ -455,7 +449,7 @@ fn thread(cx: &mut Ctx, name: &str, v: &Json, default_policy: (SchedClass, bool)
         }
         None => events(cx, name, &base, entries, &THREAD_KEYS, &mut ops)?,
     }
-    close_loop(&mut ops, start, thread_loop);
+    close_loop(&mut ops, start);
     if ops.iter().all(|o| matches!(o, Op::Loop { .. } | Op::EndLoop { .. } | Op::SetCpus(_))) {
         cx.warn(&base, "the thread has no events: it exits at once");
         ops.clear();
@@ -476,14 +470,6 @@ fn thread(cx: &mut Ctx, name: &str, v: &Json, default_policy: (SchedClass, bool)
     crate::toml_form::check_locking(&ops, &cx.w.mutexes).map_err(|m| cx.err(v, &base, m))?;
     spec.program = Program { ops };
     Ok(spec)
-}
-
-fn close_loop(ops: &mut Vec<Op>, start: usize, count: u32) {
-    if count != 1 {
-        let end = ops.len() as u32;
-        ops.push(Op::EndLoop { start: start as u32 });
-        ops[start] = Op::Loop { count, end };
-    }
 }
 
 fn loop_count(cx: &Ctx, v: &Json, key: &str) -> R<u32> {
@@ -732,10 +718,6 @@ fn legacy_events(cx: &mut Ctx, base: &str, entries: &[(String, Json)], ops: &mut
     }
     Ok(())
 }
-
-/// A BTreeMap keeps listings stable in tests.
-#[allow(dead_code)]
-type Sorted<K, V> = BTreeMap<K, V>;
 
 #[cfg(test)]
 mod tests {
