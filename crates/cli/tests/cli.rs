@@ -211,3 +211,14 @@ fn rt_app_files_run_with_warnings_on_stderr() {
     assert!(err.contains("warning:") && err.contains("tasks.t.mem"), "{err}");
     assert!(out.contains("1 created, 1 exited"), "{out}");
 }
+
+#[test]
+fn docs_workloads_md_is_the_generated_reference() {
+    let (ok, out, _) = schedlab(&["workloads", "--markdown"]);
+    assert!(ok);
+    let doc = include_str!("../../../docs/workloads.md");
+    assert!(
+        doc == out,
+        "docs/workloads.md is stale: regenerate it with `schedlab workloads --markdown > docs/workloads.md`"
+    );
+}

@@ -952,3 +952,22 @@ phases = [
         assert!(e.msg.contains("configured limit"), "{e}");
     }
 }
+
+#[cfg(test)]
+mod doc_tests {
+    /// Every complete example (a TOML block with a `[[task]]`) in docs/workload-format.md parses.
+    #[test]
+    fn documented_examples_parse() {
+        let doc = include_str!("../../../docs/workload-format.md");
+        let mut checked = 0;
+        for block in doc.split("```toml").skip(1) {
+            let block = block.split("```").next().unwrap();
+            if block.contains("[[task]]") {
+                super::parse_toml("docs/workload-format.md", block)
+                    .unwrap_or_else(|e| panic!("{e}\n{block}"));
+                checked += 1;
+            }
+        }
+        assert!(checked >= 6, "only {checked} examples found");
+    }
+}
