@@ -174,8 +174,8 @@ fn workloads_markdown() -> String {
     for g in generators::generators() {
         let _ = write!(
             out,
-            "\n## `{}`\n\n{}\n\n**Models:** {}\n\n**Score:** {}\n\n",
-            g.name, g.summary, g.models, g.score
+            "\n## `{}`\n\n{}\n\n**Models:** {}\n\n**Simplifies:** {}\n\n**Score:** {}\n\n",
+            g.name, g.summary, g.models, g.simplifies, g.score
         );
         out.push_str("| parameter | default | meaning |\n|---|---|---|\n");
         for (k, d, h) in g.params {

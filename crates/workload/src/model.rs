@@ -583,3 +583,81 @@ impl Workload {
         self.tasks.iter().map(|t| t.instances as u64).sum()
     }
 }
+
+impl Workload {
+    /// Appends `other`'s tasks and objects to this workload, prefixing their names with `prefix.` and
+    /// renumbering every reference (the root group and the default timer are shared). The stop
+    /// condition and duration of `self` are kept.
+    pub fn merge(&mut self, other: &Workload, prefix: &str) {
+        let name = |n: &str| format!("{prefix}.{n}");
+        let off = |len: usize| len as u32;
+        let (m0, c0, p0, b0, d0) = (
+            off(self.mutexes.len()),
+            off(self.conds.len()),
+            off(self.pipes.len()),
+            off(self.barriers.len()),
+            off(self.devices.len()),
+        );
+        let (s0, e0, l0, k0, t0) = (
+            off(self.semaphores.len()),
+            off(self.events.len()),
+            off(self.cpu_lists.len()),
+            off(self.counters.len()),
+            off(self.tasks.len()),
+        );
+        let timer0 = off(self.timers.len()) - 1; // other's timer i > 0 lands at timer0 + i
+        let group0 = off(self.groups.len()) - 1; // other's group i > 0 lands at group0 + i
+        let timer = |t: u32| if t == 0 { 0 } else { timer0 + t };
+        let group = |g: u32| if g == 0 { 0 } else { group0 + g };
+        self.mutexes.extend(other.mutexes.iter().map(|n| name(n)));
+        self.conds.extend(other.conds.iter().map(|n| name(n)));
+        self.devices.extend(other.devices.iter().map(|n| name(n)));
+        self.events.extend(other.events.iter().map(|n| name(n)));
+        self.counters.extend(other.counters.iter().map(|n| name(n)));
+        self.pipes.extend(other.pipes.iter().map(|p| PipeSpec { name: name(&p.name), ..p.clone() }));
+        self.barriers.extend(other.barriers.iter().map(|b| BarrierSpec { name: name(&b.name), ..b.clone() }));
+        self.semaphores.extend(other.semaphores.iter().map(|s| SemSpec { name: name(&s.name), ..s.clone() }));
+        self.cpu_lists.extend(other.cpu_lists.iter().cloned());
+        self.timers
+            .extend(other.timers.iter().skip(1).map(|t| TimerSpec { name: name(&t.name), ..t.clone() }));
+        self.groups.extend(other.groups.iter().skip(1).map(|g| GroupSpec {
+            name: name(&g.name),
+            parent: group(g.parent),
+            ..g.clone()
+        }));
+        let remap = |op: &Op| match *op {
+            Op::Lock(m) => Op::Lock(m0 + m),
+            Op::Unlock(m) => Op::Unlock(m0 + m),
+            Op::CondWait { cond, mutex } => Op::CondWait { cond: c0 + cond, mutex: m0 + mutex },
+            Op::Signal(c) => Op::Signal(c0 + c),
+            Op::Broadcast(c) => Op::Broadcast(c0 + c),
+            Op::SemWait(s) => Op::SemWait(s0 + s),
+            Op::SemPost(s) => Op::SemPost(s0 + s),
+            Op::Suspend(e) => Op::Suspend(e0 + e),
+            Op::Resume(e) => Op::Resume(e0 + e),
+            Op::SetCpus(l) => Op::SetCpus(l0 + l),
+            Op::Send { pipe, bytes } => Op::Send { pipe: p0 + pipe, bytes },
+            Op::Recv { pipe, bytes } => Op::Recv { pipe: p0 + pipe, bytes },
+            Op::Barrier(b) => Op::Barrier(b0 + b),
+            Op::BarrierSpin { barrier, spin_ns } => Op::BarrierSpin { barrier: b0 + barrier, spin_ns },
+            Op::Count(k) => Op::Count(k0 + k),
+            Op::Fork(t) => Op::Fork(t0 + t),
+            Op::Io { device, service } => Op::Io { device: d0 + device, service },
+            Op::Timer { timer: tm, period_ns, absolute } => {
+                Op::Timer { timer: timer(tm), period_ns, absolute }
+            }
+            other => other,
+        };
+        for t in &other.tasks {
+            let mut t = t.clone();
+            t.name = name(&t.name);
+            t.group = group(t.group);
+            t.process = t.process.as_deref().map(name);
+            t.program.ops = t.program.ops.iter().map(remap).collect();
+            self.tasks.push(t);
+        }
+        self.affinity_changes.extend(
+            other.affinity_changes.iter().map(|a| AffinityChange { template: t0 + a.template, ..a.clone() }),
+        );
+    }
+}

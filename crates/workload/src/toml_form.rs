@@ -30,6 +30,8 @@ pub struct WorkloadError {
 #[serde(deny_unknown_fields)]
 struct Doc {
     name: Option<String>,
+    #[serde(default)]
+    include: Vec<Spanned<String>>,
     duration: Option<Spanned<String>>,
     stop: Option<Spanned<String>>,
     #[serde(default)]
@@ -458,6 +460,32 @@ pub fn parse_toml_with(file: &str, src: &str, limits: &Limits) -> Result<Workloa
             let msg = format!("barrier `{}` waits for {} tasks but only {initial} use it", b.name, b.parties);
             return Err(r.err(span, "parties", msg));
         }
+    }
+    // Built-in generators merged in, their names prefixed with the generator's name (and a number
+    // when the same generator is included twice).
+    let mut seen: HashMap<String, u32> = HashMap::new();
+    for inc in &doc.include {
+        let spec = inc.get_ref();
+        let built = crate::generators::builtin(spec).map_err(|m| r.err(inc.span(), "include", m))?;
+        let Some(other) = built else {
+            return Err(r.err(
+                inc.span(),
+                "include",
+                format!("`{spec}` is not a built-in generator (see `schedlab workloads`)"),
+            ));
+        };
+        let base = spec.split('[').next().unwrap_or(spec).trim().to_string();
+        let n = seen.entry(base.clone()).or_insert(0);
+        *n += 1;
+        let prefix = if *n == 1 { base } else { format!("{base}{n}") };
+        w.merge(&other, &prefix);
+    }
+    if w.initial_tasks() > limits.max_tasks {
+        return Err(r.err(
+            0..0,
+            "include",
+            format!("more than {} tasks in all (the configured limit)", limits.max_tasks),
+        ));
     }
     w.validate().map_err(|m| r.err(0..0, "", m))?;
     Ok(w)
@@ -969,5 +997,33 @@ mod doc_tests {
             }
         }
         assert!(checked >= 6, "only {checked} examples found");
+    }
+}
+
+#[cfg(test)]
+mod include_tests {
+    use super::*;
+
+    #[test]
+    fn generators_can_be_included_and_combined() {
+        let w = parse_toml(
+            "multi.toml",
+            "name = \"fibo+oltp\"\ninclude = [\"fibo\", \"sysbench-oltp[threads=4]\", \"fibo\"]\n\
+             [[task]]\nname = \"own\"\nops = [ { compute = \"1ms\" } ]\n",
+        )
+        .unwrap();
+        let names: Vec<&str> = w.tasks.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, vec!["own", "fibo.fibo", "sysbench-oltp.client", "fibo2.fibo"]);
+        assert_eq!(w.mutexes, vec!["sysbench-oltp.table"]);
+        assert_eq!(w.counters, vec!["sysbench-oltp.transactions"]);
+        assert_eq!(w.tasks[2].instances, 4);
+        // The merged program points at the renumbered objects.
+        assert!(
+            w.tasks[2].program.ops.contains(&Op::Lock(0)) && w.tasks[2].program.ops.contains(&Op::Count(0))
+        );
+        let e = parse_toml("m.toml", "include = [\"warp-drive\"]\n").unwrap_err();
+        assert!(e.key == "include" && e.msg.contains("not a built-in"), "{e}");
+        let e = parse_toml("m.toml", "include = [\"hogs[n=0]\"]\n").unwrap_err();
+        assert!(e.msg.contains("outside"), "{e}");
     }
 }

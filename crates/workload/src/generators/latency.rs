@@ -11,6 +11,7 @@ pub(super) fn generators() -> Vec<Generator> {
             name: "schbench",
             summary: "schbench: message threads wake worker threads; workers sleep, then compute under a lock",
             models: "each message thread waits until its workers have all checked in, then wakes them one after another; a woken worker sleeps `sleep`, takes its lock, computes `work` (the matrix multiplies) and checks in again; simplification: one lock per worker instead of per CPU, and a round-based rather than list-based hand-off",
+            simplifies: "one lock per worker instead of per CPU; the message thread releases workers round by round after all have checked in",
             score: "wakeup latency of the worker tasks (p50/p90/p99/p99.9); counter `requests` per second",
             params: &[
                 ("message_threads", "1", "-m"),
@@ -24,6 +25,7 @@ pub(super) fn generators() -> Vec<Generator> {
             name: "cyclictest",
             summary: "cyclictest: threads waking on absolute timers, measuring how late they run",
             models: "thread i sleeps with an absolute timer of period interval + i x distance and does almost nothing when it wakes",
+            simplifies: "the measuring thread does 1 us of work per wakeup; no clock_nanosleep slack or timer-interrupt cost",
             score: "wakeup latency per thread (cyclictest's Min/Avg/Max)",
             params: &[
                 ("threads", "1", "-t"),
@@ -38,6 +40,7 @@ pub(super) fn generators() -> Vec<Generator> {
             name: "editor",
             summary: "an interactive editor: short CPU bursts after think-time sleeps",
             models: "exponential think times and uniform bursts, the interactive load of seed 003 and seed 000",
+            simplifies: "keystroke handling is one uniform CPU burst after an exponential think time",
             score: "wakeup latency (responsiveness); counter `keystrokes`",
             params: &[
                 ("n", "1", "editors"),

@@ -26,8 +26,10 @@ pub struct Generator {
     pub name: &'static str,
     /// One line: what it is.
     pub summary: &'static str,
-    /// Which real benchmark behaviour it models, and what it simplifies.
+    /// Which real benchmark behaviour it models.
     pub models: &'static str,
+    /// What it leaves out or approximates.
+    pub simplifies: &'static str,
     /// The benchmark's own score and where to read it in a report.
     pub score: &'static str,
     /// Parameters.
@@ -163,7 +165,14 @@ mod tests {
         let mut names = std::collections::HashSet::new();
         for g in generators() {
             assert!(names.insert(g.name), "duplicate generator {}", g.name);
-            assert!(!g.summary.is_empty() && !g.models.is_empty() && !g.score.is_empty(), "{}", g.name);
+            assert!(
+                !g.summary.is_empty()
+                    && !g.models.is_empty()
+                    && !g.simplifies.is_empty()
+                    && !g.score.is_empty(),
+                "{}",
+                g.name
+            );
             let w = builtin(g.name).unwrap_or_else(|e| panic!("{}: {e}", g.name)).unwrap();
             assert!(!w.tasks.is_empty(), "{}", g.name);
             let mut seen = std::collections::HashSet::new();

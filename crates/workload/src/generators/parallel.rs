@@ -12,6 +12,7 @@ pub(super) fn generators() -> Vec<Generator> {
             name: "nas-mg",
             summary: "NAS MG (OpenMP): a barrier-heavy multigrid V-cycle with spin-then-sleep waits",
             models: "per iteration the V-cycle goes down `levels` grid levels and back up; at each step every thread computes its share (8x less per coarser level, so coarse levels take microseconds) and meets the others at a barrier where libgomp spins before sleeping (the ULE paper observes 100 ms spins)",
+            simplifies: "every grid step is one compute burst per thread and one barrier; the real MG has several sweeps and barriers per level",
             score: "makespan_ns (NAS reports Mop/s, total operations / time)",
             params: &[
                 ("threads", "16", "OMP_NUM_THREADS"),
@@ -26,6 +27,7 @@ pub(super) fn generators() -> Vec<Generator> {
             name: "c-ray",
             summary: "c-ray (seed 002 sec. 6.2): 512 threads released by a cascading barrier, then computing",
             models: "all threads start together; thread 0 releases thread 1, 1 releases 2, and so on (a semaphore each, so an early release is remembered); then each computes its part of the image without sleeping",
+            simplifies: "rendering is one equal CPU burst per thread; the cascade uses semaphores (an early release is remembered)",
             score: "makespan_ns (render time); last_wakeup_ns of each thread shows the cascade order",
             params: &[("threads", "512", "threads"), ("work", "2s", "CPU time per thread after the cascade")],
             build: c_ray,
@@ -34,6 +36,7 @@ pub(super) fn generators() -> Vec<Generator> {
             name: "pinned-spinners",
             summary: "spinners pinned to one CPU, unpinned later (seed 002 sec. 6.1, 512 threads on CPU 0)",
             models: "`threads` busy-looping threads start pinned to `cpu`; at `unpin_at` their affinity becomes all CPUs (the taskset command) and the balancer spreads them",
+            simplifies: "spinners are endless busy loops; the taskset call is an instant affinity change",
             score: "series.nr_running: how fast and how evenly the threads spread after unpin_at",
             params: &[
                 ("threads", "512", "spinning threads"),

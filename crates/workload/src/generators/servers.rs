@@ -10,6 +10,7 @@ pub(super) fn generators() -> Vec<Generator> {
             name: "volanomark",
             summary: "VolanoMark chat server (seed 001): rooms of 20 users, 4 threads per user, message fan-out",
             models: "a user is one loopback connection with a client sender, client receiver, server receiver and server sender thread; a client sends `count` messages; the server receiver hands each one to the room's other users' server senders, which write it to their clients' receivers; client and server are two processes (JVMs)",
+            simplifies: "the JVMs are two processes of plain threads; network stack costs are a fixed `msg_cost` per message and hop; no garbage collection",
             score: "counter `messages` per second (VolanoMark's messages/s = rooms x users x (users - 1) x count / time)",
             params: &[
                 ("rooms", "5", "chat rooms (seed 001 uses 5 to 20)"),
@@ -24,6 +25,7 @@ pub(super) fn generators() -> Vec<Generator> {
             name: "apache-ab",
             summary: "apache + ab (seed 002 sec. 5.3): a pool of server threads and a single-threaded load generator",
             models: "ab keeps `concurrency` requests outstanding and sends a new one as each response arrives; server threads take requests from one queue (like accept), compute the response and send it back",
+            simplifies: "one shared request queue stands for the listen socket; no connection set-up, no disk, a log-normal request cost",
             score: "counter `requests` per second (ab's Requests per second); makespan_ns for -n requests",
             params: &[
                 ("server_threads", "16", "apache worker threads"),

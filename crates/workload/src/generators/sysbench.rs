@@ -11,6 +11,7 @@ pub(super) fn generators() -> Vec<Generator> {
             name: "sysbench-cpu",
             summary: "sysbench cpu: threads computing primes by trial division",
             models: "each event checks the numbers up to --cpu-max-prime by trial division; its CPU cost grows as max_prime^1.5 and is `event_cost` at the default 10000",
+            simplifies: "the prime search is a CPU burst whose length scales as max_prime^1.5; no per-event bookkeeping",
             score: "counter `events` per second (sysbench's events/s); per-thread fairness = fairness.work_spread",
             params: &[
                 ("threads", "1", "--threads"),
@@ -24,6 +25,7 @@ pub(super) fn generators() -> Vec<Generator> {
             name: "sysbench-threads",
             summary: "sysbench threads: lock, sched_yield, unlock in a tight loop",
             models: "each event takes one of `locks` mutexes (round robin, as the shared counter does) and does `yields` x {lock; sched_yield; unlock}",
+            simplifies: "the shared lock counter is replaced by a per-thread round robin starting at the thread's index",
             score: "counter `events` per second; nr_yields per task = events x yields",
             params: &[
                 ("threads", "1", "--threads"),
@@ -38,6 +40,7 @@ pub(super) fn generators() -> Vec<Generator> {
             name: "sysbench-mutex",
             summary: "sysbench mutex: empty loops, then lock a random mutex of many, increment, unlock",
             models: "each thread does mutex_locks x {mutex_loops empty iterations; lock one of mutex_num mutexes; unlock}; the random mutex sequence is fixed at build time (16 per thread, cycled) from `seed`",
+            simplifies: "each thread cycles 16 mutexes drawn at build time instead of drawing a new one per lock; the empty loop is a CPU burst",
             score: "makespan_ns (sysbench reports total time); counter `locks`",
             params: &[
                 ("threads", "1", "--threads"),
@@ -53,6 +56,7 @@ pub(super) fn generators() -> Vec<Generator> {
             name: "sysbench-oltp",
             summary: "sysbench OLTP-like (ULE paper sec. 5): a pool of request-driven threads that mostly sleep",
             models: "each of `threads` clients thinks (exponential), runs a query (log-normal CPU time) and updates a table under a mutex; no disk and no separate server process",
+            simplifies: "no database: a think time, a log-normal query burst and a short critical section per transaction; no disk, no server process",
             score: "counter `transactions` per second",
             params: &[
                 ("threads", "80", "client threads (the ULE paper uses 80 and 128)"),
