@@ -31,6 +31,15 @@ pub fn policies() -> Vec<PolicyInfo> {
                 Ok(Box::new(crate::linux_rt::LinuxClasses::new(fair)))
             },
         },
+                PolicyInfo {
+            name: "eevdf",
+            summary: "Linux 6.6 EEVDF (kernel/sched/fair.c): eligibility against the weighted average vruntime, virtual deadlines, lag placement, RUN_TO_PARITY; the Linux RT class above it",
+            params: cfs::EevdfParams::info,
+            make: |pairs| {
+                let fair = cfs::Cfs::new_eevdf(apply::<cfs::EevdfParams>("eevdf", pairs)?);
+                Ok(Box::new(crate::linux_rt::LinuxClasses::new(fair)))
+            },
+        },
         PolicyInfo {
             name: "fifo",
             summary: "one global FIFO queue, run to block, no priorities (the simplest policy; an example of the trait)",

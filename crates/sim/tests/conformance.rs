@@ -122,6 +122,7 @@ macro_rules! conformance {
 
 conformance! {
     cfs => "cfs",
+    eevdf => "eevdf",
     fifo => "fifo",
     rr => "rr",
 }

@@ -465,3 +465,29 @@ fn a_shared_timer_advances_for_every_user() {
     let last = r.tasks.iter().map(|t| t.exited_ns.unwrap()).max().unwrap();
     assert!(near(last, 100 * MS + 100 * US, 50 * US), "{last}");
 }
+
+#[test]
+fn eevdf_shares_cpu_by_weight_1024_to_335() {
+    let mut w = WorkloadBuilder::new("nice");
+    w.task("nice0", P::new().forever(|b| b.compute(10 * MS)).build());
+    w.task("nice5", P::new().forever(|b| b.compute(10 * MS)).build()).nice = 5;
+    let r = run(&Machine::preset("up").unwrap(), &w.build().unwrap(), "eevdf", 10_000 * MS);
+    let ratio = task(&r, "nice0").run_ns as f64 / task(&r, "nice5").run_ns as f64;
+    let want = 1024.0 / 335.0;
+    assert!((ratio / want - 1.0).abs() < 0.01, "ratio {ratio:.4}, want {want:.4}");
+}
+
+#[test]
+fn hackbench_on_the_dual_core_completes_under_every_linux_policy() {
+    let w = schedlab_workload::generators::builtin("hackbench[groups=2,fds=10,loops=20]").unwrap().unwrap();
+    let m = Machine::preset("athlon2-x2").unwrap();
+    for spec in ["cfs", "eevdf"] {
+        let r = run(&m, &w, spec, 60_000 * MS);
+        assert_eq!(r.stop_reason, "all_done", "{spec}");
+        assert_eq!(r.counters[0].value, 2 * 10 * 10 * 20, "{spec}");
+        let makespan = r.summary.makespan_ns.unwrap();
+        // 4000 messages x 2 system calls x 2 us = 16 ms of CPU, at least 8 ms on two CPUs.
+        assert!((8 * MS..200 * MS).contains(&makespan), "{spec}: {makespan}");
+        assert!(r.summary.utilization > 0.5, "{spec}: {}", r.summary.utilization);
+    }
+}

@@ -37,6 +37,16 @@ pub const SCHED_LOAD_SCALE: u64 = 1024;
 /// `smt_gain` of SIBLING domains: two threads are worth 1178/1024 of a core.
 pub const SMT_GAIN: u64 = 1178;
 
+/// Which kernel's domain parameters to use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Style {
+    /// include/linux/topology.h `SD_*_INIT` of 2.6.38.
+    Linux2638,
+    /// kernel/sched/topology.c `sd_init` of 6.6: intervals span..2 x span ms, busy_factor 16,
+    /// imbalance_pct 117 (110 between SMT siblings), cache_nice_tries 1 in an LLC, 2 across nodes.
+    Linux66,
+}
+
 /// The Linux domain types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DomainKind {
@@ -215,7 +225,7 @@ pub fn cpu_power(topo: &Topology, cpu: CpuId) -> u64 {
 }
 
 /// The domains of `cpu`, bottom-up.
-pub fn build(topo: &Topology, numa: bool, cpu: CpuId) -> Vec<Domain> {
+pub fn build(topo: &Topology, numa: bool, cpu: CpuId, style: Style) -> Vec<Domain> {
     let levels = topo.domain_levels();
     let mut out: Vec<Domain> = Vec::new();
     let mut child = Level::Same;
@@ -230,6 +240,22 @@ pub fn build(topo: &Topology, numa: bool, cpu: CpuId) -> Vec<Domain> {
         let span = topo.span(level, cpu);
         let mut d = Domain::new(kind, topo.nr_cpus());
         d.span = span;
+        if style == Style::Linux66 {
+            let w = span.count() as u64;
+            d.min_interval_ms = w;
+            d.max_interval_ms = 2 * w;
+            d.balance_interval_ms = w;
+            d.busy_factor = 16;
+            d.imbalance_pct = if kind == DomainKind::Sibling { 110 } else { 117 };
+            d.cache_nice_tries = match kind {
+                DomainKind::Sibling => 0,
+                DomainKind::Mc => 1,
+                DomainKind::Cpu => 0,
+                DomainKind::Node => 2,
+            };
+            // No cpu_load[] in 6.x: every balancing decision reads the current load.
+            (d.busy_idx, d.idle_idx, d.newidle_idx, d.wake_idx, d.forkexec_idx) = (0, 0, 0, 0, 0);
+        }
         // Groups: the child-level spans inside this span, ordered by first CPU, rotated so the
         // group holding `cpu` comes first.
         let mut groups: Vec<CpuSet> = Vec::new();
@@ -259,7 +285,7 @@ mod tests {
     #[test]
     fn xeon_domains() {
         let t = Topology::symmetric(2, 1, 1, 4, 2).unwrap();
-        let d = build(&t, true, CpuId(3));
+        let d = build(&t, true, CpuId(3), Style::Linux2638);
         let kinds: Vec<_> = d.iter().map(|x| x.kind).collect();
         assert_eq!(kinds, vec![DomainKind::Sibling, DomainKind::Mc, DomainKind::Node]);
         assert_eq!(d[0].groups.len(), 2);
@@ -275,7 +301,12 @@ mod tests {
     #[test]
     fn smp_without_numa_is_one_cpu_domain() {
         let t = Topology::symmetric(4, 1, 1, 1, 1).unwrap();
-        let d = build(&t, false, CpuId(0));
+        let d = build(&t, false, CpuId(0), Style::Linux2638);
+        let e = build(&t, false, CpuId(0), Style::Linux66);
+        assert_eq!(
+            (e[0].min_interval_ms, e[0].max_interval_ms, e[0].busy_factor, e[0].imbalance_pct),
+            (4, 8, 16, 117)
+        );
         assert_eq!(d.len(), 1);
         assert_eq!(d[0].kind, DomainKind::Cpu);
         assert_eq!(d[0].groups.len(), 4);

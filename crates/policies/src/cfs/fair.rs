@@ -53,6 +53,13 @@ pub struct Se {
     pub list_seq: u64,
     /// The task, for task entities.
     pub task: Option<TaskId>,
+    /// EEVDF: virtual deadline.
+    pub deadline: u64,
+    /// EEVDF: lag at the last dequeue (signed, stored as wrapping u64); while running, a copy of the
+    /// deadline at pick time (6.6's RUN_TO_PARITY marker).
+    pub vlag: u64,
+    /// EEVDF: the request size, ns (`sysctl_sched_base_slice`).
+    pub slice: u64,
 }
 
 impl Se {
@@ -73,6 +80,9 @@ impl Se {
             tree_seq: 0,
             list_seq: 0,
             task: None,
+            deadline: 0,
+            vlag: 0,
+            slice: 0,
         }
     }
 
@@ -112,6 +122,10 @@ pub struct CfsRq {
     pub task_weight: u64,
     /// `h_load`, refreshed by the balancer.
     pub h_load: u64,
+    /// EEVDF: sum over the timeline's entities of (vruntime - min_vruntime) x weight.
+    pub avg_vruntime: i64,
+    /// EEVDF: sum of the timeline's entities' weights.
+    pub avg_load: u64,
 }
 
 impl CfsRq {
@@ -130,6 +144,8 @@ impl CfsRq {
             group,
             task_weight: 0,
             h_load: 0,
+            avg_vruntime: 0,
+            avg_load: 0,
         }
     }
 }
@@ -251,6 +267,9 @@ impl Cfs {
         se.sum_exec += delta_exec;
         se.vruntime = se.vruntime.wrapping_add(calc_delta_fair(delta_exec, se.weight, se.inv()));
         se.exec_start = now;
+        if self.eevdf {
+            self.update_deadline(rq, curr);
+        }
         self.update_min_vruntime(rq);
     }
 
@@ -258,15 +277,21 @@ impl Cfs {
     pub(crate) fn update_min_vruntime(&mut self, rq: RqId) {
         let r = &self.rqs[rq as usize];
         let mut v = r.min_vruntime;
-        if let Some(c) = r.curr {
+        // 6.6 ignores a `curr` that is no longer queued; 2.6.38 uses it regardless.
+        let curr = r.curr.filter(|&c| !self.eevdf || self.ses[c as usize].on_rq);
+        if let Some(c) = curr {
             v = self.ses[c as usize].vruntime;
         }
         if let Some(left) = timeline::first(&r.timeline) {
             let lv = self.ses[left as usize].vruntime;
-            v = if r.curr.is_none() { lv } else { min_vruntime(v, lv) };
+            v = if curr.is_none() { lv } else { min_vruntime(v, lv) };
         }
         let r = &mut self.rqs[rq as usize];
-        r.min_vruntime = max_vruntime(r.min_vruntime, v);
+        let new = max_vruntime(r.min_vruntime, v);
+        // avg_vruntime is kept relative to min_vruntime (`avg_vruntime_update`).
+        let delta = new.wrapping_sub(r.min_vruntime) as i64;
+        r.avg_vruntime = r.avg_vruntime.wrapping_sub((r.avg_load as i64).wrapping_mul(delta));
+        r.min_vruntime = new;
     }
 
     /// `__sched_period(nr_running)`.
@@ -321,7 +346,7 @@ impl Cfs {
     // Enqueue / dequeue
     // ------------------------------------------------------------------------------------------
 
-    fn account_enqueue(&mut self, rq: RqId, se: SeId) {
+    pub(crate) fn account_enqueue(&mut self, rq: RqId, se: SeId) {
         let (w, is_task) = (self.ses[se as usize].weight, self.ses[se as usize].task.is_some());
         let r = &mut self.rqs[rq as usize];
         r.load += w;
@@ -335,7 +360,7 @@ impl Cfs {
         self.group_load[group as usize] += w;
     }
 
-    fn account_dequeue(&mut self, rq: RqId, se: SeId) {
+    pub(crate) fn account_dequeue(&mut self, rq: RqId, se: SeId) {
         let (w, is_task) = (self.ses[se as usize].weight, self.ses[se as usize].task.is_some());
         let r = &mut self.rqs[rq as usize];
         r.load -= w;
@@ -347,20 +372,36 @@ impl Cfs {
         self.group_load[group as usize] -= w;
     }
 
-    fn tree_insert(&mut self, rq: RqId, se: SeId) {
+    /// `__enqueue_entity` (with 6.6's `avg_vruntime_add`).
+    pub(crate) fn tree_insert(&mut self, rq: RqId, se: SeId) {
         self.seq += 1;
         self.ses[se as usize].tree_seq = self.seq;
+        self.avg_add(rq, se, 1);
         let heap = &mut self.rqs[rq as usize].timeline;
         timeline::insert(heap, &mut self.ses, se);
     }
 
-    fn tree_remove(&mut self, rq: RqId, se: SeId) {
+    /// `__dequeue_entity` (with 6.6's `avg_vruntime_sub`).
+    pub(crate) fn tree_remove(&mut self, rq: RqId, se: SeId) {
+        self.avg_add(rq, se, -1);
         let heap = &mut self.rqs[rq as usize].timeline;
         timeline::remove(heap, &mut self.ses, se);
     }
 
+    /// Adds (`sign` 1) or removes (-1) an entity's share of the weighted vruntime average.
+    fn avg_add(&mut self, rq: RqId, se: SeId, sign: i64) {
+        let s = &self.ses[se as usize];
+        let r = &mut self.rqs[rq as usize];
+        let key = s.vruntime.wrapping_sub(r.min_vruntime) as i64;
+        r.avg_vruntime = r.avg_vruntime.wrapping_add(sign.wrapping_mul(key.wrapping_mul(s.weight as i64)));
+        r.avg_load = r.avg_load.wrapping_add_signed(sign * s.weight as i64);
+    }
+
     /// `enqueue_entity`. `wakeup` = ENQUEUE_WAKEUP, `waking` = ENQUEUE_WAKING (vruntime is relative).
     pub(crate) fn enqueue_entity(&mut self, rq: RqId, se: SeId, wakeup: bool, waking: bool, now: Ns) {
+        if self.eevdf {
+            return self.enqueue_entity_eevdf(rq, se, waking && !wakeup, now);
+        }
         if !wakeup || waking {
             let mv = self.rqs[rq as usize].min_vruntime;
             let s = &mut self.ses[se as usize];
@@ -380,6 +421,9 @@ impl Cfs {
 
     /// `dequeue_entity`. `sleep` = DEQUEUE_SLEEP (otherwise vruntime becomes relative).
     pub(crate) fn dequeue_entity(&mut self, rq: RqId, se: SeId, sleep: bool, now: Ns) {
+        if self.eevdf {
+            return self.dequeue_entity_eevdf(rq, se, now);
+        }
         self.update_curr(rq, now);
         self.clear_buddies(rq, se);
         if self.rqs[rq as usize].curr != Some(se) {
@@ -455,16 +499,22 @@ impl Cfs {
         if s.weight == weight {
             return;
         }
-        let (rq, on_rq) = (s.cfs_rq, s.on_rq);
+        let (rq, on_rq, in_tree) = (s.cfs_rq, s.on_rq, s.pos != NO_POS);
         if on_rq {
             if self.rqs[rq as usize].curr == Some(se) {
                 self.update_curr(rq, now);
             }
             self.account_dequeue(rq, se);
         }
+        if in_tree {
+            self.avg_add(rq, se, -1);
+        }
         let s = &mut self.ses[se as usize];
         s.weight = weight;
         s.inv_weight = 0;
+        if in_tree {
+            self.avg_add(rq, se, 1);
+        }
         if on_rq {
             self.account_enqueue(rq, se);
         }
@@ -540,6 +590,9 @@ impl Cfs {
 
     /// `pick_next_entity`: leftmost, or the next buddy, or the last buddy if not too far ahead.
     fn pick_next_entity(&mut self, rq: RqId) -> SeId {
+        if self.eevdf {
+            return self.pick_eevdf(rq);
+        }
         let r = &self.rqs[rq as usize];
         let left = timeline::first(&r.timeline).expect("pick from a non-empty runqueue");
         let mut se = left;
@@ -564,6 +617,11 @@ impl Cfs {
     fn set_next_entity(&mut self, rq: RqId, se: SeId, now: Ns) {
         if self.ses[se as usize].on_rq {
             self.tree_remove(rq, se);
+            if self.eevdf {
+                // 6.6: stash the deadline at pick time in vlag (the RUN_TO_PARITY marker).
+                let s = &mut self.ses[se as usize];
+                s.vlag = s.deadline;
+            }
         }
         let s = &mut self.ses[se as usize];
         s.exec_start = now;
@@ -613,7 +671,8 @@ impl Cfs {
             let rq = self.ses[se as usize].cfs_rq;
             self.update_curr(rq, now);
             self.update_cfs_shares(rq, now);
-            if self.rqs[rq as usize].nr_running > 1 || !self.p.wakeup_preempt {
+            // EEVDF has no check_preempt_tick: update_curr's update_deadline asks for the resched.
+            if !self.eevdf && (self.rqs[rq as usize].nr_running > 1 || !self.p.wakeup_preempt) {
                 resched |= self.check_preempt_tick(rq, se);
             }
             cur = self.ses[se as usize].parent;
@@ -648,7 +707,7 @@ impl Cfs {
     }
 
     /// `find_matching_se`: walks both entities up to a common runqueue.
-    fn find_matching_se(&self, mut se: SeId, mut pse: SeId) -> (SeId, SeId) {
+    pub(crate) fn find_matching_se(&self, mut se: SeId, mut pse: SeId) -> (SeId, SeId) {
         let depth = |x: SeId| self.ses[x as usize].depth;
         let parent = |x: SeId| self.ses[x as usize].parent.expect("deeper entity has a parent");
         while depth(se) > depth(pse) {

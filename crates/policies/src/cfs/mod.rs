@@ -35,6 +35,7 @@
 
 mod balance;
 pub mod domains;
+mod eevdf;
 mod fair;
 pub mod math;
 mod timeline;
@@ -91,6 +92,14 @@ pub struct CfsParams {
     pub compat_yield: bool,
     /// Run the load balancer at all (off: tasks stay where placed). Default on.
     pub load_balance: bool,
+    /// EEVDF: `sysctl_sched_base_slice`, the request size before CPU scaling, ns. Default 0.75 ms.
+    pub sched_base_slice_ns: Ns,
+    /// EEVDF feature PLACE_LAG. Default on.
+    pub place_lag: bool,
+    /// EEVDF feature PLACE_DEADLINE_INITIAL. Default on.
+    pub place_deadline_initial: bool,
+    /// EEVDF feature RUN_TO_PARITY. Default on.
+    pub run_to_parity: bool,
 }
 
 impl Default for CfsParams {
@@ -111,6 +120,10 @@ impl Default for CfsParams {
             affine_wakeups: true,
             compat_yield: false,
             load_balance: true,
+            sched_base_slice_ns: 750_000,
+            place_lag: true,
+            place_deadline_initial: true,
+            run_to_parity: true,
         }
     }
 }
@@ -201,15 +214,86 @@ impl Params for CfsParams {
             "affine_wakeups" => self.affine_wakeups = parse_bool(value)?,
             "compat_yield" => self.compat_yield = parse_bool(value)?,
             "load_balance" => self.load_balance = parse_bool(value)?,
+            "sched_base_slice_ns" => {
+                self.sched_base_slice_ns = parse_u64(value, 100_000..=eevdf::MAX_SLICE_NS)?
+            }
+            "place_lag" => self.place_lag = parse_bool(value)?,
+            "place_deadline_initial" => self.place_deadline_initial = parse_bool(value)?,
+            "run_to_parity" => self.run_to_parity = parse_bool(value)?,
             _ => unreachable!("checked by apply"),
         }
         Ok(())
     }
 }
 
-/// The CFS policy.
+/// EEVDF's parameters: the CFS parameter set with EEVDF's own keys exposed instead of the CFS-only ones.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EevdfParams(pub CfsParams);
+
+impl Params for EevdfParams {
+    fn info() -> &'static [ParamInfo] {
+        &[
+            ParamInfo {
+                key: "sched_base_slice_ns",
+                default: "750000",
+                help: "request size (before CPU scaling)",
+            },
+            ParamInfo {
+                key: "sched_migration_cost_ns",
+                default: "500000",
+                help: "tasks that ran within this are cache hot",
+            },
+            ParamInfo { key: "sched_nr_migrate", default: "32", help: "tasks examined per balancing pass" },
+            ParamInfo {
+                key: "tunable_scaling",
+                default: "log",
+                help: "none | log | linear scaling with the CPU count (max 8)",
+            },
+            ParamInfo {
+                key: "place_lag",
+                default: "true",
+                help: "keep a task's lag across sleep and migration",
+            },
+            ParamInfo {
+                key: "place_deadline_initial",
+                default: "true",
+                help: "new tasks start with half a request",
+            },
+            ParamInfo {
+                key: "run_to_parity",
+                default: "true",
+                help: "the running task keeps the CPU until its request ends or it is no longer eligible",
+            },
+            ParamInfo { key: "wakeup_preempt", default: "true", help: "wakeups may preempt" },
+            ParamInfo { key: "next_buddy", default: "false", help: "prefer the task just woken" },
+            ParamInfo {
+                key: "cache_hot_buddy",
+                default: "true",
+                help: "buddies count as cache hot for balancing",
+            },
+            ParamInfo {
+                key: "affine_wakeups",
+                default: "true",
+                help: "wake_affine may pull a wakee to the waker's CPU",
+            },
+            ParamInfo { key: "load_balance", default: "true", help: "run the sched-domain load balancer" },
+        ]
+    }
+
+    fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        self.0.set(key, value)
+    }
+}
+
+/// The CFS policy (and, with [`Cfs::new_eevdf`], EEVDF).
 pub struct Cfs {
     p: CfsParams,
+    /// Linux 6.6 EEVDF instead of 2.6.38 CFS.
+    eevdf: bool,
+    /// EEVDF: the scaled base slice, ns.
+    base_slice_ns: u64,
+    /// EEVDF: a reschedule asked for by `update_deadline` outside a tick, per CPU.
+    resched: Vec<bool>,
     latency_ns: u64,
     min_gran_ns: u64,
     wakeup_gran_ns: u64,
@@ -244,6 +328,9 @@ impl Cfs {
     pub fn new(p: CfsParams) -> Cfs {
         Cfs {
             p,
+            eevdf: false,
+            base_slice_ns: 0,
+            resched: Vec::new(),
             latency_ns: 0,
             min_gran_ns: 0,
             wakeup_gran_ns: 0,
@@ -271,6 +358,18 @@ impl Cfs {
             nr_lb_moved: 0,
             nr_active_balance: 0,
         }
+    }
+
+    /// An EEVDF instance (Linux 6.6).
+    pub fn new_eevdf(p: EevdfParams) -> Cfs {
+        let mut c = Cfs::new(p.0);
+        c.eevdf = true;
+        c
+    }
+
+    /// The effective (scaled) EEVDF base slice, ns.
+    pub fn base_slice_ns(&self) -> u64 {
+        self.base_slice_ns
     }
 
     /// The effective (scaled) `sched_latency`, ns.
@@ -310,7 +409,11 @@ impl Cfs {
 
 impl SchedPolicy for Cfs {
     fn name(&self) -> &str {
-        "cfs"
+        if self.eevdf {
+            "eevdf"
+        } else {
+            "cfs"
+        }
     }
 
     fn init(&mut self, ctx: &Ctx) {
@@ -326,6 +429,9 @@ impl SchedPolicy for Cfs {
         self.min_gran_ns = self.p.sched_min_granularity_ns * factor;
         self.wakeup_gran_ns = self.p.sched_wakeup_granularity_ns * factor;
         self.nr_latency = self.latency_ns.div_ceil(self.min_gran_ns);
+        self.base_slice_ns = self.p.sched_base_slice_ns * factor;
+        self.resched = vec![false; self.ncpus];
+        let style = if self.eevdf { domains::Style::Linux66 } else { domains::Style::Linux2638 };
         self.build_groups(ctx);
         self.cpus = ctx
             .topo
@@ -336,7 +442,7 @@ impl SchedPolicy for Cfs {
                 avg_idle: 2 * self.p.sched_migration_cost_ns,
                 idle_stamp: 0,
                 power: domains::cpu_power(ctx.topo, c),
-                domains: domains::build(ctx.topo, ctx.numa, c),
+                domains: domains::build(ctx.topo, ctx.numa, c, style),
             })
             .collect();
         self.cpu_tasks = vec![0; self.ncpus];
@@ -348,6 +454,12 @@ impl SchedPolicy for Cfs {
         let this_cpu = ctx.task(t).cpu;
         let rq = self.rq_id(Self::group_of(ctx, t), this_cpu);
         self.update_curr(rq, ctx.now);
+        if self.eevdf {
+            // 6.6: sched_fork zeroes the lag; the placement (with PLACE_DEADLINE_INITIAL) happens at
+            // enqueue on the chosen CPU.
+            self.ses[se as usize].vlag = 0;
+            return self.select_fork_cpu(ctx, t, this_cpu);
+        }
         if let Some(curr) = self.rqs[rq as usize].curr {
             self.ses[se as usize].vruntime = self.ses[curr as usize].vruntime;
         }
@@ -359,6 +471,10 @@ impl SchedPolicy for Cfs {
     }
 
     fn select_cpu(&mut self, ctx: &Ctx, t: TaskId, wake: &WakeInfo) -> CpuId {
+        if self.eevdf {
+            // 6.6 keeps no relative vruntime: the lag saved at dequeue places the task anywhere.
+            return self.select_wake_cpu(ctx, t, wake.waker_cpu, wake.waker, wake.sync);
+        }
         // task_waking_fair: vruntime relative to the old runqueue while the task moves.
         let se = self.task_se[t.idx()];
         let mv = self.rqs[self.ses[se as usize].cfs_rq as usize].min_vruntime;
@@ -370,7 +486,13 @@ impl SchedPolicy for Cfs {
     fn enqueue(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId, why: EnqueueReason) {
         self.set_task_rq(t, cpu, Self::group_of(ctx, t));
         let wakeup = why == EnqueueReason::Wakeup;
-        self.enqueue_task(t, wakeup, wakeup, ctx.now);
+        if self.eevdf {
+            // enqueue_entity_eevdf takes `initial` from (waking && !wakeup): only a new task.
+            let new = why == EnqueueReason::New;
+            self.enqueue_task(t, false, new, ctx.now);
+        } else {
+            self.enqueue_task(t, wakeup, wakeup, ctx.now);
+        }
         self.cpu_tasks[cpu.idx()] += 1;
         let st = &mut self.cpus[cpu.idx()];
         if wakeup && st.idle_stamp != 0 {
@@ -393,6 +515,9 @@ impl SchedPolicy for Cfs {
     }
 
     fn pick_next(&mut self, ctx: &Ctx, cpu: CpuId) -> Option<Dispatch> {
+        if self.eevdf {
+            self.resched[cpu.idx()] = false;
+        }
         self.pick_next_task(cpu, ctx.now).map(Dispatch::task)
     }
 
@@ -407,16 +532,25 @@ impl SchedPolicy for Cfs {
 
     fn tick(&mut self, ctx: &Ctx, cpu: CpuId, curr: TaskId) -> bool {
         self.update_cpu_load(cpu, ctx.now);
-        let resched = self.task_tick(curr, ctx.now);
+        let mut resched = self.task_tick(curr, ctx.now);
+        if self.eevdf {
+            resched |= std::mem::take(&mut self.resched[cpu.idx()]);
+        }
         self.nr_tick_preempt += u64::from(resched);
         resched
     }
 
     fn check_preempt(&mut self, ctx: &Ctx, _cpu: CpuId, curr: TaskId, woken: TaskId, kind: WakeKind) -> bool {
+        if self.eevdf {
+            return self.check_preempt_eevdf(ctx, curr, woken, kind == WakeKind::Fork);
+        }
         self.check_preempt_wakeup(ctx, curr, woken, kind == WakeKind::Fork)
     }
 
     fn yield_task(&mut self, ctx: &Ctx, _cpu: CpuId, t: TaskId) {
+        if self.eevdf {
+            return self.yield_eevdf(ctx, t);
+        }
         // yield_task_fair (2.6.38).
         let se = self.task_se[t.idx()];
         let rq = self.ses[se as usize].cfs_rq;

@@ -211,3 +211,94 @@ fn fork_places_children_on_idle_cpus() {
     used.dedup();
     assert_eq!(used.len(), 4, "{used:?}");
 }
+
+// ------------------------------------------------------------------------------------------------
+// EEVDF (Linux 6.6)
+// ------------------------------------------------------------------------------------------------
+
+fn eevdf_on(w: &TestWorld, tweak: impl FnOnce(&mut CfsParams)) -> Cfs {
+    let mut p = CfsParams::default();
+    tweak(&mut p);
+    let mut c = Cfs::new_eevdf(super::EevdfParams(p));
+    c.init(&w.ctx());
+    c
+}
+
+#[test]
+fn eevdf_base_slice_scales_and_deadlines_follow_weight() {
+    for (ncpus, factor) in [(1u32, 1u64), (8, 4)] {
+        let w = TestWorld::new(ncpus);
+        assert_eq!(eevdf_on(&w, |_| {}).base_slice_ns(), 750_000 * factor);
+    }
+    // A renewed request: deadline = vruntime + slice x 1024 / weight.
+    let mut w = TestWorld::new(1);
+    let mut c = eevdf_on(&w, |_| {});
+    let (a, b) = (w.add_task(0), w.add_task(5));
+    w.start(&mut c, a);
+    w.start(&mut c, b);
+    w.pick(&mut c, CPU0);
+    run_for(&mut w, &mut c, CPU0, 20_000_000);
+    for (t, weight) in [(a, 1024u64), (b, 335)] {
+        let gap = c.deadline_of(t).wrapping_sub(c.vruntime_of(t)) as i64;
+        let vslice = (750_000u64 * 1024 / weight) as i64;
+        assert!(gap > 0 && gap <= vslice + 2, "weight {weight}: deadline {gap} ahead, request {vslice}");
+    }
+}
+
+#[test]
+fn eevdf_preserves_lag_across_a_sleep() {
+    let mut w = TestWorld::new(1);
+    w.tick_ns = 100_000;
+    let mut c = eevdf_on(&w, |_| {});
+    let tasks: Vec<TaskId> = (0..3).map(|_| w.add_task(0)).collect();
+    for &t in &tasks {
+        w.start(&mut c, t);
+    }
+    w.pick(&mut c, CPU0);
+    run_for(&mut w, &mut c, CPU0, 7_300_000);
+    let sleeper = w.cpus[0].curr.unwrap();
+    w.stop(&mut c, CPU0, SwitchReason::Blocked);
+    let lag = c.lag_of(sleeper);
+    assert_ne!(lag, 0, "the sleeper should leave with a lag to preserve");
+    w.pick(&mut c, CPU0);
+    run_for(&mut w, &mut c, CPU0, 13_700_000);
+    w.wake(&mut c, sleeper, CPU0);
+    // PLACE_LAG places it so that, after it joins and moves the average, V - v equals the saved lag.
+    let after = c.avg_vruntime_of_task_rq(sleeper).wrapping_sub(c.vruntime_of(sleeper)) as i64;
+    assert!((after - lag).abs() <= 2, "lag {lag} before the sleep, {after} after the wakeup");
+}
+
+#[test]
+fn eevdf_wakeup_preempts_by_pick_and_run_to_parity_protects_the_request() {
+    for parity in [false, true] {
+        let mut w = TestWorld::new(1);
+        w.tick_ns = 100_000;
+        let mut c = eevdf_on(&w, |p| p.run_to_parity = parity);
+        let a = w.add_task(0);
+        w.start(&mut c, a);
+        assert_eq!(w.pick(&mut c, CPU0), Some(a));
+        w.advance(&mut c, 200_000); // 0.2 ms into A's 0.75 ms request
+                                    // B (nice -5, weight 3121) joins with no lag at V = v_A: both eligible; B's deadline is
+                                    // v_A + 0.375 ms x 1024 / 3121 (half a request, PLACE_DEADLINE_INITIAL), A's is v_A + 0.55 ms.
+        let b = w.add_task(-5);
+        w.start(&mut c, b);
+        assert!(c.is_eligible(a) && c.is_eligible(b));
+        assert!((c.deadline_of(b).wrapping_sub(c.deadline_of(a)) as i64) < 0);
+        let preempt = c.check_preempt(&w.ctx(), CPU0, a, b, WakeKind::Fork);
+        assert_eq!(preempt, !parity, "RUN_TO_PARITY={parity}");
+    }
+}
+
+#[test]
+fn eevdf_yield_moves_the_deadline_one_request_later() {
+    let mut w = TestWorld::new(1);
+    let mut c = eevdf_on(&w, |_| {});
+    let (a, b) = (w.add_task(0), w.add_task(0));
+    w.start(&mut c, a);
+    w.start(&mut c, b);
+    w.cpus[0].nr_running = 2;
+    let t = w.pick(&mut c, CPU0).unwrap();
+    let before = c.deadline_of(t);
+    c.yield_task(&w.ctx(), CPU0, t);
+    assert_eq!(c.deadline_of(t).wrapping_sub(before), 750_000);
+}

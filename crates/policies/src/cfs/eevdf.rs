@@ -1,0 +1,258 @@
+//! EEVDF, the Earliest Eligible Virtual Deadline First scheduler of Linux 6.6 (kernel/sched/fair.c,
+//! kernel/sched/features.h), on the same entities, runqueues and groups as CFS.
+//!
+//! * Every runqueue keeps the weighted average vruntime V (`avg_vruntime`): the sums
+//!   `sum (v_i - min_vruntime) w_i` and `sum w_i` over the timeline, plus the running entity. An entity
+//!   is *eligible* when `v_i <= V` (it has received no more than its share).
+//! * Each entity asks for a request of `base_slice` (0.75 ms x the CPU-count factor) and gets the
+//!   virtual deadline `vd_i = v_i + slice x 1024 / w_i`. The pick is the eligible entity with the earliest
+//!   virtual deadline; with RUN_TO_PARITY the running entity keeps the CPU while it stays eligible and has
+//!   not finished its request.
+//! * When the running entity's vruntime passes its deadline it gets a new request and, if others wait,
+//!   the CPU is rescheduled (`update_deadline`): that is the tick preemption.
+//! * Lag `V - v_i` is saved at dequeue, clamped to two slices (or a tick), and restored at enqueue
+//!   (PLACE_LAG) with the compensation `lag x (W + w_i) / W` that keeps it intact after the new entity
+//!   moves V; a new task starts with half a request (PLACE_DEADLINE_INITIAL).
+//! * A wakeup preempts when the pick would now choose the woken entity; yield pushes the deadline one
+//!   request later.
+//!
+//! Simplifications (see docs/policies/eevdf.md): the timeline is the vruntime-ordered heap shared with
+//! CFS and the pick scans it (the kernel walks an rbtree augmented with `min_deadline`; the examined count
+//! reported is the tree walk's, about log2 n); the balancer and wakeup placement are the CFS 2.6.38 ones
+//! with 6.6's domain parameters and instantaneous weighted load instead of PELT averages.
+
+use super::fair::{RqId, SeId};
+use super::math::calc_delta_fair;
+use super::timeline;
+use super::Cfs;
+use schedlab_core::{Ctx, Ns, SchedClass, TaskId, NSEC_PER_SEC};
+
+impl Cfs {
+    /// `entity_key`: vruntime relative to `min_vruntime`.
+    fn entity_key(&self, rq: RqId, se: SeId) -> i64 {
+        self.ses[se as usize].vruntime.wrapping_sub(self.rqs[rq as usize].min_vruntime) as i64
+    }
+
+    /// The weighted sums with the running entity included: (sum of keys x weights, sum of weights).
+    fn avg_with_curr(&self, rq: RqId) -> (i64, i64) {
+        let r = &self.rqs[rq as usize];
+        let (mut avg, mut load) = (r.avg_vruntime, r.avg_load as i64);
+        if let Some(c) = r.curr.filter(|&c| self.ses[c as usize].on_rq) {
+            let w = self.ses[c as usize].weight as i64;
+            avg = avg.wrapping_add(self.entity_key(rq, c).wrapping_mul(w));
+            load += w;
+        }
+        (avg, load)
+    }
+
+    /// `avg_vruntime`: V, the weighted average vruntime of the runqueue (floor division).
+    pub(crate) fn avg_vruntime(&self, rq: RqId) -> u64 {
+        let (mut avg, load) = self.avg_with_curr(rq);
+        if load != 0 {
+            if avg < 0 {
+                avg -= load - 1; // the sign flips the effective floor to a ceiling
+            }
+            avg /= load;
+        }
+        self.rqs[rq as usize].min_vruntime.wrapping_add(avg as u64)
+    }
+
+    /// `entity_eligible`: `v_i <= V`, computed without division.
+    pub(crate) fn entity_eligible(&self, rq: RqId, se: SeId) -> bool {
+        let (avg, load) = self.avg_with_curr(rq);
+        avg as i128 >= self.entity_key(rq, se) as i128 * load as i128
+    }
+
+    /// `update_entity_lag`: `vlag = clamp(V - v, -limit, limit)`, limit = max(2 slices, a tick) in the
+    /// entity's virtual time.
+    fn update_entity_lag(&mut self, rq: RqId, se: SeId) {
+        let v = self.avg_vruntime(rq);
+        let s = &self.ses[se as usize];
+        let lag = v.wrapping_sub(s.vruntime) as i64;
+        let limit = calc_delta_fair((2 * s.slice).max(self.tick_ns), s.weight, s.inv()) as i64;
+        self.ses[se as usize].vlag = lag.clamp(-limit, limit) as u64;
+    }
+
+    /// `update_deadline`: a new request once the current one is used up, rescheduling if others wait.
+    pub(crate) fn update_deadline(&mut self, rq: RqId, se: SeId) {
+        let s = &self.ses[se as usize];
+        if (s.vruntime.wrapping_sub(s.deadline) as i64) < 0 {
+            return;
+        }
+        let slice = self.base_slice_ns;
+        let vslice = calc_delta_fair(slice, s.weight, s.inv());
+        let s = &mut self.ses[se as usize];
+        s.slice = slice;
+        s.deadline = s.vruntime.wrapping_add(vslice);
+        if self.rqs[rq as usize].nr_running > 1 {
+            let cpu = self.rqs[rq as usize].cpu;
+            self.resched[cpu.idx()] = true;
+            self.clear_buddies(rq, se);
+        }
+    }
+
+    /// `place_entity` (6.6): at V minus the saved lag, compensated for the entity's own effect on V.
+    fn place_entity_eevdf(&mut self, rq: RqId, se: SeId, initial: bool) {
+        let v = self.avg_vruntime(rq);
+        let slice = self.base_slice_ns;
+        let (weight, inv) = (self.ses[se as usize].weight, self.ses[se as usize].inv());
+        let mut vslice = calc_delta_fair(slice, weight, inv);
+        let mut lag = 0i64;
+        if self.p.place_lag && self.rqs[rq as usize].nr_running > 0 {
+            let (_, mut load) = self.avg_with_curr(rq);
+            lag = self.ses[se as usize].vlag as i64;
+            let scaled = lag as i128 * (load + weight as i64) as i128;
+            if load == 0 {
+                load = 1;
+            }
+            lag = (scaled / load as i128) as i64;
+        }
+        if self.p.place_deadline_initial && initial {
+            vslice /= 2;
+        }
+        let s = &mut self.ses[se as usize];
+        s.slice = slice;
+        s.vruntime = v.wrapping_sub(lag as u64);
+        s.deadline = s.vruntime.wrapping_add(vslice);
+    }
+
+    /// `enqueue_entity` (6.6): placed on every enqueue, so no relative vruntime across CPUs.
+    pub(crate) fn enqueue_entity_eevdf(&mut self, rq: RqId, se: SeId, initial: bool, now: Ns) {
+        let is_curr = self.rqs[rq as usize].curr == Some(se);
+        if is_curr {
+            self.place_entity_eevdf(rq, se, initial);
+        }
+        self.update_curr(rq, now);
+        self.update_cfs_shares(rq, now);
+        if !is_curr {
+            self.place_entity_eevdf(rq, se, initial);
+        }
+        self.account_enqueue(rq, se);
+        if !is_curr {
+            self.tree_insert(rq, se);
+        }
+        self.ses[se as usize].on_rq = true;
+    }
+
+    /// `dequeue_entity` (6.6): the lag is saved before the entity leaves the average.
+    pub(crate) fn dequeue_entity_eevdf(&mut self, rq: RqId, se: SeId, now: Ns) {
+        self.update_curr(rq, now);
+        self.clear_buddies(rq, se);
+        self.update_entity_lag(rq, se);
+        if self.rqs[rq as usize].curr != Some(se) {
+            self.tree_remove(rq, se);
+        }
+        self.ses[se as usize].on_rq = false;
+        self.account_dequeue(rq, se);
+        self.update_cfs_shares(rq, now);
+        self.update_min_vruntime(rq);
+    }
+
+    /// `pick_eevdf`: the eligible entity with the earliest virtual deadline, the running entity first
+    /// (it wins ties, and with RUN_TO_PARITY it is kept while its request is unfinished).
+    pub(crate) fn pick_eevdf(&mut self, rq: RqId) -> SeId {
+        let r = &self.rqs[rq as usize];
+        let n = r.timeline.len() as u64 + u64::from(r.curr.is_some());
+        self.nr_examined += 1 + (64 - n.leading_zeros() as u64);
+        let curr = r.curr.filter(|&c| self.ses[c as usize].on_rq && self.entity_eligible(rq, c));
+        if let Some(c) = curr {
+            let s = &self.ses[c as usize];
+            if self.p.run_to_parity && s.vlag == s.deadline {
+                return c;
+            }
+        }
+        let mut best = curr;
+        for &se in &self.rqs[rq as usize].timeline {
+            if !self.entity_eligible(rq, se) {
+                continue;
+            }
+            best = match best {
+                None => Some(se),
+                Some(b) => {
+                    let (sd, bd) = (self.ses[se as usize].deadline, self.ses[b as usize].deadline);
+                    let earlier = (sd.wrapping_sub(bd) as i64) < 0;
+                    // Equal deadlines: the running entity, then the leftmost (tree order).
+                    let tie_left = sd == bd
+                        && Some(b) != curr
+                        && timeline::before(&self.ses[se as usize], &self.ses[b as usize]);
+                    Some(if earlier || tie_left { se } else { b })
+                }
+            };
+        }
+        // No eligible entity cannot happen with a consistent average; the kernel falls back to the
+        // leftmost, and so does this.
+        best.or_else(|| timeline::first(&self.rqs[rq as usize].timeline))
+            .or(self.rqs[rq as usize].curr)
+            .expect("non-empty runqueue")
+    }
+
+    /// `check_preempt_wakeup` (6.6): preempt when the pick would now choose the woken entity.
+    pub(crate) fn check_preempt_eevdf(&mut self, ctx: &Ctx, curr: TaskId, p: TaskId, fork: bool) -> bool {
+        let cpu = ctx.task(curr).cpu;
+        if std::mem::take(&mut self.resched[cpu.idx()]) {
+            return true; // the running entity's request ran out in an update_curr since the last tick
+        }
+        let se = self.task_se[curr.idx()];
+        let pse = self.task_se[p.idx()];
+        if se == pse {
+            return false;
+        }
+        if self.p.next_buddy && !fork {
+            self.set_buddy(ctx, pse, false);
+        }
+        let (cc, pc) = (ctx.task(curr).class, ctx.task(p).class);
+        if cc == SchedClass::Idle && pc != SchedClass::Idle {
+            return true;
+        }
+        if pc != SchedClass::Normal || !self.p.wakeup_preempt {
+            return false;
+        }
+        let (se, pse) = self.find_matching_se(se, pse);
+        let rq = self.ses[se as usize].cfs_rq;
+        self.update_curr(rq, ctx.now);
+        self.resched[cpu.idx()] = false;
+        let preempt = self.pick_eevdf(rq) == pse;
+        if preempt {
+            self.nr_wakeup_preempt += 1;
+        }
+        preempt
+    }
+
+    /// `yield_task_fair` (6.6): the deadline moves one request later.
+    pub(crate) fn yield_eevdf(&mut self, ctx: &Ctx, t: TaskId) {
+        let se = self.task_se[t.idx()];
+        let rq = self.ses[se as usize].cfs_rq;
+        if ctx.cpu(ctx.task(t).cpu).nr_running <= 1 {
+            return;
+        }
+        self.clear_buddies(rq, se);
+        self.update_curr(rq, ctx.now);
+        let s = &self.ses[se as usize];
+        let vslice = calc_delta_fair(s.slice, s.weight, s.inv());
+        self.ses[se as usize].deadline = self.ses[se as usize].deadline.wrapping_add(vslice);
+    }
+
+    /// Lag of task `t` as last saved (tests and reports).
+    pub fn lag_of(&self, t: TaskId) -> i64 {
+        self.ses[self.task_se[t.idx()] as usize].vlag as i64
+    }
+
+    /// Virtual deadline of task `t`.
+    pub fn deadline_of(&self, t: TaskId) -> u64 {
+        self.ses[self.task_se[t.idx()] as usize].deadline
+    }
+
+    /// V of the root runqueue of `t`'s CPU (tests).
+    pub fn avg_vruntime_of_task_rq(&self, t: TaskId) -> u64 {
+        self.avg_vruntime(self.ses[self.task_se[t.idx()] as usize].cfs_rq)
+    }
+
+    /// Whether `t` is eligible on its runqueue (tests).
+    pub fn is_eligible(&self, t: TaskId) -> bool {
+        let se = self.task_se[t.idx()];
+        self.entity_eligible(self.ses[se as usize].cfs_rq, se)
+    }
+}
+
+/// One second in ns (for parameter ranges).
+pub(crate) const MAX_SLICE_NS: Ns = NSEC_PER_SEC;
