@@ -10,7 +10,9 @@
 #![warn(missing_docs)]
 
 pub mod cfs;
+pub mod elsc;
 pub mod fifo;
+pub mod linux24;
 pub mod linux_rt;
 mod params;
 pub mod registry;

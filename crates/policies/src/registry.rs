@@ -40,6 +40,18 @@ pub fn policies() -> Vec<PolicyInfo> {
                 Ok(Box::new(crate::linux_rt::LinuxClasses::new(fair)))
             },
         },
+                PolicyInfo {
+            name: "linux24",
+            summary: "Linux 2.4 goodness() scheduler (kernel/sched.c 2.4.27, seed 001 sec. 3): one run list scanned at every decision, counters and recalculation",
+            params: crate::linux24::NoParams::info,
+            make: |pairs| Ok(Box::new(crate::linux24::Goodness::new(apply("linux24", pairs)?))),
+        },
+        PolicyInfo {
+            name: "elsc",
+            summary: "ELSC (seed 001 sec. 5): 2.4 with a 30-list table by static goodness and a search limited to nr_cpus/2 + 5 tasks",
+            params: crate::linux24::NoParams::info,
+            make: |pairs| Ok(Box::new(crate::elsc::Elsc::new(apply("elsc", pairs)?))),
+        },
         PolicyInfo {
             name: "fifo",
             summary: "one global FIFO queue, run to block, no priorities (the simplest policy; an example of the trait)",

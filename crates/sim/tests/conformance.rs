@@ -123,6 +123,8 @@ macro_rules! conformance {
 conformance! {
     cfs => "cfs",
     eevdf => "eevdf",
+    linux24 => "linux24",
+    elsc => "elsc",
     fifo => "fifo",
     rr => "rr",
 }

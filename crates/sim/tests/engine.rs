@@ -481,7 +481,7 @@ fn eevdf_shares_cpu_by_weight_1024_to_335() {
 fn hackbench_on_the_dual_core_completes_under_every_linux_policy() {
     let w = schedlab_workload::generators::builtin("hackbench[groups=2,fds=10,loops=20]").unwrap().unwrap();
     let m = Machine::preset("athlon2-x2").unwrap();
-    for spec in ["cfs", "eevdf"] {
+    for spec in ["cfs", "eevdf", "linux24", "elsc"] {
         let r = run(&m, &w, spec, 60_000 * MS);
         assert_eq!(r.stop_reason, "all_done", "{spec}");
         assert_eq!(r.counters[0].value, 2 * 10 * 10 * 20, "{spec}");
@@ -490,4 +490,25 @@ fn hackbench_on_the_dual_core_completes_under_every_linux_policy() {
         assert!((8 * MS..200 * MS).contains(&makespan), "{spec}: {makespan}");
         assert!(r.summary.utilization > 0.5, "{spec}: {}", r.summary.utilization);
     }
+}
+
+#[test]
+fn goodness_decisions_cost_linear_time_and_elsc_bounded() {
+    // Seed 001: 2.4 examines every runnable task per decision, ELSC a bounded few; the cost model turns
+    // that into scheduler overhead that grows with the load for 2.4 only.
+    let m = Machine::preset("up").unwrap();
+    let per_decision = |spec: &str, n: u32| {
+        let w = schedlab_workload::generators::builtin(&format!("hogs[n={n}]")).unwrap().unwrap();
+        let r = run(&m, &w, spec, 2_000 * MS);
+        (r.summary.nr_examined as f64 / r.summary.nr_decisions as f64, r.summary.overhead_ns)
+    };
+    let (g10, o10) = per_decision("linux24", 10);
+    let (g100, o100) = per_decision("linux24", 100);
+    let (e10, _) = per_decision("elsc", 10);
+    let (e100, _) = per_decision("elsc", 100);
+    assert!(g100 / g10 > 8.0, "2.4: {g10:.1} -> {g100:.1} tasks examined per decision");
+    // ELSC: at most nr_cpus/2 + 5 = 5 per search, plus the recalculations (all tasks, about once per
+    // round of slices, so about one task per decision) that both schedulers share.
+    assert!(e10 <= 7.5 && e100 <= 7.5, "ELSC: {e10:.1}, {e100:.1}");
+    assert!(o100 > 2 * o10, "2.4's overhead grows with the run list: {o10} -> {o100} ns");
 }
