@@ -313,7 +313,7 @@ impl SchedPolicy for Elsc {
     }
 
     fn yield_task(&mut self, ctx: &Ctx, _cpu: CpuId, t: TaskId) {
-        if ctx.task(t).class == SchedClass::Normal || ctx.task(t).class == SchedClass::Batch {
+        if ctx.task(t).class.is_normal() || ctx.task(t).class == SchedClass::Batch {
             self.states[t.idx()].yielded = true;
         }
     }

@@ -338,7 +338,7 @@ impl SchedPolicy for Goodness {
             .filter(|&&x| x != t && ctx.task(x).state != schedlab_core::TaskState::Running)
             .count();
         if pending > 0 {
-            if ctx.task(t).class == SchedClass::Normal || ctx.task(t).class == SchedClass::Batch {
+            if ctx.task(t).class.is_normal() || ctx.task(t).class == SchedClass::Batch {
                 self.states[t.idx()].yielded = true;
             }
             self.remove(t);

@@ -310,13 +310,14 @@ pub fn parse_toml_with(file: &str, src: &str, limits: &Limits) -> Result<Workloa
                 "normal" | "other" => SchedClass::Normal,
                 "batch" => SchedClass::Batch,
                 "idle" => SchedClass::Idle,
+                "iso" => SchedClass::Iso,
                 "fifo" => SchedClass::Fifo,
                 "rr" => SchedClass::Rr,
                 other => {
                     return Err(r.err(
                         p.span(),
                         "policy",
-                        format!("`{other}` is not one of normal, batch, idle, fifo, rr"),
+                        format!("`{other}` is not one of normal, batch, idle, iso, fifo, rr"),
                     ))
                 }
             };

@@ -204,7 +204,7 @@ impl Cfs {
         if cc == SchedClass::Idle && pc != SchedClass::Idle {
             return true;
         }
-        if pc != SchedClass::Normal || !self.p.wakeup_preempt {
+        if !pc.is_normal() || !self.p.wakeup_preempt {
             return false;
         }
         let (se, pse) = self.find_matching_se(se, pse);

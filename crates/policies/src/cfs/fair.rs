@@ -738,7 +738,7 @@ impl Cfs {
         let (cc, pc) = (ctx.task(curr).class, ctx.task(p).class);
         let preempt = if cc == SchedClass::Idle && pc != SchedClass::Idle {
             true // idle tasks are by definition preempted by non-idle tasks
-        } else if pc != SchedClass::Normal || !self.p.wakeup_preempt {
+        } else if !pc.is_normal() || !self.p.wakeup_preempt {
             false // batch and idle wakees do not preempt; their preemption is driven by the tick
         } else {
             self.update_curr(rq, ctx.now);
