@@ -15,7 +15,7 @@ pub enum SchedClass {
     Normal,
     /// SCHED_BATCH: like Normal, but never preempts on wakeup.
     Batch,
-        /// SCHED_IDLE: runs only when nothing else wants the CPU (weight 3 in CFS).
+    /// SCHED_IDLE: runs only when nothing else wants the CPU (weight 3 in CFS).
     Idle,
     /// SCHED_ISO (BFS): soft real time for unprivileged tasks while their class uses less than a share
     /// of the CPU. Policies without it (mainline Linux) treat it as SCHED_NORMAL.
@@ -27,7 +27,7 @@ pub enum SchedClass {
 }
 
 impl SchedClass {
-        /// Whether this is a real-time class (FIFO or RR).
+    /// Whether this is a real-time class (FIFO or RR).
     pub fn is_rt(self) -> bool {
         matches!(self, SchedClass::Fifo | SchedClass::Rr)
     }

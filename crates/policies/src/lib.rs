@@ -9,6 +9,7 @@
 //! policy documents its parameters with defaults and units ([`PolicyInfo::params`]).
 #![warn(missing_docs)]
 
+pub mod bfs;
 pub mod cfs;
 pub mod elsc;
 pub mod fifo;

@@ -52,6 +52,12 @@ pub fn policies() -> Vec<PolicyInfo> {
             params: crate::linux24::NoParams::info,
             make: |pairs| Ok(Box::new(crate::elsc::Elsc::new(apply("elsc", pairs)?))),
         },
+                PolicyInfo {
+            name: "bfs",
+            summary: "BFS ~0.404 (Con Kolivas, sched_bfs.c): one global queue, earliest virtual deadline first with cache-locality offsets, SCHED_ISO, no balancer",
+            params: crate::bfs::BfsParams::info,
+            make: |pairs| Ok(Box::new(crate::bfs::Bfs::new(apply("bfs", pairs)?))),
+        },
         PolicyInfo {
             name: "fifo",
             summary: "one global FIFO queue, run to block, no priorities (the simplest policy; an example of the trait)",

@@ -124,7 +124,8 @@ conformance! {
     cfs => "cfs",
     eevdf => "eevdf",
     linux24 => "linux24",
-    elsc => "elsc",
+        elsc => "elsc",
+    bfs => "bfs",
     fifo => "fifo",
     rr => "rr",
 }

@@ -481,7 +481,7 @@ fn eevdf_shares_cpu_by_weight_1024_to_335() {
 fn hackbench_on_the_dual_core_completes_under_every_linux_policy() {
     let w = schedlab_workload::generators::builtin("hackbench[groups=2,fds=10,loops=20]").unwrap().unwrap();
     let m = Machine::preset("athlon2-x2").unwrap();
-    for spec in ["cfs", "eevdf", "linux24", "elsc"] {
+    for spec in ["cfs", "eevdf", "linux24", "elsc", "bfs"] {
         let r = run(&m, &w, spec, 60_000 * MS);
         assert_eq!(r.stop_reason, "all_done", "{spec}");
         assert_eq!(r.counters[0].value, 2 * 10 * 10 * 20, "{spec}");
@@ -511,4 +511,21 @@ fn goodness_decisions_cost_linear_time_and_elsc_bounded() {
     // round of slices, so about one task per decision) that both schedulers share.
     assert!(e10 <= 7.5 && e100 <= 7.5, "ELSC: {e10:.1}, {e100:.1}");
     assert!(o100 > 2 * o10, "2.4's overhead grows with the run list: {o10} -> {o100} ns");
+}
+
+#[test]
+fn bfs_iso_tasks_get_soft_real_time_up_to_their_share() {
+    let mut w = WorkloadBuilder::new("iso");
+    w.task("normal", P::new().forever(|b| b.compute(10 * MS)).build()).nice = -20;
+    w.task("iso", P::new().forever(|b| b.compute(10 * MS)).build()).class = schedlab_core::SchedClass::Iso;
+    let w = w.build().unwrap();
+    let r = run(&Machine::preset("up").unwrap(), &w, "bfs", 30_000 * MS);
+    // ISO runs above even a nice -20 task until ISO work reaches 70 % of the 5 s window, then is
+    // treated as normal until it falls back: over a long run it settles at about 70 %.
+    let share = task(&r, "iso").run_ns as f64 / r.summary.busy_ns as f64;
+    assert!((0.6..0.8).contains(&share), "ISO share {share:.3}");
+    // Under CFS, ISO is plain SCHED_NORMAL: nice -20 (88761) against nice 0 (1024) leaves it ~1 %.
+    let r = run(&Machine::preset("up").unwrap(), &w, "cfs", 5_000 * MS);
+    let share = task(&r, "iso").run_ns as f64 / r.summary.busy_ns as f64;
+    assert!(share < 0.03, "{share}");
 }

@@ -174,7 +174,7 @@ pub fn to_toml(w: &Workload) -> String {
         let policy = match t.class {
             SchedClass::Normal => None,
             SchedClass::Batch => Some("batch"),
-                        SchedClass::Idle => Some("idle"),
+            SchedClass::Idle => Some("idle"),
             SchedClass::Iso => Some("iso"),
             SchedClass::Fifo => Some("fifo"),
             SchedClass::Rr => Some("rr"),
