@@ -123,3 +123,42 @@ mod tests {
         assert_eq!(create("rr").unwrap().name(), "rr");
     }
 }
+
+#[cfg(test)]
+mod doc_tests {
+    use super::*;
+
+    /// The page of each policy in docs/policies/.
+    fn page(name: &str) -> Option<&'static str> {
+        Some(match name {
+            "cfs" => include_str!("../../../docs/policies/cfs.md"),
+            "eevdf" => include_str!("../../../docs/policies/eevdf.md"),
+            "linux24" => include_str!("../../../docs/policies/linux24.md"),
+            "elsc" => include_str!("../../../docs/policies/elsc.md"),
+            "bfs" => include_str!("../../../docs/policies/bfs.md"),
+            "fifo" | "rr" => include_str!("../../../docs/policies/fifo.md"),
+            _ => return None,
+        })
+    }
+
+    #[test]
+    fn every_policy_has_a_page_listing_its_parameters_and_defaults() {
+        let index = include_str!("../../../docs/policies/README.md");
+        for p in policies() {
+            let doc =
+                page(p.name).unwrap_or_else(|| panic!("policy `{}` has no page in docs/policies/", p.name));
+            assert!(
+                index.contains(&format!("`{}`", p.name)),
+                "docs/policies/README.md does not list `{}`",
+                p.name
+            );
+            for s in ["## Source", "## What is modelled", "## What is simplified, and why", "## Parameters"] {
+                assert!(doc.contains(s), "{}: missing section {s}", p.name);
+            }
+            for i in (p.params)() {
+                let row = format!("| `{}` | `{}` |", i.key, i.default);
+                assert!(doc.contains(&row), "{}: the page lacks `{row}`", p.name);
+            }
+        }
+    }
+}
