@@ -15,6 +15,7 @@ pub mod elsc;
 pub mod fifo;
 pub mod linux24;
 pub mod linux_rt;
+pub mod o1;
 mod params;
 pub mod registry;
 #[cfg(test)]

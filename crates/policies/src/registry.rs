@@ -52,7 +52,13 @@ pub fn policies() -> Vec<PolicyInfo> {
             params: crate::linux24::NoParams::info,
             make: |pairs| Ok(Box::new(crate::elsc::Elsc::new(apply("elsc", pairs)?))),
         },
-                PolicyInfo {
+                        PolicyInfo {
+            name: "o1",
+            summary: "Linux O(1) scheduler (kernel/sched.c 2.6.22): active/expired priority arrays, sleep_avg interactivity, expired_starving, sched-domain balancing",
+            params: crate::linux24::NoParams::info,
+            make: |pairs| Ok(Box::new(crate::o1::O1::new(apply("o1", pairs)?))),
+        },
+        PolicyInfo {
             name: "bfs",
             summary: "BFS ~0.404 (Con Kolivas, sched_bfs.c): one global queue, earliest virtual deadline first with cache-locality offsets, SCHED_ISO, no balancer",
             params: crate::bfs::BfsParams::info,
@@ -136,6 +142,7 @@ mod doc_tests {
             "linux24" => include_str!("../../../docs/policies/linux24.md"),
             "elsc" => include_str!("../../../docs/policies/elsc.md"),
             "bfs" => include_str!("../../../docs/policies/bfs.md"),
+            "o1" => include_str!("../../../docs/policies/o1.md"),
             "fifo" | "rr" => include_str!("../../../docs/policies/fifo.md"),
             _ => return None,
         })

@@ -125,7 +125,8 @@ conformance! {
     eevdf => "eevdf",
     linux24 => "linux24",
         elsc => "elsc",
-    bfs => "bfs",
+        bfs => "bfs",
+    o1 => "o1",
     fifo => "fifo",
     rr => "rr",
 }

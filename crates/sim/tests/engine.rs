@@ -481,7 +481,7 @@ fn eevdf_shares_cpu_by_weight_1024_to_335() {
 fn hackbench_on_the_dual_core_completes_under_every_linux_policy() {
     let w = schedlab_workload::generators::builtin("hackbench[groups=2,fds=10,loops=20]").unwrap().unwrap();
     let m = Machine::preset("athlon2-x2").unwrap();
-    for spec in ["cfs", "eevdf", "linux24", "elsc", "bfs"] {
+    for spec in ["cfs", "eevdf", "linux24", "elsc", "bfs", "o1"] {
         let r = run(&m, &w, spec, 60_000 * MS);
         assert_eq!(r.stop_reason, "all_done", "{spec}");
         assert_eq!(r.counters[0].value, 2 * 10 * 10 * 20, "{spec}");
@@ -528,4 +528,16 @@ fn bfs_iso_tasks_get_soft_real_time_up_to_their_share() {
     let r = run(&Machine::preset("up").unwrap(), &w, "cfs", 5_000 * MS);
     let share = task(&r, "iso").run_ns as f64 / r.summary.busy_ns as f64;
     assert!(share < 0.03, "{share}");
+}
+
+#[test]
+fn o1_shares_cpu_by_timeslice_not_weight() {
+    // Two CPU hogs alternate whole slices through the active and expired arrays: nice 0 gets 100 ms,
+    // nice 5 gets 100 x (140 - 125) / 20 = 75 ms, so the split is 100:75, not CFS's 1024:335.
+    let mut w = WorkloadBuilder::new("nice");
+    w.task("nice0", P::new().forever(|b| b.compute(10 * MS)).build());
+    w.task("nice5", P::new().forever(|b| b.compute(10 * MS)).build()).nice = 5;
+    let r = run(&Machine::preset("up").unwrap(), &w.build().unwrap(), "o1", 10_000 * MS);
+    let ratio = task(&r, "nice0").run_ns as f64 / task(&r, "nice5").run_ns as f64;
+    assert!((ratio / (100.0 / 75.0) - 1.0).abs() < 0.03, "ratio {ratio:.4}");
 }
