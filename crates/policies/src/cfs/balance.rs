@@ -97,8 +97,12 @@ impl Cfs {
     /// decayed as idle, `decay_load_missed`).
     #[allow(clippy::needless_range_loop)] // i is the averaging index, as in the kernel
     pub(crate) fn update_cpu_load(&mut self, cpu: CpuId, now: Ns) {
+        if self.eevdf {
+            // 6.6 has no cpu_load[]: every reader uses the PELT average.
+            return;
+        }
         let tick = now / self.tick_ns;
-        let this_load = self.weighted_cpuload(cpu);
+        let this_load = self.weighted_cpuload(cpu, now);
         let st = &mut self.cpus[cpu.idx()];
         let pending = tick.saturating_sub(st.last_load_update_tick);
         if pending == 0 {
@@ -126,6 +130,9 @@ impl Cfs {
     }
 
     fn load_at(&mut self, cpu: CpuId, idx: usize, now: Ns) -> u64 {
+        if self.eevdf {
+            return self.weighted_cpuload(cpu, now);
+        }
         self.update_cpu_load_idle(cpu, now);
         self.cpus[cpu.idx()].cpu_load[idx - 1]
     }
@@ -139,7 +146,7 @@ impl Cfs {
 
     /// `source_load(cpu, type)`: a low guess of the load, to migrate from.
     pub(crate) fn source_load(&mut self, cpu: CpuId, idx: usize, now: Ns) -> u64 {
-        let total = self.weighted_cpuload(cpu);
+        let total = self.weighted_cpuload(cpu, now);
         if idx == 0 {
             total
         } else {
@@ -149,7 +156,7 @@ impl Cfs {
 
     /// `target_load(cpu, type)`: a high guess of the load, to migrate to.
     pub(crate) fn target_load(&mut self, cpu: CpuId, idx: usize, now: Ns) -> u64 {
-        let total = self.weighted_cpuload(cpu);
+        let total = self.weighted_cpuload(cpu, now);
         if idx == 0 {
             total
         } else {
@@ -158,11 +165,10 @@ impl Cfs {
     }
 
     /// `cpu_avg_load_per_task`.
-    fn cpu_avg_load_per_task(&self, cpu: CpuId) -> u64 {
-        let r = &self.rqs[cpu.idx()];
+    fn cpu_avg_load_per_task(&self, cpu: CpuId, now: Ns) -> u64 {
         // rq->nr_running counts tasks; the root cfs_rq counts top-level entities, so use the
         // per-CPU task count kept by the engine view where groups exist.
-        r.load.checked_div(self.cpu_nr_tasks(cpu)).unwrap_or(0)
+        self.weighted_cpuload(cpu, now).checked_div(self.cpu_nr_tasks(cpu)).unwrap_or(0)
     }
 
     /// Tasks on `cpu` (`rq->nr_running`): queued plus running task entities at every level.
@@ -193,7 +199,7 @@ impl Cfs {
                 sd = level.checked_sub(1);
                 continue;
             };
-            let cand = self.find_idlest_cpu(group, &allowed, cpu);
+            let cand = self.find_idlest_cpu(group, &allowed, cpu, ctx.now);
             match cand {
                 None => sd = level.checked_sub(1),
                 Some(c) if c == cpu => sd = level.checked_sub(1),
@@ -274,11 +280,12 @@ impl Cfs {
         group: schedlab_core::CpuSet,
         allowed: &schedlab_core::CpuSet,
         this_cpu: CpuId,
+        now: Ns,
     ) -> Option<CpuId> {
         let mut best = None;
         let mut min_load = u64::MAX;
         for i in group.and(allowed).iter() {
-            let load = self.weighted_cpuload(i);
+            let load = self.weighted_cpuload(i, now);
             if load < min_load || (load == min_load && i == this_cpu) {
                 min_load = load;
                 best = Some(i);
@@ -359,7 +366,7 @@ impl Cfs {
         if sync && balanced {
             return true;
         }
-        let tl_per_task = self.cpu_avg_load_per_task(this_cpu) as i64;
+        let tl_per_task = self.cpu_avg_load_per_task(this_cpu, ctx.now) as i64;
         let prev_target = self.target_load(prev_cpu, idx, ctx.now) as i64;
         balanced || (this_load <= load && this_load + prev_target <= tl_per_task)
     }
@@ -466,7 +473,7 @@ impl Cfs {
         let (found, balance) = self.find_busiest_group(ctx, this_cpu, level, idle);
         let mut active = false;
         if let Some((group, imbalance)) = found {
-            if let Some(busiest) = self.find_busiest_queue(level, this_cpu, group, imbalance) {
+            if let Some(busiest) = self.find_busiest_queue(level, this_cpu, group, imbalance, ctx.now) {
                 let mut moved = 0;
                 if self.cpu_nr_tasks(busiest) > 1 {
                     moved = self.move_tasks(ctx, this_cpu, busiest, imbalance, level, idle, out);
@@ -592,7 +599,7 @@ impl Cfs {
                 }
                 sgs.group_load += load;
                 sgs.sum_nr_running += self.cpu_nr_tasks(i);
-                sgs.sum_weighted_load += self.weighted_cpuload(i);
+                sgs.sum_weighted_load += self.weighted_cpuload(i, now);
             }
             if idle != IdleType::NewlyIdle && local && balance_cpu != this_cpu {
                 return (None, false);
@@ -645,8 +652,12 @@ impl Cfs {
         }
         let busiest_power = group(self, busiest).1;
         let this_power = group(self, sds.this).1;
-        let imbalance =
-            calculate_imbalance(&mut sds, busiest_power, this_power, self.cpu_avg_load_per_task(this_cpu));
+        let imbalance = calculate_imbalance(
+            &mut sds,
+            busiest_power,
+            this_power,
+            self.cpu_avg_load_per_task(this_cpu, now),
+        );
         if imbalance == 0 {
             return (None, true);
         }
@@ -660,6 +671,7 @@ impl Cfs {
         this_cpu: CpuId,
         group: usize,
         imbalance: u64,
+        now: Ns,
     ) -> Option<CpuId> {
         let cpus = self.cpus[this_cpu.idx()].domains[level].groups[group].cpus;
         let mut best = None;
@@ -667,7 +679,7 @@ impl Cfs {
         for i in cpus.iter() {
             let power = self.cpus[i.idx()].power;
             let capacity = div_round_closest(power, SCHED_LOAD_SCALE);
-            let mut wl = self.weighted_cpuload(i);
+            let mut wl = self.weighted_cpuload(i, now);
             if capacity > 0 && self.cpu_nr_tasks(i) == 1 && wl > imbalance {
                 continue;
             }
@@ -693,14 +705,18 @@ impl Cfs {
         idle: IdleType,
         out: &mut Vec<Migration>,
     ) -> u64 {
-        self.update_h_load(busiest);
+        self.update_h_load(busiest, ctx.now);
         let mut rem_load_move = max_load_move as i64;
         for g in 0..self.ngroups as u32 {
             let rq = self.rq_id(g, busiest);
-            let (h_load, weight, task_weight) = {
+            let (h_load, mut weight, task_weight) = {
                 let r = &self.rqs[rq as usize];
                 (r.h_load, r.load, r.task_weight)
             };
+            if self.eevdf && g == 0 {
+                // 6.6: root tasks move their PELT load (task_h_load), the unit of h_load.
+                weight = h_load;
+            }
             if task_weight == 0 {
                 continue;
             }
@@ -719,11 +735,13 @@ impl Cfs {
     }
 
     /// `update_h_load`: each group runqueue's share of the CPU's load (`tg_load_down`).
-    fn update_h_load(&mut self, cpu: CpuId) {
+    /// In the EEVDF variant the root's is its PELT average (6.6 `update_cfs_rq_h_load`); the group
+    /// levels below keep 2.6.38's weight ratios.
+    fn update_h_load(&mut self, cpu: CpuId, now: Ns) {
         for g in 0..self.ngroups {
             let rq = self.rq_id(g as u32, cpu) as usize;
             let h = match self.group_parent[g] {
-                None => self.rqs[cpu.idx()].load,
+                None => self.weighted_cpuload(cpu, now),
                 Some(p) => {
                     let prq = self.rq_id(p, cpu) as usize;
                     let se = self.group_se[g * self.ncpus + cpu.idx()] as usize;
@@ -767,9 +785,17 @@ impl Cfs {
                 break;
             }
             self.nr_examined += 1;
-            let w = self.ses[se as usize].weight as i64;
             let t = self.ses[se as usize].task.expect("task entity");
-            if (w >> 1) > rem || !self.can_migrate_task(ctx, t, busiest, this_cpu, level) {
+            let (w, too_big) = if self.eevdf && rq == self.root(busiest) {
+                // 6.6 detach_tasks: the task's PELT load, halved per failed attempt.
+                let load = self.pelt_task_load(t, ctx.now).max(1) as i64;
+                let failed = self.cpus[this_cpu.idx()].domains[level].nr_balance_failed.min(63);
+                (load, (load >> failed) > rem)
+            } else {
+                let w = self.ses[se as usize].weight as i64;
+                (w, (w >> 1) > rem)
+            };
+            if too_big || !self.can_migrate_task(ctx, t, busiest, this_cpu, level) {
                 continue;
             }
             out.push(Migration { task: t, from: busiest, to: this_cpu });

@@ -19,7 +19,8 @@
 //! Simplifications (see docs/policies/eevdf.md): the timeline is the vruntime-ordered heap shared with
 //! CFS and the pick scans it (the kernel walks an rbtree augmented with `min_deadline`; the examined count
 //! reported is the tree walk's, about log2 n); the balancer and wakeup placement are the CFS 2.6.38 ones
-//! with 6.6's domain parameters and instantaneous weighted load instead of PELT averages.
+//! with 6.6's domain parameters, fed with 6.6's PELT load averages ([`super::pelt`]) but without 6.6's
+//! group classification and migration types.
 
 use super::fair::{RqId, SeId};
 use super::math::calc_delta_fair;

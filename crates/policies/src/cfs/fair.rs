@@ -190,9 +190,13 @@ impl Cfs {
         cpu.idx() as RqId
     }
 
-    /// `weighted_cpuload(cpu)`: the root runqueue's load.
+    /// `weighted_cpuload(cpu)`: the root runqueue's load (2.6.38), or its PELT average at `now`
+    /// (`cpu_load` of 6.6) in the EEVDF variant.
     #[inline]
-    pub(crate) fn weighted_cpuload(&self, cpu: CpuId) -> u64 {
+    pub(crate) fn weighted_cpuload(&self, cpu: CpuId, now: Ns) -> u64 {
+        if self.eevdf {
+            return self.pelt_cpu_load(cpu, now);
+        }
         self.rqs[cpu.idx()].load
     }
 

@@ -37,7 +37,9 @@ mod balance;
 pub mod domains;
 mod eevdf;
 mod fair;
+mod load_avg;
 pub mod math;
+mod pelt;
 mod timeline;
 
 use crate::params::{parse_bool, parse_u64, ParamInfo, Params};
@@ -321,6 +323,12 @@ pub struct Cfs {
     nr_lb_calls: u64,
     nr_lb_moved: u64,
     nr_active_balance: u64,
+    /// EEVDF only: each CPU's PELT load signal.
+    pelt_cpu: Vec<pelt::Avg>,
+    /// EEVDF only: each task's PELT load signal.
+    pelt_task: Vec<pelt::Avg>,
+    /// EEVDF only: the CPU whose signal holds each task's load (`u32::MAX`: none).
+    pelt_attached: Vec<u32>,
 }
 
 impl Cfs {
@@ -357,6 +365,9 @@ impl Cfs {
             nr_lb_calls: 0,
             nr_lb_moved: 0,
             nr_active_balance: 0,
+            pelt_cpu: Vec::new(),
+            pelt_task: Vec::new(),
+            pelt_attached: Vec::new(),
         }
     }
 
@@ -446,6 +457,7 @@ impl SchedPolicy for Cfs {
             })
             .collect();
         self.cpu_tasks = vec![0; self.ncpus];
+        self.pelt_cpu = vec![pelt::Avg::starting(ctx.now, 0, 0); self.ncpus];
     }
 
     fn task_new(&mut self, ctx: &Ctx, t: TaskId) -> CpuId {
@@ -458,6 +470,7 @@ impl SchedPolicy for Cfs {
             // 6.6: sched_fork zeroes the lag; the placement (with PLACE_DEADLINE_INITIAL) happens at
             // enqueue on the chosen CPU.
             self.ses[se as usize].vlag = 0;
+            self.pelt_task_new(t, ctx.now);
             return self.select_fork_cpu(ctx, t, this_cpu);
         }
         if let Some(curr) = self.rqs[rq as usize].curr {
@@ -487,6 +500,7 @@ impl SchedPolicy for Cfs {
         self.set_task_rq(t, cpu, Self::group_of(ctx, t));
         let wakeup = why == EnqueueReason::Wakeup;
         if self.eevdf {
+            self.pelt_before_enqueue(cpu, t, ctx.now);
             // enqueue_entity_eevdf takes `initial` from (waking && !wakeup): only a new task.
             let new = why == EnqueueReason::New;
             self.enqueue_task(t, false, new, ctx.now);
@@ -510,6 +524,9 @@ impl SchedPolicy for Cfs {
     }
 
     fn dequeue(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId, _why: DequeueReason) {
+        if self.eevdf {
+            self.pelt_before_dequeue(cpu, t, ctx.now);
+        }
         self.dequeue_task(t, false, ctx.now);
         self.cpu_tasks[cpu.idx()] -= 1;
     }
@@ -524,6 +541,9 @@ impl SchedPolicy for Cfs {
     fn put_prev(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId, why: SwitchReason) {
         if !why.still_runnable() {
             // deactivate_task(DEQUEUE_SLEEP) runs before put_prev_task in schedule().
+            if self.eevdf {
+                self.pelt_before_dequeue(cpu, t, ctx.now);
+            }
             self.dequeue_task(t, true, ctx.now);
             self.cpu_tasks[cpu.idx()] -= 1;
         }
@@ -532,6 +552,9 @@ impl SchedPolicy for Cfs {
 
     fn tick(&mut self, ctx: &Ctx, cpu: CpuId, curr: TaskId) -> bool {
         self.update_cpu_load(cpu, ctx.now);
+        if self.eevdf {
+            self.pelt_update_cpu(cpu, ctx.now);
+        }
         let mut resched = self.task_tick(curr, ctx.now);
         if self.eevdf {
             resched |= std::mem::take(&mut self.resched[cpu.idx()]);
@@ -577,6 +600,12 @@ impl SchedPolicy for Cfs {
             BalanceKind::Periodic => self.rebalance_domains(ctx, cpu, IdleType::NotIdle, out),
             BalanceKind::NohzIdle => self.rebalance_domains(ctx, cpu, IdleType::Idle, out),
             BalanceKind::NewlyIdle => self.idle_balance(ctx, cpu, out),
+        }
+    }
+
+    fn task_exit(&mut self, ctx: &Ctx, t: TaskId) {
+        if self.eevdf {
+            self.pelt_exit(t, ctx.now);
         }
     }
 

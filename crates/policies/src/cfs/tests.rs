@@ -302,3 +302,36 @@ fn eevdf_yield_moves_the_deadline_one_request_later() {
     c.yield_task(&w.ctx(), CPU0, t);
     assert_eq!(c.deadline_of(t).wrapping_sub(before), 750_000);
 }
+
+#[test]
+fn eevdf_balances_pelt_load_that_decays_after_sleep_and_moves_with_the_task() {
+    // One PELT period is 1024 * 1024 ns; the load halves every 32 periods.
+    const HALF_LIFE_NS: u64 = 32 * 1024 * 1024;
+    let mut w = TestWorld::new(2);
+    let mut c = eevdf_on(&w, |_| {});
+    let a = w.add_task(0);
+    let home = w.start(&mut c, a);
+    let other = CpuId(1 - home.0);
+    // init_entity_runnable_average: a new task counts with its full weight at once.
+    assert_eq!(c.pelt_cpu_load(home, w.now), 1024);
+    w.pick(&mut c, home);
+    run_for(&mut w, &mut c, home, 300_000_000);
+    let busy = c.pelt_cpu_load(home, w.now);
+    assert!((1014..=1024).contains(&busy), "always-runnable load {busy}");
+    w.stop(&mut c, home, SwitchReason::Blocked);
+    // Blocked load stays on the CPU and decays: half after one half-life, where 2.6.38's
+    // weighted_cpuload drops to zero at once.
+    assert_eq!(c.rqs[home.idx()].load, 0);
+    w.advance(&mut c, HALF_LIFE_NS);
+    let blocked = c.pelt_cpu_load(home, w.now);
+    assert!(blocked.abs_diff(busy / 2) <= busy / 100, "blocked load {blocked}, busy {busy}");
+    // A wakeup on the other CPU takes the task's (equally decayed) load with it.
+    w.tasks[a.idx()].state = schedlab_core::TaskState::Runnable;
+    w.tasks[a.idx()].cpu = other;
+    w.cpus[other.idx()].nr_running += 1;
+    c.enqueue(&w.ctx(), other, a, schedlab_core::EnqueueReason::Wakeup);
+    let left = c.pelt_cpu_load(home, w.now);
+    let moved = c.pelt_cpu_load(other, w.now);
+    assert!(left <= busy / 100, "load left behind {left}");
+    assert!(moved.abs_diff(blocked) <= busy / 100, "load moved {moved} vs {blocked}");
+}
