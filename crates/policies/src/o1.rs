@@ -27,19 +27,22 @@
 //!   `sleep_avg`, and runs a new process first on the parent's CPU; an exiting child still in its first
 //!   slice returns it to the parent.
 //! * Balancing per sched domain (2.6.22 parameters, shared with CFS 2.6.38's domains): at each domain's
-//!   interval the busiest group and its busiest queue are found by weighted load (`load_weight =
-//!   timeslice x 128 / 100 ms`); tasks move from the expired array first, best priority first, skipping
+//!   interval the busiest group is found by the `cpu_load[]` tick averages of weighted load
+//!   (`load_weight = timeslice x 128 / 100 ms`; low guesses for remote groups, high for the local one)
+//!   and its busiest queue by raw weighted load; tasks move from the expired array first, best priority first, skipping
 //!   running and cache-hot tasks (ran within 2.5 ms) until balancing has failed `cache_nice_tries` times;
 //!   an idle CPU balances at once (`idle_balance`); after repeated failures the busiest CPU's running
 //!   task is pushed (active balance).
 //!
 //! Simplifications: the on-runqueue wait credit of interactive wakeups (ON_RUNQUEUE_WEIGHT) and the
 //! uninterruptible-sleep limit on `sleep_avg` are left out (the engine does not distinguish sleep kinds);
-//! the balancer uses instantaneous weighted loads (no `cpu_load[]` averages) and moves at least one task
+//! an idle CPU's `cpu_load[]` is caught up before it is read (2.6.22 left it stale under NO_HZ); the
+//! balancer moves at least one task
 //! whenever the busiest queue has two and the gap exceeds one task's load (the core of
 //! `fix_small_imbalance`); fork placement takes the least loaded allowed CPU, the parent's on ties.
 
 use crate::cfs::domains::{self, Domain, Style, SD_BALANCE_NEWIDLE, SD_LOAD_BALANCE};
+use crate::cfs::{fold_cpu_load, CPU_LOAD_IDX_MAX};
 use schedlab_core::{
     BalanceKind, CpuId, Ctx, DequeueReason, Dispatch, EnqueueReason, Migration, Ns, PolicyStat, SchedClass,
     SchedPolicy, SwitchReason, TaskId, TaskState, WakeInfo, WakeKind, WorkConservation, NSEC_PER_MSEC,
@@ -135,7 +138,12 @@ struct Rq {
     expired_timestamp: Option<Ns>,
     best_expired_prio: usize,
     nr_running: u64,
+    /// `raw_weighted_load`.
     load: u64,
+    /// `cpu_load[]`: the load averaged over ticks with weights 1/2^i.
+    cpu_load: [u64; CPU_LOAD_IDX_MAX],
+    /// Tick of the last `cpu_load` update.
+    last_load_update_tick: u64,
     domains: Vec<Domain>,
 }
 
@@ -284,26 +292,61 @@ impl O1 {
         best.expect("non-empty affinity").2
     }
 
+    /// `update_cpu_load` (scheduler_tick), catching up ticks an idle CPU did not take.
+    fn update_cpu_load(&mut self, cpu: CpuId, now: Ns) {
+        let tick = now / self.tick_ns;
+        let rq = &mut self.rqs[cpu.idx()];
+        let pending = tick.saturating_sub(rq.last_load_update_tick);
+        rq.last_load_update_tick = tick;
+        fold_cpu_load(&mut rq.cpu_load, rq.load, pending);
+    }
+
+    /// `source_load` (`local` false: a low guess, to migrate from) or `target_load` (`local`: a high
+    /// guess, to migrate to) of `cpu` with averaging index `idx` (0: the raw load).
+    fn guess_load(&self, cpu: CpuId, idx: usize, local: bool) -> u64 {
+        let rq = &self.rqs[cpu.idx()];
+        if idx == 0 {
+            return rq.load;
+        }
+        let avg = rq.cpu_load[idx - 1];
+        if local {
+            avg.max(rq.load)
+        } else {
+            avg.min(rq.load)
+        }
+    }
+
     /// 2.6.22 `load_balance` for one domain; returns whether tasks were moved.
+    #[allow(clippy::too_many_arguments)]
     fn load_balance(
         &mut self,
         ctx: &Ctx,
         this: CpuId,
         level: usize,
         idle: bool,
+        load_idx: usize,
         out: &mut Vec<Migration>,
     ) -> bool {
         let d = &self.rqs[this.idx()].domains[level];
         let pct = d.imbalance_pct;
         let groups: Vec<_> = d.groups.iter().map(|g| (g.cpus, g.power)).collect();
-        let avg = |s: &Self, cpus: schedlab_core::CpuSet, power: u64| {
-            cpus.iter().map(|c| s.rqs[c.idx()].load).sum::<u64>() * 1024 / power
+        for g in &groups {
+            for c in g.0.iter() {
+                if self.rqs[c.idx()].nr_running == 0 {
+                    self.update_cpu_load(c, ctx.now);
+                }
+            }
+        }
+        // find_busiest_group: the local group's load is a high guess, the others' a low one.
+        let avg = |s: &Self, cpus: schedlab_core::CpuSet, power: u64, local: bool| {
+            cpus.iter().map(|c| s.guess_load(c, load_idx, local)).sum::<u64>() * 1024 / power
         };
-        let this_load = avg(self, groups[0].0, groups[0].1);
-        let total: u64 = groups.iter().map(|g| avg(self, g.0, g.1) * g.1).sum::<u64>();
+        let this_load = avg(self, groups[0].0, groups[0].1, true);
+        let total: u64 =
+            groups.iter().enumerate().map(|(i, g)| avg(self, g.0, g.1, i == 0) * g.1).sum::<u64>();
         let power: u64 = groups.iter().map(|g| g.1).sum();
         let avg_load = total / power;
-        let busiest = groups.iter().skip(1).map(|g| (avg(self, g.0, g.1), g.0)).max_by_key(|g| g.0);
+        let busiest = groups.iter().skip(1).map(|g| (avg(self, g.0, g.1, false), g.0)).max_by_key(|g| g.0);
         self.nr_examined += ctx.nr_cpus() as u64;
         let moved = match busiest {
             Some((max_load, cpus)) if max_load > this_load && 100 * max_load > pct * this_load => {
@@ -419,7 +462,13 @@ impl O1 {
                 }
                 self.rqs[cpu.idx()].domains[level].last_balance = jiffies;
             }
-            if self.load_balance(ctx, cpu, level, idle, out) {
+            let d = &self.rqs[cpu.idx()].domains[level];
+            let load_idx = match (newly, idle) {
+                (true, _) => d.newidle_idx,
+                (false, true) => d.idle_idx,
+                (false, false) => d.busy_idx,
+            };
+            if self.load_balance(ctx, cpu, level, idle, load_idx, out) {
                 break; // migrations apply after this hook returns: wider domains would see stale loads
             }
         }
@@ -444,6 +493,8 @@ impl SchedPolicy for O1 {
                 best_expired_prio: MAX_PRIO,
                 nr_running: 0,
                 load: 0,
+                cpu_load: [0; CPU_LOAD_IDX_MAX],
+                last_load_update_tick: 0,
                 domains: domains::build(ctx.topo, ctx.numa, c, Style::Linux2638),
             })
             .collect();
@@ -592,6 +643,7 @@ impl SchedPolicy for O1 {
     }
 
     fn tick(&mut self, ctx: &Ctx, cpu: CpuId, curr: TaskId) -> bool {
+        self.update_cpu_load(cpu, ctx.now);
         let mut resched = std::mem::take(&mut self.resched[cpu.idx()]);
         let info = ctx.task(curr);
         let tick = ctx.tick_ns;
@@ -717,6 +769,31 @@ mod tests {
     fn timeslices_per_nice_level() {
         let ms = |n: i8| timeslice_ns((120 + n as i64) as usize, 1_000_000) / NSEC_PER_MSEC;
         assert_eq!([ms(-20), ms(-10), ms(-1), ms(0), ms(10), ms(19)], [800, 600, 420, 100, 50, 5]);
+    }
+
+    #[test]
+    fn cpu_load_averages_follow_the_tick_and_decay_while_idle() {
+        let mut w = TestWorld::new(2);
+        let mut o = O1::new(NoParams);
+        o.init(&w.ctx());
+        let t = w.add_task(0);
+        let cpu = w.start(&mut o, t);
+        let l = o.rqs[cpu.idx()].load;
+        assert_eq!(l, 128, "nice 0 weighs SCHED_LOAD_SCALE");
+        w.pick(&mut o, cpu);
+        w.advance(&mut o, 2_000_000);
+        // Two ticks: cpu_load[i] moves 1/2^i of the way to 128 each time, rounding up when rising:
+        // i=1: (0 + 129) >> 1 = 64, then (64 + 129) >> 1 = 96; i=2: 131 >> 2 = 32, then (96 + 131) >> 2 = 56.
+        assert_eq!(o.rqs[cpu.idx()].cpu_load[..3], [128, 96, 56]);
+        w.stop(&mut o, cpu, SwitchReason::Blocked);
+        // Three ticks later, untaken while idle: two decay as missed, the last folds in load 0.
+        // i=1: 96 -> 48 -> 24 -> 12; i=2: 56 -> 42 -> 31 -> 23.
+        w.advance(&mut o, 3_000_000);
+        o.update_cpu_load(cpu, w.now);
+        assert_eq!(o.rqs[cpu.idx()].cpu_load[..3], [0, 12, 23]);
+        // target_load takes the higher of the average and the raw load, source_load the lower.
+        assert_eq!((o.guess_load(cpu, 2, true), o.guess_load(cpu, 2, false)), (12, 0));
+        assert_eq!(o.guess_load(cpu, 0, true), 0);
     }
 
     #[test]

@@ -23,6 +23,34 @@ pub const CPU_LOAD_IDX_MAX: usize = 5;
 /// `degrade_zero_ticks`: after this many idle ticks `cpu_load[i]` has decayed to zero.
 const DEGRADE_ZERO_TICKS: [u64; CPU_LOAD_IDX_MAX] = [0, 8, 32, 64, 128];
 
+/// `update_cpu_load` for `pending` ticks (0: nothing to do) ending with `this_load`: the ticks
+/// missed before the last one decay the averages as idle (`decay_load_missed`), and each index `i`
+/// then moves `1/2^i` of the way to `this_load`, rounding up when rising. Shared with O(1).
+#[allow(clippy::needless_range_loop)] // i is the averaging index, as in the kernel
+pub(crate) fn fold_cpu_load(cpu_load: &mut [u64; CPU_LOAD_IDX_MAX], this_load: u64, pending: u64) {
+    if pending == 0 {
+        return;
+    }
+    cpu_load[0] = this_load;
+    for i in 1..CPU_LOAD_IDX_MAX {
+        let scale = 1u64 << i;
+        let mut old = cpu_load[i];
+        let missed = pending - 1;
+        if missed >= DEGRADE_ZERO_TICKS[i] {
+            old = 0;
+        } else {
+            for _ in 0..missed {
+                old = (old * (scale - 1)) >> i;
+            }
+        }
+        let mut new = this_load;
+        if new > old {
+            new += scale - 1;
+        }
+        cpu_load[i] = (old * (scale - 1) + new) >> i;
+    }
+}
+
 /// `enum cpu_idle_type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IdleType {
@@ -95,7 +123,6 @@ impl Cfs {
 
     /// `update_cpu_load`: folds the ticks since the last update into `cpu_load[]` (the missed ones
     /// decayed as idle, `decay_load_missed`).
-    #[allow(clippy::needless_range_loop)] // i is the averaging index, as in the kernel
     pub(crate) fn update_cpu_load(&mut self, cpu: CpuId, now: Ns) {
         if self.eevdf {
             // 6.6 has no cpu_load[]: every reader uses the PELT average.
@@ -105,28 +132,8 @@ impl Cfs {
         let this_load = self.weighted_cpuload(cpu, now);
         let st = &mut self.cpus[cpu.idx()];
         let pending = tick.saturating_sub(st.last_load_update_tick);
-        if pending == 0 {
-            return;
-        }
         st.last_load_update_tick = tick;
-        st.cpu_load[0] = this_load;
-        for i in 1..CPU_LOAD_IDX_MAX {
-            let scale = 1u64 << i;
-            let mut old = st.cpu_load[i];
-            let missed = pending - 1;
-            if missed >= DEGRADE_ZERO_TICKS[i] {
-                old = 0;
-            } else {
-                for _ in 0..missed {
-                    old = (old * (scale - 1)) >> i;
-                }
-            }
-            let mut new = this_load;
-            if new > old {
-                new += scale - 1;
-            }
-            st.cpu_load[i] = (old * (scale - 1) + new) >> i;
-        }
+        fold_cpu_load(&mut st.cpu_load, this_load, pending);
     }
 
     fn load_at(&mut self, cpu: CpuId, idx: usize, now: Ns) -> u64 {

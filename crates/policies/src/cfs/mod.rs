@@ -43,6 +43,7 @@ mod pelt;
 mod timeline;
 
 use crate::params::{parse_bool, parse_u64, ParamInfo, Params};
+pub(crate) use balance::{fold_cpu_load, CPU_LOAD_IDX_MAX};
 use balance::{CpuState, IdleType};
 use fair::{CfsRq, Se, SeId};
 use schedlab_core::{
