@@ -20,6 +20,7 @@ mod params;
 pub mod registry;
 #[cfg(test)]
 pub(crate) mod testworld;
+pub mod ule;
 
 pub use params::{ParamError, ParamInfo, Params};
 pub use registry::{create, parse_spec, policies, PolicyInfo};

@@ -65,6 +65,12 @@ pub fn policies() -> Vec<PolicyInfo> {
             make: |pairs| Ok(Box::new(crate::bfs::Bfs::new(apply("bfs", pairs)?))),
         },
         PolicyInfo {
+            name: "ule",
+            summary: "FreeBSD ULE (sys/kern/sched_ule.c, 10.4/11.1; seed 002): interactivity score, interactive threads before batch, calendar queue, no user preemption, thread-count balancing",
+            params: crate::ule::UleParams::info,
+            make: |pairs| Ok(Box::new(crate::ule::Ule::new(apply("ule", pairs)?))),
+        },
+        PolicyInfo {
             name: "fifo",
             summary: "one global FIFO queue, run to block, no priorities (the simplest policy; an example of the trait)",
             params: fifo::FifoParams::info,
@@ -143,6 +149,7 @@ mod doc_tests {
             "elsc" => include_str!("../../../docs/policies/elsc.md"),
             "bfs" => include_str!("../../../docs/policies/bfs.md"),
             "o1" => include_str!("../../../docs/policies/o1.md"),
+            "ule" => include_str!("../../../docs/policies/ule.md"),
             "fifo" | "rr" => include_str!("../../../docs/policies/fifo.md"),
             _ => return None,
         })

@@ -124,9 +124,10 @@ conformance! {
     cfs => "cfs",
     eevdf => "eevdf",
     linux24 => "linux24",
-        elsc => "elsc",
-        bfs => "bfs",
+    elsc => "elsc",
+    bfs => "bfs",
     o1 => "o1",
+    ule => "ule",
     fifo => "fifo",
     rr => "rr",
 }
