@@ -89,10 +89,11 @@ fn spinners_unpinned_from_cpu0_spread_one_per_invocation_under_ule_fast_under_cf
 
 #[test]
 fn threads_forked_late_by_a_busy_master_start_as_batch_and_starve() {
-    // A master computes 10 ms between forks; each child inherits the master's history scaled to 0.5 s.
-    // The master starts from an idle shell's history (0.5 s asleep) and crosses the threshold (30)
-    // after ~0.3 s of running: children forked before that are interactive, later ones batch. On one
-    // CPU the interactive children, mostly asleep but together keeping the CPU busy, run first.
+    // A master computes 10 ms between forks, then releases the workers together; each child inherits
+    // the master's history. The master starts from an idle shell's history (0.5 s asleep) and its
+    // score passes 30 after about 17 forks (unit test `a_busy_master_forks_interactive_then_batch_
+    // children`): later children are batch. Each worker wants 1 ms per 11 ms, so about 11 interactive
+    // ones fill the CPU; they run ahead of everything batch, and the late children starve.
     let mut w = WorkloadBuilder::new("master");
     let start = w.barrier("start", 65);
     let child = w.next_template() + 1;
@@ -110,6 +111,8 @@ fn threads_forked_late_by_a_busy_master_start_as_batch_and_starve() {
     let early: u64 = workers[..16].iter().map(|t| t.run_ns).sum::<u64>() / 16;
     let late: u64 = workers[48..].iter().map(|t| t.run_ns).sum::<u64>() / 16;
     assert!(late * 4 < early, "early children ran {early} ns each, late ones {late} ns");
+    let starved = workers.iter().filter(|t| t.run_ns < 10 * MS).count();
+    assert!(starved >= 40, "{starved} of 64 workers ran less than 10 ms in 10 s");
 }
 
 #[test]

@@ -47,7 +47,7 @@
 //!
 //! Simplifications: the stathz clock is read at the engine's ticks (a stathz tick is taken at the
 //! first engine tick after it, so with HZ 1000 up to 1 ms late), and an idle CPU has no stathz ticks
-//! (so the balancer waits while CPU 0 idles); `TDF_NEEDRESCHED` from a local wakeup of a better
+//! (the balancer counts CPU 0's missed ticks when it next ticks, so a pass due while CPU 0 idles waits); `TDF_NEEDRESCHED` from a local wakeup of a better
 //! priority (acted on at the waker's next return to user mode in FreeBSD) is not modelled, as in the
 //! paper's port, where a woken thread waits for the slice; interrupt-thread placement and priority
 //! lending are absent (no interrupt threads or kernel locks). Idle stealing runs when a CPU goes idle
@@ -659,7 +659,12 @@ impl Ule {
                 if self.load[c.idx()] < thresh || self.xfer[c.idx()] == 0 {
                     continue;
                 }
-                if self.load[cpu.idx()] != 0 || self.plan_move(ctx, c, cpu, out) {
+                // Something arrived meanwhile: nothing to steal. Else take one thread, or try the
+                // next CPU if none of this one's may run here.
+                if self.load[cpu.idx()] != 0 {
+                    break 'groups;
+                }
+                if self.plan_move(ctx, c, cpu, out) {
                     self.nr_idle_steals += 1;
                     break 'groups;
                 }

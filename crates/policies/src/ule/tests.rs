@@ -119,6 +119,36 @@ fn a_child_inherits_scaled_history_and_returns_its_run_time_at_exit() {
 }
 
 #[test]
+fn a_busy_master_forks_interactive_then_batch_children() {
+    // The master (from an idle shell: 0 run, 512000 sleep) computes 10 ms between forks. Each cycle
+    // adds ~10240 of run time (1.27 stathz ticks x 8062) plus 8062 for the fork. A child inherits the
+    // master's history before the fork charge, divided by sum / SLP_RUN_FORK (1 until the sum reaches
+    // 1024000), so its score is runtime / (512000 / 50) = runtime / 10240: 30 at fork 17.2 on average.
+    let mut w = TestWorld::new(1);
+    let mut p = ule();
+    p.init(&w.ctx());
+    let cpu = CpuId(0);
+    let master = w.add_task(0);
+    w.start(&mut p, master);
+    w.pick(&mut p, cpu);
+    let mut scores = vec![];
+    for _ in 0..30 {
+        w.advance(&mut p, 10 * MS);
+        let c = w.add_task(0);
+        w.tasks[c.idx()].parent = Some(master);
+        w.tasks[c.idx()].allowed = CpuSet::single(cpu);
+        let h = p.history_of(master);
+        p.task_new(&w.ctx(), c);
+        let ratio = (h.runtime + h.slptime) / 512_000;
+        assert_eq!(p.history_of(c), History { runtime: h.runtime / ratio, slptime: h.slptime / ratio });
+        scores.push(p.score_of(c));
+    }
+    assert!(scores.windows(2).all(|s| s[0] <= s[1]), "scores only grow: {scores:?}");
+    let first_batch = scores.iter().position(|&s| s >= INTERACT_THRESH).unwrap() + 1;
+    assert!((17..=19).contains(&first_batch), "first batch child is fork {first_batch}: {scores:?}");
+}
+
+#[test]
 fn user_threads_do_not_preempt_locally_but_interactive_ones_run_before_batch() {
     let mut w = TestWorld::new(1);
     let mut p = ule();
