@@ -13,10 +13,12 @@ pub mod bfs;
 pub mod cfs;
 pub mod elsc;
 pub mod fifo;
+pub mod htfs;
 pub mod linux24;
 pub mod linux_rt;
 pub mod o1;
 mod params;
+mod placement;
 pub mod registry;
 #[cfg(test)]
 pub(crate) mod testworld;

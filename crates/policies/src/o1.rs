@@ -41,7 +41,7 @@
 //! whenever the busiest queue has two and the gap exceeds one task's load (the core of
 //! `fix_small_imbalance`); fork placement takes the least loaded allowed CPU, the parent's on ties.
 
-use crate::cfs::domains::{self, Domain, Style, SD_BALANCE_NEWIDLE, SD_LOAD_BALANCE};
+use crate::cfs::domains::{self, Domain, Style};
 use crate::cfs::{fold_cpu_load, CPU_LOAD_IDX_MAX};
 use schedlab_core::{
     BalanceKind, CpuId, Ctx, DequeueReason, Dispatch, EnqueueReason, Migration, Ns, PolicyStat, SchedClass,
@@ -278,20 +278,6 @@ impl O1 {
         st.timestamp = ctx.now;
     }
 
-    fn place_idlest(&mut self, ctx: &Ctx, t: TaskId) -> CpuId {
-        let info = ctx.task(t);
-        let home = info.cpu;
-        let mut best: Option<(u64, bool, CpuId)> = None;
-        for c in info.allowed.iter() {
-            self.nr_examined += 1;
-            let key = (self.rqs[c.idx()].load, c != home, c);
-            if best.is_none_or(|b| key < b) {
-                best = Some(key);
-            }
-        }
-        best.expect("non-empty affinity").2
-    }
-
     /// `update_cpu_load` (scheduler_tick), catching up ticks an idle CPU did not take.
     fn update_cpu_load(&mut self, cpu: CpuId, now: Ns) {
         let tick = now / self.tick_ns;
@@ -448,25 +434,10 @@ impl O1 {
         let jiffies = ctx.now / self.tick_ns;
         let hz = ctx.hz();
         for level in 0..self.rqs[cpu.idx()].domains.len() {
-            let d = &self.rqs[cpu.idx()].domains[level];
-            if d.flags & SD_LOAD_BALANCE == 0 || (newly && d.flags & SD_BALANCE_NEWIDLE == 0) {
+            let Some(load_idx) =
+                domains::due(&mut self.rqs[cpu.idx()].domains[level], jiffies, hz, idle, newly)
+            else {
                 continue;
-            }
-            if !newly {
-                let mut interval = d.balance_interval_ms;
-                if !idle {
-                    interval *= d.busy_factor;
-                }
-                if jiffies < d.last_balance + (interval * hz).div_ceil(1000).max(1) {
-                    continue;
-                }
-                self.rqs[cpu.idx()].domains[level].last_balance = jiffies;
-            }
-            let d = &self.rqs[cpu.idx()].domains[level];
-            let load_idx = match (newly, idle) {
-                (true, _) => d.newidle_idx,
-                (false, true) => d.idle_idx,
-                (false, false) => d.busy_idx,
             };
             if self.load_balance(ctx, cpu, level, idle, load_idx, out) {
                 break; // migrations apply after this hook returns: wider domains would see stale loads
@@ -524,35 +495,15 @@ impl SchedPolicy for O1 {
         }
         st.prio = Self::effective_prio(ctx, t, &st);
         self.tasks[t.idx()] = st;
-        self.place_idlest(ctx, t)
+        self.nr_examined += ctx.task(t).allowed.count() as u64;
+        let rqs = &self.rqs;
+        crate::placement::least_loaded(ctx, t, ctx.task(t).cpu, |c| rqs[c.idx()].load)
     }
 
     fn select_cpu(&mut self, ctx: &Ctx, t: TaskId, wake: &WakeInfo) -> CpuId {
-        // try_to_wake_up: the previous CPU, or the waker's when it is less loaded (the wake-affine test
-        // reduced to its load comparison), or any idle allowed CPU of the two's domain.
-        let info = ctx.task(t);
-        let prev = info.cpu;
-        let this = wake.waker_cpu;
-        let mut target = prev;
-        if this != prev
-            && info.allowed.contains(this)
-            && self.rqs[this.idx()].load < self.rqs[prev.idx()].load
-        {
-            target = this;
-        }
-        if !ctx.is_idle(target) {
-            if let Some(c) = info
-                .allowed
-                .iter()
-                .find(|&c| ctx.is_idle(c) && ctx.topo.level(c, target) <= schedlab_core::Level::Llc)
-            {
-                target = c;
-            }
-        }
-        if !info.allowed.contains(target) {
-            target = info.allowed.first().expect("non-empty affinity");
-        }
-        target
+        // try_to_wake_up, reduced (see crate::placement).
+        let rqs = &self.rqs;
+        crate::placement::wake_target(ctx, t, wake.waker_cpu, |c| rqs[c.idx()].load)
     }
 
     fn enqueue(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId, why: EnqueueReason) {

@@ -65,6 +65,15 @@ pub fn policies() -> Vec<PolicyInfo> {
             make: |pairs| Ok(Box::new(crate::bfs::Bfs::new(apply("bfs", pairs)?))),
         },
         PolicyInfo {
+            name: "htfs",
+            summary: "HTFS (seed 000 sec. 4): dual runqueue of 50 boosted-weight priority queues, balance/runcost picking, virtual time, adaptive slices; the Linux RT class above it",
+            params: crate::htfs::HtfsParams::info,
+            make: |pairs| {
+                let fair = crate::htfs::Htfs::new(apply::<crate::htfs::HtfsParams>("htfs", pairs)?);
+                Ok(Box::new(crate::linux_rt::LinuxClasses::new(fair)))
+            },
+        },
+        PolicyInfo {
             name: "ule",
             summary: "FreeBSD ULE (sys/kern/sched_ule.c, 10.4/11.1; seed 002): interactivity score, interactive threads before batch, calendar queue, no user preemption, thread-count balancing",
             params: crate::ule::UleParams::info,
@@ -150,6 +159,7 @@ mod doc_tests {
             "bfs" => include_str!("../../../docs/policies/bfs.md"),
             "o1" => include_str!("../../../docs/policies/o1.md"),
             "ule" => include_str!("../../../docs/policies/ule.md"),
+            "htfs" => include_str!("../../../docs/policies/htfs.md"),
             "fifo" | "rr" => include_str!("../../../docs/policies/fifo.md"),
             _ => return None,
         })

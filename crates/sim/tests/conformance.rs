@@ -128,6 +128,7 @@ conformance! {
     bfs => "bfs",
     o1 => "o1",
     ule => "ule",
+    htfs => "htfs",
     fifo => "fifo",
     rr => "rr",
 }

@@ -481,7 +481,7 @@ fn eevdf_shares_cpu_by_weight_1024_to_335() {
 fn hackbench_on_the_dual_core_completes_under_every_linux_policy() {
     let w = schedlab_workload::generators::builtin("hackbench[groups=2,fds=10,loops=20]").unwrap().unwrap();
     let m = Machine::preset("athlon2-x2").unwrap();
-    for spec in ["cfs", "eevdf", "linux24", "elsc", "bfs", "o1", "ule"] {
+    for spec in ["cfs", "eevdf", "linux24", "elsc", "bfs", "o1", "ule", "htfs"] {
         let r = run(&m, &w, spec, 60_000 * MS);
         assert_eq!(r.stop_reason, "all_done", "{spec}");
         assert_eq!(r.counters[0].value, 2 * 10 * 10 * 20, "{spec}");

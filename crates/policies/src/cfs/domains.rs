@@ -278,6 +278,31 @@ pub fn build(topo: &Topology, numa: bool, cpu: CpuId, style: Style) -> Vec<Domai
     out
 }
 
+/// The per-domain gate of `rebalance_domains` as the O(1) and HTFS balancers use it: whether domain `d`
+/// of a CPU balances now (it balances at all; newly idle balancing is on for it; its interval, times
+/// `busy_factor` on a busy CPU, has passed since its last balance at `jiffies` ticks of `hz`). When it
+/// does, its last balance is set to now and the `cpu_load[]` index for this kind of balance returned.
+pub(crate) fn due(d: &mut Domain, jiffies: u64, hz: u64, idle: bool, newly: bool) -> Option<usize> {
+    if d.flags & SD_LOAD_BALANCE == 0 || (newly && d.flags & SD_BALANCE_NEWIDLE == 0) {
+        return None;
+    }
+    if !newly {
+        let mut interval = d.balance_interval_ms;
+        if !idle {
+            interval *= d.busy_factor;
+        }
+        if jiffies < d.last_balance + (interval * hz).div_ceil(1000).max(1) {
+            return None;
+        }
+        d.last_balance = jiffies;
+    }
+    Some(match (newly, idle) {
+        (true, _) => d.newidle_idx,
+        (false, true) => d.idle_idx,
+        (false, false) => d.busy_idx,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,202 @@
+//! HTFS behaviour through the hooks, with expectations from the thesis' constants: vruntime =
+//! runtime x (2^32 / weight) / 2^18, so a nice-0 task's vruntime grows 16 per ns.
+
+use super::*;
+use crate::testworld::TestWorld;
+use schedlab_core::{CpuSet, TaskState};
+
+const US: Ns = 1_000;
+
+fn htfs() -> Htfs {
+    Htfs::new(HtfsParams::default())
+}
+
+/// Picks on `cpu` and marks the task running; returns it with its slice.
+fn pick(w: &mut TestWorld, p: &mut Htfs, cpu: CpuId) -> (TaskId, Ns) {
+    let d = p.pick_next(&w.ctx(), cpu).expect("a task to run");
+    w.tasks[d.task.idx()].state = TaskState::Running;
+    w.cpus[cpu.idx()].curr = Some(d.task);
+    (d.task, d.slice_ns.expect("HTFS grants every pick a slice"))
+}
+
+/// Runs the current task for `ns`, then stops it for `why`.
+fn run_then(w: &mut TestWorld, p: &mut Htfs, cpu: CpuId, ns: Ns, why: SwitchReason) -> TaskId {
+    w.advance(p, ns);
+    w.stop(p, cpu, why)
+}
+
+#[test]
+fn bweight_levels_extend_the_nice_table_and_start_one_up() {
+    assert_eq!(BWEIGHTS[NICE0_LEVEL], 1024);
+    assert_eq!((BWEIGHTS[5], BWEIGHTS[44]), (15, 88761));
+    assert_eq!(&BWEIGHTS[..5], &[4, 5, 7, 9, 12]);
+    assert_eq!(&BWEIGHTS[45..], &[110951, 138688, 173360, 216700, 270875]);
+    assert!(BWEIGHTS.windows(2).all(|w| w[0] < w[1]));
+    assert_eq!(initial_level(1024), NICE0_LEVEL + 1);
+    assert_eq!(initial_level(15), 6, "nice 19");
+    assert_eq!(initial_level(88761), 45, "nice -20");
+    assert_eq!(initial_level(3), 1, "SCHED_IDLE's 3 is nearest to 4");
+    assert_eq!(initial_level(1000), NICE0_LEVEL + 1, "nearest, then one up");
+}
+
+#[test]
+fn a_task_leaving_early_is_punished_an_eighth_of_its_slice_and_a_preempted_one_is_not() {
+    let mut w = TestWorld::new(1);
+    let mut p = htfs();
+    p.init(&w.ctx());
+    let cpu = CpuId(0);
+    let (a, b) = (w.add_task(0), w.add_task(0));
+    w.start(&mut p, a);
+    w.start(&mut p, b);
+    // a runs 40 us of its 2^17 ns interactive slice and blocks: 40000 + 131072 / 8 ns charged.
+    let (t, slice) = pick(&mut w, &mut p, cpu);
+    assert_eq!((t, slice), (a, INTER_SLICE));
+    let before = p.vruntime_of(a);
+    run_then(&mut w, &mut p, cpu, 40 * US, SwitchReason::Blocked);
+    assert_eq!(p.vruntime_of(a) - before, (40_000 + 131_072 / 8) * 16);
+    // b runs 40 us and is preempted: only the 40 us.
+    let (t, _) = pick(&mut w, &mut p, cpu);
+    assert_eq!(t, b);
+    let before = p.vruntime_of(b);
+    run_then(&mut w, &mut p, cpu, 40 * US, SwitchReason::Preempted);
+    assert_eq!(p.vruntime_of(b) - before, 40_000 * 16);
+    // Within 2^14 ns of the slice end: no punishment either.
+    let (t, slice) = pick(&mut w, &mut p, cpu);
+    assert_eq!(t, b);
+    let before = p.vruntime_of(b);
+    run_then(&mut w, &mut p, cpu, slice - 10 * US, SwitchReason::Blocked);
+    assert_eq!(p.vruntime_of(b) - before, (slice - 10 * US) * 16);
+}
+
+#[test]
+fn sched_yield_in_a_lock_retry_pattern_continues_the_same_task_20_times() {
+    let mut w = TestWorld::new(1);
+    let mut p = htfs();
+    p.init(&w.ctx());
+    let cpu = CpuId(0);
+    let (a, b) = (w.add_task(0), w.add_task(0));
+    w.start(&mut p, a);
+    w.start(&mut p, b);
+    let (t, _) = pick(&mut w, &mut p, cpu);
+    assert_eq!(t, a);
+    // a calls sched_yield every 100 ns (a spinning lock acquire): each run is under 2^8 ns.
+    let mut continued = 0;
+    loop {
+        w.advance(&mut p, 100);
+        p.yield_task(&w.ctx(), cpu, a);
+        w.stop(&mut p, cpu, SwitchReason::Yielded);
+        let (t, _) = pick(&mut w, &mut p, cpu);
+        if t != a {
+            break;
+        }
+        continued += 1;
+    }
+    assert_eq!(continued, RETRY_MAX);
+    // A yield after a long, irregular run schedules normally.
+    let mut w2 = TestWorld::new(1);
+    let mut p2 = htfs();
+    p2.init(&w2.ctx());
+    let (a, b) = (w2.add_task(0), w2.add_task(0));
+    w2.start(&mut p2, a);
+    w2.start(&mut p2, b);
+    pick(&mut w2, &mut p2, cpu);
+    w2.advance(&mut p2, 50 * US);
+    p2.yield_task(&w2.ctx(), cpu, a);
+    w2.stop(&mut p2, cpu, SwitchReason::Yielded);
+    assert_eq!(pick(&mut w2, &mut p2, cpu).0, b);
+}
+
+#[test]
+fn interactive_wakeups_preempt_normal_tasks_only_with_an_interactive_slice_left() {
+    let mut w = TestWorld::new(1);
+    let mut p = htfs();
+    p.init(&w.ctx());
+    let cpu = CpuId(0);
+    let hog = w.add_task(0);
+    w.start(&mut p, hog);
+    // The hog runs interactive slices until it is 1 ms ahead of vtime (vtime stands still while
+    // only interactive entities run), then moves to the normal runqueue.
+    let mut slices = 0;
+    while p.kind_of(hog) == Kind::Inter {
+        let (_, s) = pick(&mut w, &mut p, cpu);
+        run_then(&mut w, &mut p, cpu, s, SwitchReason::SliceExpired);
+        slices += 1;
+    }
+    // 1 ms ahead = 16e6 vruntime units; each slice adds 131072 x 16: the 8th passes it.
+    assert_eq!(slices, 8);
+    // Its first normal slice is what the interactive slices left of the 2^30 ns period.
+    let (t, normal) = pick(&mut w, &mut p, cpu);
+    assert_eq!((t, normal), (hog, (1 << 30) - 8 * INTER_SLICE));
+    w.advance(&mut p, 10 * US);
+    let s = w.add_task(0);
+    w.start(&mut p, s);
+    assert_eq!(p.kind_of(s), Kind::Inter);
+    assert!(p.check_preempt(&w.ctx(), cpu, hog, s, WakeKind::Fork));
+    // The next pick runs the interactive task.
+    w.stop(&mut p, cpu, SwitchReason::Preempted);
+    assert_eq!(pick(&mut w, &mut p, cpu).0, s);
+    // An interactive task is never preempted.
+    let s2 = w.add_task(0);
+    w.start(&mut p, s2);
+    assert!(!p.check_preempt(&w.ctx(), cpu, s, s2, WakeKind::Fork));
+}
+
+#[test]
+fn a_cpu_bound_tasks_bweight_converges_to_at_most_two_adjacent_levels() {
+    // Two CPU hogs, nice 0 and nice 5 (weights 1024 and 335). The nice-5 one first catches up on the
+    // interactive runqueue (vtime moved with the other alone), then both run normal slices; a level
+    // moves only while the distance to vtime grows beyond 4 slices, so it settles and then alternates.
+    // (With three equal hogs adjusting against each other the levels cycle over about 3 levels.)
+    let mut w = TestWorld::new(1);
+    let mut p = htfs();
+    p.init(&w.ctx());
+    let cpu = CpuId(0);
+    let (a, b) = (w.add_task(0), w.add_task(5));
+    w.start(&mut p, a);
+    w.start(&mut p, b);
+    let mut levels = vec![];
+    let mut picks = 0;
+    while levels.len() < 1000 && picks < 100_000 {
+        picks += 1;
+        let (t, s) = pick(&mut w, &mut p, cpu);
+        run_then(&mut w, &mut p, cpu, s, SwitchReason::SliceExpired);
+        if t == a {
+            levels.push(p.level_of(a));
+        }
+    }
+    assert_eq!(levels.len(), 1000);
+    let late: std::collections::BTreeSet<usize> = levels[levels.len() / 2..].iter().copied().collect();
+    let late: Vec<usize> = late.into_iter().collect();
+    // Settled: one level or two adjacent ones, around the level of its weight (24 = 1024).
+    assert!(late.len() <= 2 && late.contains(&NICE0_LEVEL), "levels in the second half: {late:?}");
+    if late.len() == 2 {
+        assert_eq!(late[1] - late[0], 1, "adjacent levels: {late:?}");
+    }
+    // It got there by moving: the first half saw other levels.
+    let early: std::collections::BTreeSet<usize> = levels[..levels.len() / 2].iter().copied().collect();
+    assert!(early.len() > late.len(), "levels in the first half: {early:?}");
+}
+
+#[test]
+fn the_balancer_moves_queued_tasks_to_an_idle_cpu() {
+    let mut w = TestWorld::new(2);
+    let mut p = htfs();
+    p.init(&w.ctx());
+    for _ in 0..4 {
+        let t = w.add_task(0);
+        w.tasks[t.idx()].allowed = CpuSet::single(CpuId(0));
+        w.start(&mut p, t);
+        w.tasks[t.idx()].allowed = w.topo.all();
+    }
+    // A few short runs on CPU 0 (the runqueue's average load only moves after runs).
+    for _ in 0..8 {
+        pick(&mut w, &mut p, CpuId(0));
+        run_then(&mut w, &mut p, CpuId(0), 100 * US, SwitchReason::Preempted);
+    }
+    let (running, _) = pick(&mut w, &mut p, CpuId(0));
+    w.advance(&mut p, 50 * US);
+    let mut out = vec![];
+    p.balance(&w.ctx(), CpuId(1), BalanceKind::NewlyIdle, &mut out);
+    assert!(!out.is_empty(), "an idle CPU pulls from one with four tasks");
+    assert!(out.iter().all(|m| m.from == CpuId(0) && m.to == CpuId(1) && m.task != running));
+}

@@ -1,0 +1,36 @@
+//! HTFS against CFS on claims of seed 000 sec. 4: unfairness bounded by a constant number of slices
+//! whatever the number of tasks (sec. 4.6), CFS stricter; the average-load balancing method migrating
+//! less than the CFS-like one (sec. 4.10, 5.3.1).
+
+use schedlab_core::NSEC_PER_SEC;
+use schedlab_sim::{Machine, RunConfig, RunReport, Sim};
+use schedlab_workload::generators::builtin;
+
+fn run(machine: &str, workload: &str, spec: &str, secs: u64) -> RunReport {
+    let m = Machine::preset(machine).unwrap();
+    let w = builtin(workload).unwrap().unwrap();
+    let mut p = schedlab_policies::create(spec).unwrap();
+    let cfg = RunConfig { duration_ns: secs * NSEC_PER_SEC, sample_interval_ns: 0, ..RunConfig::default() };
+    Sim::new(&m, &w, p.as_mut(), "test", cfg).unwrap().run().unwrap()
+}
+
+#[test]
+fn unfairness_stays_within_a_few_slices_as_tasks_grow_and_cfs_is_stricter() {
+    // CPU hogs on one CPU for 300 s. HTFS's normal slice stays 2^30 ns (no interactive entity waits),
+    // so tasks run 1 s at a time: the eq. 4 unfairness is a few slices, whatever the number of tasks.
+    let bound = 8 << 30;
+    for n in [4, 16, 64, 256] {
+        let htfs = run("up", &format!("hogs[n={n}]"), "htfs", 300).summary.fairness.unfairness_ns;
+        let cfs = run("up", &format!("hogs[n={n}]"), "cfs", 300).summary.fairness.unfairness_ns;
+        assert!(htfs <= bound, "{n} tasks: HTFS unfairness {htfs} ns");
+        assert!(cfs < htfs, "{n} tasks: CFS {cfs} ns should be stricter than HTFS {htfs} ns");
+    }
+}
+
+#[test]
+fn average_loads_migrate_less_than_cfs_like_loads() {
+    let migrations =
+        |m: &str| run("xeon-e5520-2s", "demo", &format!("htfs[balance={m}]"), 10).summary.nr_migrations;
+    let (std, avg) = (migrations("std"), migrations("avg"));
+    assert!(avg * 10 < std, "avg {avg} vs std {std} migrations");
+}
