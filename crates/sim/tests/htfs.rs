@@ -34,3 +34,35 @@ fn average_loads_migrate_less_than_cfs_like_loads() {
     let (std, avg) = (migrations("std"), migrations("avg"));
     assert!(avg * 10 < std, "avg {avg} vs std {std} migrations");
 }
+
+#[test]
+fn nested_groups_keep_every_invariant_across_cpus() {
+    use schedlab_workload::{ProgramBuilder as P, WorkloadBuilder};
+    const MS: u64 = 1_000_000;
+    // Groups a (2048 shares) and b (1024) with b1 inside b; hogs and sleepers in each, on 16 CPUs,
+    // with the engine checking its invariants (runnable counts, affinity, placement) after every event.
+    let mut w = WorkloadBuilder::new("groups");
+    let a = w.group("a", 0, 2048);
+    let b = w.group("b", 0, 1024);
+    let b1 = w.group("b1", b, 512);
+    for (name, g) in [("a", a), ("b", b), ("b1", b1)] {
+        let t = w.task(format!("{name}-hog"), P::new().forever(|x| x.compute(5 * MS)).build());
+        t.group = g;
+        t.instances = 8;
+        let t =
+            w.task(format!("{name}-sleeper"), P::new().forever(|x| x.sleep(3 * MS).compute(MS / 2)).build());
+        t.group = g;
+        t.instances = 4;
+    }
+    let w = w.build().unwrap();
+    let m = Machine::preset("xeon-e5520-2s").unwrap();
+    let mut p = schedlab_policies::create("htfs").unwrap();
+    let cfg = RunConfig { duration_ns: 3 * NSEC_PER_SEC, check_invariants: true, ..RunConfig::default() };
+    let r = Sim::new(&m, &w, p.as_mut(), "test", cfg).unwrap().run().unwrap();
+    let busy: u64 = r.tasks.iter().map(|t| t.run_ns).sum();
+    assert!(busy > 40 * NSEC_PER_SEC, "36 tasks on 16 CPUs for 3 s ran {busy} ns");
+    let group_run = |prefix: &str| -> u64 {
+        r.tasks.iter().filter(|t| t.name.starts_with(prefix)).map(|t| t.run_ns).sum()
+    };
+    assert!(group_run("a-") > 0 && group_run("b-") > 0 && group_run("b1-") > 0);
+}

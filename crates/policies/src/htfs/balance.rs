@@ -1,12 +1,13 @@
 //! HTFS load balancing: "all balancing algorithms are done by the CFS code" (seed 000 sec. 4.10), i.e.
 //! Linux 2.6.38's sched-domain balancer, with the loads chosen by the balancing method of sec. 5.3.1
-//! and HTFS's own choice of which queued tasks to move.
+//! and HTFS's own choice of which queued tasks to move (from every group's runqueues on the CPU).
 //!
 //! Per domain at its interval: the busiest group by average load (a low guess for remote groups, a
 //! high one for the local group), its busiest CPU, and tasks moved until the imbalance (the smaller of
 //! busiest-above-average and local-below-average) is covered: normal runqueue first, heaviest
 //! priority queues first, skipping the running task, tasks not allowed here and cache-hot ones (ran
 //! within 0.5 ms, `sysctl_sched_migration_cost`) until balancing has failed `cache_nice_tries` times.
+//! Group by group, root first; CFS's hierarchical `h_load` weighting is not modelled.
 //!
 //! * `std`: CPU load = sum of task weights, averaged per tick into `cpu_load[]` as CFS does; tasks
 //!   weigh their weight.
@@ -18,7 +19,7 @@
 //! does not say what an idle CPU reports). The 2.6.38 group-power and `fix_small_imbalance` details
 //! are reduced to moving at least one task when the busiest CPU has two and the gap exceeds half of it.
 
-use super::{Htfs, Kind, Method};
+use super::{Htfs, Kind, Method, Se};
 use crate::cfs::domains;
 use crate::cfs::fold_cpu_load;
 use schedlab_core::{CpuId, CpuSet, Ctx, Migration, Ns, TaskId};
@@ -160,26 +161,29 @@ impl Htfs {
         let curr = ctx.cpu(src).curr;
         let mut rem = imbalance as i64;
         let mut picks = Vec::new();
-        let c = &self.cpus[src.idx()];
-        'all: for kind in [Kind::Normal, Kind::Inter] {
-            let rq = if kind == Kind::Normal { &c.normal } else { &c.inter };
-            for &lvl in rq.sorted_levels() {
-                for &t in rq.queue(lvl) {
-                    self.nr_examined += 1;
-                    let info = ctx.task(t);
-                    let hot =
-                        info.last_ran_ns > 0 && ctx.now.saturating_sub(info.last_ran_ns) < MIGRATION_COST_NS;
-                    if Some(t) == curr || !info.allowed.contains(this) || (hot && failed <= tries) {
-                        continue;
-                    }
-                    let w = self.task_load(t) as i64;
-                    if w / 2 > rem && !picks.is_empty() {
-                        continue;
-                    }
-                    picks.push(t);
-                    rem -= w;
-                    if rem <= 0 || picks.len() >= 32 {
-                        break 'all;
+        'all: for g in 0..self.group_parent.len() {
+            let dual = &self.duals[g * self.ncpus + src.idx()];
+            for kind in [Kind::Normal, Kind::Inter] {
+                let rq = if kind == Kind::Normal { &dual.normal } else { &dual.inter };
+                for &lvl in rq.sorted_levels() {
+                    for &se in rq.queue(lvl) {
+                        let Se::Task(t) = se else { continue };
+                        self.nr_examined += 1;
+                        let info = ctx.task(t);
+                        let hot = info.last_ran_ns > 0
+                            && ctx.now.saturating_sub(info.last_ran_ns) < MIGRATION_COST_NS;
+                        if Some(t) == curr || !info.allowed.contains(this) || (hot && failed <= tries) {
+                            continue;
+                        }
+                        let w = self.task_load(t) as i64;
+                        if w / 2 > rem && !picks.is_empty() {
+                            continue;
+                        }
+                        picks.push(t);
+                        rem -= w;
+                        if rem <= 0 || picks.len() >= 32 {
+                            break 'all;
+                        }
                     }
                 }
             }

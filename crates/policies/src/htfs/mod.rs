@@ -4,8 +4,9 @@
 //! (design) and 5.3.1 (balancing methods); it replaced CFS as Linux 2.6.38.6's fair class, so
 //! SCHED_FIFO/RR tasks run in the Linux RT class above it (`LinuxClasses`).
 //!
-//! Each CPU has a *dual runqueue*: an interactive and a normal runqueue, each of 50 FIFO priority
-//! queues, one per *boosted weight* (bweight) level (the 40 nice weights and 5 more at each end).
+//! Each CPU has a *dual runqueue* (and each task group one per CPU): an interactive and a normal
+//! runqueue, each of 50 FIFO priority queues, one per *boosted weight* (bweight) level (the 40 nice
+//! weights and 5 more at each end).
 //!
 //! ```text
 //!                         dual runqueue (per CPU), balancect
@@ -49,9 +50,18 @@
 //!   2^8 ns, or within 2^5 ns of the previous one, continues the same task (at most 20 times).
 //!
 //! Choices where the thesis is silent or garbled, and simplifications, are listed in
-//! docs/policies/htfs.md; the main ones: task groups are not yet modelled (every task is an entity of
-//! the CPU's dual runqueue); slices are enforced exactly (HRTICK-like) rather than at ticks; the five
-//! extra bweight levels continue the nice table's 1.25 ratio.
+//! docs/policies/htfs.md; the main ones: slices are enforced exactly (HRTICK-like) rather than at
+//! ticks; the five extra bweight levels continue the nice table's 1.25 ratio; bweights change only
+//! after runs from a normal runqueue.
+//!
+//! * **Task groups** (sec. 4.7): every task group has a dual runqueue per CPU and an entity in its
+//!   parent's, weighted by CFS's `update_cfs_shares` (shares x the group's load on this CPU / its
+//!   total, at least 2). The pick descends from the CPU's root dual runqueue and, once an interactive
+//!   entity was chosen, prefers interactive entities below. A task joining a group queues the group
+//!   entities above that were not queued and pulls queued ones to the interactive runqueue while
+//!   everything below is interactive and their vruntime allows; a task leaving removes emptied group
+//!   entities and moves those whose interactive runqueue emptied to the normal one. The task runs with
+//!   an interactive slice if any entity of its path is interactive.
 
 mod balance;
 pub mod runqueue;
@@ -205,7 +215,17 @@ pub enum Kind {
     Normal,
 }
 
-/// A schedulable entity (a task).
+/// A schedulable entity: a task, or a task group's entity on one CPU (named by the index of the
+/// group's dual runqueue on that CPU).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Se {
+    /// A task.
+    Task(TaskId),
+    /// The entity of dual runqueue `d` (group `d / nr_cpus` on CPU `d % nr_cpus`).
+    Group(u32),
+}
+
+/// The scheduling state of an entity.
 #[derive(Clone, Copy, Debug)]
 struct Ent {
     weight: u64,
@@ -214,8 +234,9 @@ struct Ent {
     vruntime: u64,
     last_vdiff: i64,
     kind: Kind,
-    /// Queued (or running) on its CPU's dual runqueue.
+    /// Queued (or running) in dual runqueue `dual`.
     queued: bool,
+    dual: usize,
     granted: Ns,
     started: Ns,
     enq_at: Ns,
@@ -236,6 +257,7 @@ impl Ent {
             last_vdiff: 0,
             kind: Kind::Inter,
             queued: false,
+            dual: 0,
             granted: INTER_SLICE,
             started: 0,
             enq_at: 0,
@@ -251,19 +273,39 @@ impl Ent {
     fn vtime_of(&self, ns: Ns) -> u64 {
         ((ns as u128 * self.invweight as u128) >> (32 - VTIME_ACCURACY)) as u64
     }
+
+    fn set_weight(&mut self, weight: u64) {
+        self.weight = weight.max(1);
+        self.invweight = (1u64 << 32) / self.weight;
+    }
 }
 
-/// Per-CPU state: the dual runqueue, vtime, slices, loads and sched domains.
+/// A dual runqueue: the root one of a CPU, or a task group's on that CPU (sec. 4.7).
+#[derive(Clone, Debug, Default)]
+struct Dual {
+    inter: Runqueue<Se>,
+    normal: Runqueue<Se>,
+    balancect: i64,
+    vtime: u64,
+    /// Sum of the real weights of the entities queued here (the group's load on this CPU).
+    weight: u64,
+}
+
+impl Dual {
+    fn is_empty(&self) -> bool {
+        self.inter.is_empty() && self.normal.is_empty()
+    }
+}
+
+/// Per-CPU state: slices, the running task, loads and sched domains (the runqueues are in `duals`).
 #[derive(Clone, Debug)]
 struct Cpu {
-    inter: Runqueue,
-    normal: Runqueue,
-    balancect: i64,
     slice: AdaptiveSlice,
-    vtime: u64,
     /// Time interactive entities used of the current normal-slice period.
     period_used: Ns,
     curr: Option<TaskId>,
+    /// Whether the running task got an interactive slice (some entity of its path was interactive).
+    curr_inter: bool,
     resched: bool,
     /// The running task was preempted for an interactive one: the next pick is interactive.
     preempt_inter: bool,
@@ -284,7 +326,17 @@ struct Cpu {
 /// The HTFS scheduler (the fair class; wrap it in `LinuxClasses` for RT tasks).
 pub struct Htfs {
     p: HtfsParams,
+    /// Task entities.
     ents: Vec<Ent>,
+    /// Group entities, by dual runqueue index (the root's are unused).
+    gents: Vec<Ent>,
+    /// Dual runqueues, `group x nr_cpus + cpu`; group 0 is the root.
+    duals: Vec<Dual>,
+    ncpus: usize,
+    group_parent: Vec<usize>,
+    group_shares: Vec<u64>,
+    /// Sum over CPUs of each group's dual runqueue weight.
+    group_weight: Vec<u64>,
     cpus: Vec<Cpu>,
     tick_ns: Ns,
     nr_examined: u64,
@@ -295,12 +347,21 @@ pub struct Htfs {
     nr_to_normal: u64,
 }
 
+/// `MIN_SHARES`: the smallest weight of a group entity.
+const MIN_SHARES: u64 = 2;
+
 impl Htfs {
     /// HTFS with the given parameters.
     pub fn new(p: HtfsParams) -> Htfs {
         Htfs {
             p,
             ents: Vec::new(),
+            gents: Vec::new(),
+            duals: Vec::new(),
+            ncpus: 0,
+            group_parent: Vec::new(),
+            group_shares: Vec::new(),
+            group_weight: Vec::new(),
             cpus: Vec::new(),
             tick_ns: 1_000_000,
             nr_examined: 0,
@@ -332,14 +393,49 @@ impl Htfs {
         self.ents[t.idx()].avgload
     }
 
-    /// `cpu`'s virtual time.
+    /// The virtual time of the root dual runqueue of `cpu`.
     pub fn vtime_of(&self, cpu: CpuId) -> u64 {
-        self.cpus[cpu.idx()].vtime
+        self.duals[cpu.idx()].vtime
     }
 
     /// `cpu`'s normal slice, ns.
     pub fn normal_slice_of(&self, cpu: CpuId) -> Ns {
         self.cpus[cpu.idx()].slice.slice_ns()
+    }
+
+    /// The entity of `group` on `cpu`: its runqueue and weight (`None` for the root or while not
+    /// queued).
+    pub fn group_entity(&self, group: usize, cpu: CpuId) -> Option<(Kind, u64)> {
+        let e = &self.gents[group * self.ncpus + cpu.idx()];
+        (group != 0 && e.queued).then_some((e.kind, e.weight))
+    }
+
+    /// The distance of `group`'s entity on `cpu` from its runqueue's vtime.
+    pub fn group_vdiff(&self, group: usize, cpu: CpuId) -> i64 {
+        self.vdiff(Se::Group((group * self.ncpus + cpu.idx()) as u32))
+    }
+
+    fn ent(&self, se: Se) -> &Ent {
+        match se {
+            Se::Task(t) => &self.ents[t.idx()],
+            Se::Group(d) => &self.gents[d as usize],
+        }
+    }
+
+    fn ent_mut(&mut self, se: Se) -> &mut Ent {
+        match se {
+            Se::Task(t) => &mut self.ents[t.idx()],
+            Se::Group(d) => &mut self.gents[d as usize],
+        }
+    }
+
+    fn group_of_dual(&self, d: usize) -> usize {
+        d / self.ncpus
+    }
+
+    /// The dual runqueue the entity of dual `d` is queued in.
+    fn parent_dual(&self, d: usize) -> usize {
+        self.group_parent[self.group_of_dual(d)] * self.ncpus + d % self.ncpus
     }
 
     fn weight_of(ctx: &Ctx, t: TaskId) -> u64 {
@@ -349,95 +445,214 @@ impl Htfs {
         }
     }
 
-    /// The signed distance of `t`'s vruntime from its CPU's vtime (overflow-safe).
-    fn vdiff(&self, cpu: CpuId, t: TaskId) -> i64 {
-        self.ents[t.idx()].vruntime.wrapping_sub(self.cpus[cpu.idx()].vtime) as i64
+    /// The signed distance of an entity's vruntime from its dual runqueue's vtime (overflow-safe).
+    fn vdiff(&self, se: Se) -> i64 {
+        let e = self.ent(se);
+        e.vruntime.wrapping_sub(self.duals[e.dual].vtime) as i64
     }
 
-    /// Queues `t` on `cpu`'s dual runqueue in its runqueue and level.
-    fn dual_enqueue(&mut self, cpu: CpuId, t: TaskId, now: Ns) {
-        let e = &mut self.ents[t.idx()];
+    /// Queues `se` in dual `d` in its runqueue and level.
+    fn enqueue_se(&mut self, d: usize, se: Se, now: Ns) {
+        let e = self.ent_mut(se);
         e.queued = true;
+        e.dual = d;
         e.enq_at = now;
-        let (kind, level) = (e.kind, e.level);
-        let c = &mut self.cpus[cpu.idx()];
-        let first_inter = kind == Kind::Inter && c.inter.is_empty();
-        if c.inter.is_empty() && c.normal.is_empty() {
-            c.balancect = if kind == Kind::Inter { 1 } else { -1 };
+        let (kind, level, w) = (e.kind, e.level, e.weight);
+        let ncpus = self.ncpus;
+        let dual = &mut self.duals[d];
+        let first_inter = kind == Kind::Inter && dual.inter.is_empty();
+        if dual.is_empty() {
+            dual.balancect = if kind == Kind::Inter { 1 } else { -1 };
         }
         match kind {
-            Kind::Inter => c.inter.enqueue(level, t, BWEIGHTS[level]),
-            Kind::Normal => c.normal.enqueue(level, t, BWEIGHTS[level]),
+            Kind::Inter => dual.inter.enqueue(level, se, BWEIGHTS[level]),
+            Kind::Normal => dual.normal.enqueue(level, se, BWEIGHTS[level]),
         }
-        if first_inter && !c.normal.is_empty() {
+        dual.weight += w;
+        if first_inter && !dual.normal.is_empty() {
             // The "correct value" when the interactive runqueue gets its first entity: the normal
             // runqueue ran uncharged while it was empty, so the interactive one starts with the credit
             // of one normal pick (eq. 13) - a choice, see htfs.md.
-            let shift = c.slice.shift - INTER_SLICE_SHIFT + INTER_WEIGHT_SHIFT;
-            c.balancect = (c.inter.bweight << shift) as i64;
+            let shift = self.cpus[d % ncpus].slice.shift - INTER_SLICE_SHIFT + INTER_WEIGHT_SHIFT;
+            let dual = &mut self.duals[d];
+            dual.balancect = (dual.inter.bweight << shift) as i64;
+        }
+        let g = d / ncpus;
+        if g != 0 {
+            self.group_weight[g] += w;
         }
     }
 
-    /// Takes `t` off `cpu`'s dual runqueue.
-    fn dual_dequeue(&mut self, cpu: CpuId, t: TaskId) {
-        let e = &self.ents[t.idx()];
-        self.dual_remove(cpu, t, e.kind, e.level);
-    }
-
-    /// Takes `t` off `cpu`'s dual runqueue, where it sits in runqueue `kind` at `level`.
-    fn dual_remove(&mut self, cpu: CpuId, t: TaskId, kind: Kind, level: usize) {
-        self.ents[t.idx()].queued = false;
-        let c = &mut self.cpus[cpu.idx()];
+    /// Takes `se` off its dual runqueue, where it sits in runqueue `kind` at `level`.
+    fn dequeue_se(&mut self, se: Se, kind: Kind, level: usize) {
+        let e = self.ent_mut(se);
+        e.queued = false;
+        let (d, w) = (e.dual, e.weight);
+        let dual = &mut self.duals[d];
         match kind {
-            Kind::Inter => c.inter.dequeue(level, t, BWEIGHTS[level]),
-            Kind::Normal => c.normal.dequeue(level, t, BWEIGHTS[level]),
+            Kind::Inter => dual.inter.dequeue(level, se, BWEIGHTS[level]),
+            Kind::Normal => dual.normal.dequeue(level, se, BWEIGHTS[level]),
         }
+        dual.weight -= w;
+        let g = d / self.ncpus;
+        if g != 0 {
+            self.group_weight[g] -= w;
+        }
+    }
+
+    /// Moves a queued entity to runqueue `kind` of its dual runqueue.
+    fn move_se(&mut self, se: Se, kind: Kind, now: Ns) {
+        let e = *self.ent(se);
+        if e.kind == kind {
+            return;
+        }
+        self.dequeue_se(se, e.kind, e.level);
+        self.ent_mut(se).kind = kind;
+        self.enqueue_se(e.dual, se, now);
+        self.steer_if_empty(e.dual);
     }
 
     /// "Whenever a runqueue gets empty, the balancect has to be set to -1 or 1": checked once an entity
     /// has really left or changed runqueue (a requeue after a run passes through an empty runqueue
     /// without emptying it).
-    fn steer_if_empty(&mut self, cpu: CpuId) {
-        let c = &mut self.cpus[cpu.idx()];
-        if c.inter.is_empty() && !c.normal.is_empty() {
-            c.balancect = -1;
-        } else if c.normal.is_empty() && !c.inter.is_empty() {
-            c.balancect = 1;
+    fn steer_if_empty(&mut self, d: usize) {
+        let dual = &mut self.duals[d];
+        if dual.inter.is_empty() && !dual.normal.is_empty() {
+            dual.balancect = -1;
+        } else if dual.normal.is_empty() && !dual.inter.is_empty() {
+            dual.balancect = 1;
         }
     }
 
-    /// The dual runqueue's choice (sec. 4.4) with the remaining-time rule of sec. 4.9.
-    fn choose_kind(&mut self, cpu: CpuId) -> Option<Kind> {
-        let c = &mut self.cpus[cpu.idx()];
-        let preempted_for_inter = std::mem::take(&mut c.preempt_inter);
-        let kind = match (c.inter.is_empty(), c.normal.is_empty()) {
+    /// CFS's `update_cfs_shares` for the entity of group dual `d`: the group's shares in proportion to
+    /// its load on this CPU, at least `MIN_SHARES`.
+    fn update_shares(&mut self, d: usize) {
+        let g = self.group_of_dual(d);
+        if g == 0 {
+            return;
+        }
+        let (load, total, shares) = (self.duals[d].weight, self.group_weight[g], self.group_shares[g]);
+        let w = (shares * load).checked_div(total).unwrap_or(shares).clamp(MIN_SHARES, shares);
+        let e = &self.gents[d];
+        if e.weight == w {
+            return;
+        }
+        if e.queued {
+            // The parent's sums follow the new weight.
+            let old = e.weight;
+            let pd = e.dual;
+            self.duals[pd].weight = self.duals[pd].weight - old + w;
+            let pg = self.group_of_dual(pd);
+            if pg != 0 {
+                self.group_weight[pg] = self.group_weight[pg] - old + w;
+            }
+        }
+        self.gents[d].set_weight(w);
+    }
+
+    /// Places a waking entity (a task, or a group entity whose runqueue gets its first entity) in
+    /// dual `d`: keep its vruntime within vthreshold of vtime (eq. 18) and put it on the interactive
+    /// runqueue unless already past the 1 ms ahead limit.
+    fn place_waking(&mut self, se: Se, d: usize) {
+        let vtime = self.duals[d].vtime;
+        let shift = 32u32.saturating_sub(self.p.wakeupthr + VTIME_ACCURACY);
+        let e = self.ent_mut(se);
+        let vthr = ((e.invweight as u128 * STATIC_TIMESLICE as u128) >> shift) as i64;
+        let vdiff = e.vruntime.wrapping_sub(vtime) as i64;
+        if vdiff < -vthr {
+            e.vruntime = vtime.wrapping_sub(vthr as u64);
+        } else if vdiff > vthr {
+            e.vruntime = vtime.wrapping_add(vthr as u64);
+        }
+        // Woken tasks enter the interactive runqueue, unless already past the 1 ms ahead limit that
+        // ends a stay there (a choice, see htfs.md: otherwise a task that wakes constantly, like a
+        // pipe ping-pong, keeps the 16x weight for good).
+        let ahead = e.vtime_of(AHEAD_LIMIT_NS) as i64;
+        let vdiff = e.vruntime.wrapping_sub(vtime) as i64;
+        e.kind = if vdiff > ahead { Kind::Normal } else { Kind::Inter };
+    }
+
+    /// After a task joined group dual `d`: bring the group entities above up to date, queueing those
+    /// that were not, and pulling already queued ones to the interactive runqueue while everything
+    /// below is interactive and their vruntime allows it (sec. 4.7).
+    fn enqueue_up(&mut self, mut d: usize, now: Ns) {
+        let mut child_inter = !self.duals[d].inter.is_empty();
+        let mut pulling = true;
+        while self.group_of_dual(d) != 0 {
+            let gse = Se::Group(d as u32);
+            let pd = self.parent_dual(d);
+            self.update_shares(d);
+            if !self.gents[d].queued {
+                if self.gents[d].slept_at.take().is_none() {
+                    self.gents[d].vruntime = self.duals[pd].vtime;
+                }
+                // Its weight follows the group's load on this CPU, so its bweight is initialised
+                // afresh from it each time it is queued (a choice, see htfs.md).
+                let g = &mut self.gents[d];
+                g.level = initial_level(g.weight);
+                self.place_waking(gse, pd);
+                self.enqueue_se(pd, gse, now);
+                self.steer_if_empty(pd);
+            } else if pulling && child_inter && self.gents[d].kind == Kind::Normal {
+                let ahead = self.gents[d].vtime_of(AHEAD_LIMIT_NS) as i64;
+                if self.vdiff(gse) <= ahead {
+                    self.move_se(gse, Kind::Inter, now);
+                } else {
+                    pulling = false;
+                }
+            }
+            child_inter = self.gents[d].kind == Kind::Inter;
+            d = pd;
+        }
+    }
+
+    /// After an entity left group dual `d`: remove group entities whose runqueue emptied, and move
+    /// those whose interactive runqueue emptied to the normal runqueue (sec. 4.7).
+    fn dequeue_up(&mut self, mut d: usize, now: Ns) {
+        while self.group_of_dual(d) != 0 {
+            let gse = Se::Group(d as u32);
+            let pd = self.parent_dual(d);
+            self.update_shares(d);
+            let g = self.gents[d];
+            if g.queued && self.duals[d].is_empty() {
+                self.dequeue_se(gse, g.kind, g.level);
+                self.steer_if_empty(pd);
+                self.gents[d].slept_at = Some(now);
+            } else if g.queued && g.kind == Kind::Inter && self.duals[d].inter.is_empty() {
+                self.move_se(gse, Kind::Normal, now);
+            }
+            d = pd;
+        }
+    }
+
+    /// The dual runqueue's choice (sec. 4.4); `prefer_inter` after a preemption or, below the root,
+    /// once an interactive entity was chosen above (sec. 4.7).
+    fn choose_kind(&mut self, d: usize, prefer_inter: bool) -> Option<Kind> {
+        let shift = self.cpus[d % self.ncpus].slice.shift - INTER_SLICE_SHIFT + INTER_WEIGHT_SHIFT;
+        let dual = &mut self.duals[d];
+        let kind = match (dual.inter.is_empty(), dual.normal.is_empty()) {
             (true, true) => return None,
             (false, true) => Kind::Inter,
             (true, false) => Kind::Normal,
-            // After a preemption the interactive runqueue runs. (The thesis also keeps the rest of a
-            // part-used period for interactive entities; that serves task groups, see htfs.md.)
-            (false, false) if preempted_for_inter => Kind::Inter,
-            (false, false) if c.balancect >= 0 => Kind::Inter,
+            (false, false) if prefer_inter || dual.balancect >= 0 => Kind::Inter,
             (false, false) => Kind::Normal,
         };
-        if !c.inter.is_empty() && !c.normal.is_empty() {
+        if !dual.inter.is_empty() && !dual.normal.is_empty() {
             match kind {
-                Kind::Inter => c.balancect -= c.normal.bweight as i64,
-                Kind::Normal => {
-                    let shift = c.slice.shift - INTER_SLICE_SHIFT + INTER_WEIGHT_SHIFT;
-                    c.balancect += (c.inter.bweight << shift) as i64;
-                }
+                Kind::Inter => dual.balancect -= dual.normal.bweight as i64,
+                Kind::Normal => dual.balancect += (dual.inter.bweight << shift) as i64,
             }
         }
         Some(kind)
     }
 
-    /// After a run: move the bweight one level if the entity keeps drifting from vtime (sec. 4.6).
-    /// Returns true when a top-level entity still falls behind (it should go interactive).
-    fn adjust_bweight(&mut self, cpu: CpuId, t: TaskId) -> bool {
-        let vdiff = self.vdiff(cpu, t);
+    /// After a run from the normal runqueue: move the bweight one level if the entity keeps drifting
+    /// from vtime (sec. 4.6). Returns true when a top-level entity still falls behind (it should go
+    /// interactive).
+    fn adjust_bweight(&mut self, se: Se) -> bool {
+        let vdiff = self.vdiff(se);
         let boostthr = self.p.boostthr;
-        let e = &mut self.ents[t.idx()];
+        let e = self.ent_mut(se);
         let denom = (e.granted.max(1) as u128) << (VTIME_ACCURACY + boostthr);
         let badness = (vdiff.unsigned_abs() as u128 * e.weight as u128) / denom;
         let growing = (vdiff < 0 && vdiff < e.last_vdiff) || (vdiff > 0 && vdiff > e.last_vdiff);
@@ -460,7 +675,40 @@ impl Htfs {
         false
     }
 
-    /// Sum of the average loads moves with `t` (it joins or leaves `cpu`).
+    /// After an entity that stays queued ran: adjust its bweight and runqueue, and requeue it at the
+    /// tail of its priority queue (or in its new one).
+    fn requeue_after_run(&mut self, se: Se, now: Ns) {
+        let old = *self.ent(se);
+        // vtime only moves with the normal runqueue, so only runs from it say whether the entity keeps
+        // up (a choice, see htfs.md).
+        let to_inter = old.kind == Kind::Normal && self.adjust_bweight(se);
+        let vdiff = self.vdiff(se);
+        let e = *self.ent(se);
+        let ahead = e.vtime_of(AHEAD_LIMIT_NS) as i64;
+        let kind = match old.kind {
+            Kind::Inter if vdiff > ahead => {
+                self.nr_to_normal += 1;
+                Kind::Normal
+            }
+            Kind::Normal if to_inter => Kind::Inter,
+            k => k,
+        };
+        if (kind, e.level) == (old.kind, old.level) {
+            self.ent_mut(se).enq_at = now;
+            let dual = &mut self.duals[old.dual];
+            match kind {
+                Kind::Inter => dual.inter.requeue_tail(old.level, se),
+                Kind::Normal => dual.normal.requeue_tail(old.level, se),
+            }
+            return;
+        }
+        self.dequeue_se(se, old.kind, old.level);
+        self.ent_mut(se).kind = kind;
+        self.enqueue_se(old.dual, se, now);
+        self.steer_if_empty(old.dual);
+    }
+
+    /// Per-CPU task counts and load sums as `t` joins or leaves `cpu`.
     fn account(&mut self, cpu: CpuId, t: TaskId, join: bool) {
         let (w, a) = (self.ents[t.idx()].weight, self.ents[t.idx()].avgload);
         let c = &mut self.cpus[cpu.idx()];
@@ -474,6 +722,17 @@ impl Htfs {
             c.sum_avgload -= a;
         }
     }
+
+    /// The entities from task `t` up to the root, each with the dual runqueue it is queued in.
+    fn path(&self, t: TaskId) -> Vec<Se> {
+        let mut out = vec![Se::Task(t)];
+        let mut d = self.ents[t.idx()].dual;
+        while self.group_of_dual(d) != 0 {
+            out.push(Se::Group(d as u32));
+            d = self.parent_dual(d);
+        }
+        out
+    }
 }
 
 impl SchedPolicy for Htfs {
@@ -483,17 +742,24 @@ impl SchedPolicy for Htfs {
 
     fn init(&mut self, ctx: &Ctx) {
         self.tick_ns = ctx.tick_ns;
+        self.ncpus = ctx.nr_cpus();
+        let ngroups = ctx.groups.len().max(1);
+        self.group_parent = (0..ngroups)
+            .map(|g| ctx.groups.get(g).and_then(|i| i.parent).map_or(0, |p| p.0 as usize))
+            .collect();
+        self.group_shares = (0..ngroups).map(|g| ctx.groups.get(g).map_or(1024, |i| i.shares)).collect();
+        self.group_weight = vec![0; ngroups];
+        self.duals = vec![Dual::default(); ngroups * self.ncpus];
+        self.gents =
+            (0..ngroups * self.ncpus).map(|d| Ent::new(self.group_shares[d / self.ncpus].max(1))).collect();
         self.cpus = ctx
             .topo
             .cpus()
             .map(|c| Cpu {
-                inter: Runqueue::default(),
-                normal: Runqueue::default(),
-                balancect: 0,
                 slice: AdaptiveSlice::new(ctx.now),
-                vtime: 0,
                 period_used: 0,
                 curr: None,
+                curr_inter: false,
                 resched: false,
                 preempt_inter: false,
                 cont: None,
@@ -523,46 +789,43 @@ impl SchedPolicy for Htfs {
     }
 
     fn enqueue(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId, why: EnqueueReason) {
-        let vtime = self.cpus[cpu.idx()].vtime;
-        let e = &mut self.ents[t.idx()];
+        let d = (ctx.task(t).group.0 as usize).min(self.group_parent.len() - 1) * self.ncpus + cpu.idx();
+        let vtime = self.duals[d].vtime;
+        let se = Se::Task(t);
         match why {
             EnqueueReason::New => {
+                let e = &mut self.ents[t.idx()];
                 e.vruntime = vtime;
                 e.kind = Kind::Inter;
             }
             EnqueueReason::Wakeup => {
                 // Average load decays over the sleep: halved every 4 slices (eq. 28).
+                let slice = self.cpus[cpu.idx()].slice.slice_ns().max(1);
+                let e = &mut self.ents[t.idx()];
                 if let Some(at) = e.slept_at.take() {
-                    let turns = ctx.now.saturating_sub(at) / self.cpus[cpu.idx()].slice.slice_ns().max(1);
+                    let turns = ctx.now.saturating_sub(at) / slice;
                     e.avgload >>= (turns / 4).min(63);
                 }
-                // Keep the vruntime within vthreshold of vtime (eq. 18).
-                let shift = 32u32.saturating_sub(self.p.wakeupthr + VTIME_ACCURACY);
-                let vthr = ((e.invweight as u128 * STATIC_TIMESLICE as u128) >> shift) as i64;
-                let vdiff = e.vruntime.wrapping_sub(vtime) as i64;
-                if vdiff < -vthr {
-                    e.vruntime = vtime.wrapping_sub(vthr as u64);
-                } else if vdiff > vthr {
-                    e.vruntime = vtime.wrapping_add(vthr as u64);
-                }
-                // Woken tasks enter the interactive runqueue, unless already past the 1 ms ahead
-                // limit that ends a stay there (a choice, see htfs.md: otherwise a task that wakes
-                // constantly, like a pipe ping-pong, keeps the 16x weight for good).
-                let ahead = e.vtime_of(AHEAD_LIMIT_NS) as i64;
-                let vdiff = e.vruntime.wrapping_sub(vtime) as i64;
-                e.kind = if vdiff > ahead { Kind::Normal } else { Kind::Inter };
+                self.place_waking(se, d);
             }
-            EnqueueReason::Migrated => e.vruntime = e.vruntime.wrapping_add(vtime),
+            EnqueueReason::Migrated => {
+                let e = &mut self.ents[t.idx()];
+                e.vruntime = e.vruntime.wrapping_add(vtime);
+            }
         }
         self.account(cpu, t, true);
-        self.dual_enqueue(cpu, t, ctx.now);
+        self.enqueue_se(d, se, ctx.now);
+        self.steer_if_empty(d);
+        self.enqueue_up(d, ctx.now);
     }
 
-    fn dequeue(&mut self, _ctx: &Ctx, cpu: CpuId, t: TaskId, _why: DequeueReason) {
-        self.dual_dequeue(cpu, t);
-        self.steer_if_empty(cpu);
+    fn dequeue(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId, _why: DequeueReason) {
+        let e = self.ents[t.idx()];
+        self.dequeue_se(Se::Task(t), e.kind, e.level);
+        self.steer_if_empty(e.dual);
+        self.dequeue_up(e.dual, ctx.now);
         self.account(cpu, t, false);
-        let vtime = self.cpus[cpu.idx()].vtime;
+        let vtime = self.duals[e.dual].vtime;
         let e = &mut self.ents[t.idx()];
         e.vruntime = e.vruntime.wrapping_sub(vtime);
     }
@@ -576,27 +839,47 @@ impl SchedPolicy for Htfs {
             self.cpus[cpu.idx()].curr = Some(t);
             return Some(Dispatch { task: t, slice_ns: Some(left) });
         }
-        self.cpus[cpu.idx()].resched = false;
-        let kind = self.choose_kind(cpu)?;
         let c = &mut self.cpus[cpu.idx()];
-        let (t, checked) = match kind {
-            Kind::Inter => c.inter.pick(),
-            Kind::Normal => c.normal.pick(),
-        }?;
-        self.nr_examined += checked as u64;
-        let normal = c.slice.slice_ns();
-        let granted = match kind {
-            Kind::Inter => INTER_SLICE,
-            Kind::Normal if c.period_used > 0 => normal.saturating_sub(c.period_used).max(INTER_SLICE),
-            Kind::Normal => normal,
+        c.resched = false;
+        let mut prefer_inter = std::mem::take(&mut c.preempt_inter);
+        // Descend from the root, choosing a runqueue and a priority queue at each level (sec. 4.7).
+        let mut d = cpu.idx();
+        let mut path_inter = false;
+        let mut chosen = Vec::new();
+        let t = loop {
+            let kind = self.choose_kind(d, prefer_inter)?;
+            let dual = &mut self.duals[d];
+            let (se, checked) = match kind {
+                Kind::Inter => dual.inter.pick(),
+                Kind::Normal => dual.normal.pick(),
+            }?;
+            self.nr_examined += checked as u64;
+            path_inter |= kind == Kind::Inter;
+            prefer_inter = path_inter;
+            chosen.push(se);
+            match se {
+                Se::Task(t) => break t,
+                Se::Group(g) => d = g as usize,
+            }
         };
-        let e = &mut self.ents[t.idx()];
-        if kind == Kind::Inter && now.saturating_sub(e.enq_at) > slice::LATE_NS {
+        let c = &mut self.cpus[cpu.idx()];
+        let normal = c.slice.slice_ns();
+        let granted = match (path_inter, c.period_used > 0) {
+            (true, _) => INTER_SLICE,
+            (false, true) => normal.saturating_sub(c.period_used).max(INTER_SLICE),
+            (false, false) => normal,
+        };
+        c.curr = Some(t);
+        c.curr_inter = path_inter;
+        let e = &self.ents[t.idx()];
+        if e.kind == Kind::Inter && now.saturating_sub(e.enq_at) > slice::LATE_NS {
             c.slice.latency_too_high(now);
         }
-        e.granted = granted;
-        e.started = now;
-        c.curr = Some(t);
+        for se in chosen {
+            let e = self.ent_mut(se);
+            e.granted = granted;
+            e.started = now;
+        }
         Some(Dispatch { task: t, slice_ns: Some(granted) })
     }
 
@@ -617,21 +900,28 @@ impl SchedPolicy for Htfs {
         if early {
             self.nr_punished += 1;
         }
-        // vtime moves with the normal runqueue as one entity (eq. 19), before t leaves it.
-        let c = &mut self.cpus[cpu.idx()];
-        if e.kind == Kind::Normal && c.normal.bweight > 0 {
-            let time = if preempted { ran } else { e.granted };
-            let inv = (1u128 << 32) / c.normal.bweight as u128;
-            c.vtime = c.vtime.wrapping_add(((time as u128 * inv) >> (32 - VTIME_ACCURACY)) as u64);
-        }
-        match e.kind {
-            Kind::Inter => {
-                c.period_used += ran;
-                if c.period_used >= c.slice.slice_ns() {
-                    c.period_used = 0;
-                }
+        // Every entity of the path ran: its vruntime grows, and the vtime of its dual runqueue moves
+        // if it ran from the normal runqueue (eq. 19), taking that runqueue as one entity.
+        let path = self.path(t);
+        let time = if preempted { ran } else { e.granted };
+        for &se in &path {
+            let s = *self.ent(se);
+            let dual = &mut self.duals[s.dual];
+            if s.kind == Kind::Normal && dual.normal.bweight > 0 {
+                let inv = (1u128 << 32) / dual.normal.bweight as u128;
+                dual.vtime = dual.vtime.wrapping_add(((time as u128 * inv) >> (32 - VTIME_ACCURACY)) as u64);
             }
-            Kind::Normal => c.period_used = 0,
+            let s = self.ent_mut(se);
+            s.vruntime = s.vruntime.wrapping_add(s.vtime_of(ran + punish));
+        }
+        let c = &mut self.cpus[cpu.idx()];
+        if c.curr_inter {
+            c.period_used += ran;
+            if c.period_used >= c.slice.slice_ns() {
+                c.period_used = 0;
+            }
+        } else {
+            c.period_used = 0;
         }
         // Average loads (sec. 4.10): the punishment counts as unused time.
         let used = if early { ran } else { e.granted };
@@ -642,48 +932,29 @@ impl SchedPolicy for Htfs {
             Method::StdAvg => (c.avg * 7 + c.load + 4) >> 3,
             _ => (c.avg * 7 + c.sum_avgload + 4) >> 3,
         };
-        let em = &mut self.ents[t.idx()];
-        em.avgload = new_avg;
-        em.vruntime = em.vruntime.wrapping_add(em.vtime_of(ran + punish));
-        if why == SwitchReason::Exited {
-            self.dual_dequeue(cpu, t);
-            self.steer_if_empty(cpu);
-            self.account(cpu, t, false);
-            return;
-        }
-        let (old_kind, old_level) = (e.kind, e.level);
-        // vtime only moves with the normal runqueue, so only runs from it say whether the entity keeps
-        // up (a choice, see htfs.md).
-        let to_inter = e.kind == Kind::Normal && self.adjust_bweight(cpu, t);
-        if !why.still_runnable() {
-            self.dual_remove(cpu, t, old_kind, old_level);
-            self.steer_if_empty(cpu);
-            self.ents[t.idx()].slept_at = Some(now);
-            self.account(cpu, t, false);
-            return;
-        }
-        let vdiff = self.vdiff(cpu, t);
-        let e = &mut self.ents[t.idx()];
-        let ahead = e.vtime_of(AHEAD_LIMIT_NS) as i64;
-        if e.kind == Kind::Inter && vdiff > ahead {
-            e.kind = Kind::Normal;
-            self.nr_to_normal += 1;
-        } else if e.kind == Kind::Normal && to_inter {
-            e.kind = Kind::Inter;
-        }
-        if (e.kind, e.level) == (old_kind, old_level) {
-            // Round robin: back to the tail of its priority queue.
-            e.enq_at = now;
-            let c = &mut self.cpus[cpu.idx()];
-            match old_kind {
-                Kind::Inter => c.inter.requeue_tail(old_level, t),
-                Kind::Normal => c.normal.requeue_tail(old_level, t),
+        self.ents[t.idx()].avgload = new_avg;
+        let se = Se::Task(t);
+        if why.still_runnable() {
+            self.requeue_after_run(se, now);
+        } else {
+            if why == SwitchReason::Blocked {
+                if e.kind == Kind::Normal {
+                    self.adjust_bweight(se);
+                }
+                self.ents[t.idx()].slept_at = Some(now);
             }
-            return;
+            self.dequeue_se(se, e.kind, e.level);
+            self.steer_if_empty(e.dual);
+            self.account(cpu, t, false);
         }
-        self.dual_remove(cpu, t, old_kind, old_level);
-        self.dual_enqueue(cpu, t, now);
-        self.steer_if_empty(cpu);
+        // The group entities above: requeued after their run while still queued, removed or moved to
+        // the normal runqueue as their runqueues emptied.
+        for &gse in &path[1..] {
+            if self.ent(gse).queued {
+                self.requeue_after_run(gse, now);
+            }
+        }
+        self.dequeue_up(e.dual, now);
     }
 
     fn tick(&mut self, ctx: &Ctx, cpu: CpuId, _curr: TaskId) -> bool {
@@ -695,13 +966,10 @@ impl SchedPolicy for Htfs {
 
     fn check_preempt(&mut self, ctx: &Ctx, cpu: CpuId, curr: TaskId, woken: TaskId, _kind: WakeKind) -> bool {
         let c = &self.cpus[cpu.idx()];
-        if c.resched || self.ents[woken.idx()].kind != Kind::Inter {
+        if c.resched || c.curr_inter || self.ents[woken.idx()].kind != Kind::Inter {
             return false;
         }
         let e = &self.ents[curr.idx()];
-        if e.kind == Kind::Inter {
-            return false;
-        }
         let left = (e.started + e.granted).saturating_sub(ctx.now);
         let preempt = left >= INTER_SLICE;
         // "A preemption only results in running one or more interactive tasks" (sec. 4.8).

@@ -12,16 +12,18 @@
 //! when refilled); the first queue of an empty runqueue becomes current and is credited at once; ties
 //! in the sorted list keep their order (a queue moves only past strictly smaller ones).
 
-use schedlab_core::TaskId;
 use std::collections::VecDeque;
+
+#[cfg(test)]
+use schedlab_core::TaskId;
 
 /// Boosted-weight levels.
 pub const NR_LEVELS: usize = 50;
 
-/// One runqueue of 50 priority queues.
+/// One runqueue of 50 priority queues of entities `T` (tasks or group entities).
 #[derive(Clone, Debug)]
-pub struct Runqueue {
-    queues: Vec<VecDeque<TaskId>>,
+pub struct Runqueue<T> {
+    queues: Vec<VecDeque<T>>,
     realbweight: [u64; NR_LEVELS],
     balancect: [i64; NR_LEVELS],
     /// Non-empty levels, largest `realbweight` first.
@@ -33,7 +35,7 @@ pub struct Runqueue {
     nr: usize,
 }
 
-impl Default for Runqueue {
+impl<T: Copy + PartialEq> Default for Runqueue<T> {
     fn default() -> Self {
         Runqueue {
             queues: vec![VecDeque::new(); NR_LEVELS],
@@ -47,7 +49,7 @@ impl Default for Runqueue {
     }
 }
 
-impl Runqueue {
+impl<T: Copy + PartialEq> Runqueue<T> {
     /// Entities queued.
     pub fn len(&self) -> usize {
         self.nr
@@ -69,7 +71,7 @@ impl Runqueue {
     }
 
     /// The entities of `level`, head first.
-    pub fn queue(&self, level: usize) -> &VecDeque<TaskId> {
+    pub fn queue(&self, level: usize) -> &VecDeque<T> {
         &self.queues[level]
     }
 
@@ -101,7 +103,7 @@ impl Runqueue {
     }
 
     /// Queues `t` with boosted weight `bw` at the tail of `level`.
-    pub fn enqueue(&mut self, level: usize, t: TaskId, bw: u64) {
+    pub fn enqueue(&mut self, level: usize, t: T, bw: u64) {
         let was_empty = self.queues[level].is_empty();
         self.queues[level].push_back(t);
         self.realbweight[level] += bw;
@@ -119,7 +121,7 @@ impl Runqueue {
     }
 
     /// Removes `t` (boosted weight `bw`) from `level`.
-    pub fn dequeue(&mut self, level: usize, t: TaskId, bw: u64) {
+    pub fn dequeue(&mut self, level: usize, t: T, bw: u64) {
         let q = &mut self.queues[level];
         let i = q.iter().position(|&x| x == t).expect("entity in its priority queue");
         q.remove(i);
@@ -148,7 +150,7 @@ impl Runqueue {
 
     /// Moves `t` to the tail of its `level` (round robin after it ran); weights and the picker's state
     /// are unchanged, since the queue never really empties.
-    pub fn requeue_tail(&mut self, level: usize, t: TaskId) {
+    pub fn requeue_tail(&mut self, level: usize, t: T) {
         let q = &mut self.queues[level];
         let i = q.iter().position(|&x| x == t).expect("entity in its priority queue");
         q.remove(i);
@@ -157,7 +159,7 @@ impl Runqueue {
 
     /// Picks the next entity by balance and run cost (see the module docs); `None` when empty. The
     /// entity stays queued: the caller requeues it after it ran. Also returns the queues checked.
-    pub fn pick(&mut self) -> Option<(TaskId, usize)> {
+    pub fn pick(&mut self) -> Option<(T, usize)> {
         let cur = self.current?;
         let runcost = self.runcost() as i64;
         let mut p = self.pos(cur);
@@ -183,7 +185,7 @@ mod tests {
 
     #[test]
     fn the_sorted_list_follows_realbweight() {
-        let mut rq = Runqueue::default();
+        let mut rq = Runqueue::<TaskId>::default();
         rq.enqueue(24, TaskId(0), 1024);
         rq.enqueue(20, TaskId(1), 335);
         rq.enqueue(20, TaskId(2), 335);
@@ -201,7 +203,7 @@ mod tests {
     #[test]
     fn queues_run_in_proportion_to_their_realbweight() {
         // Three levels with realbweights 3072, 1536 and 512 (3 x 1024, 1 x 1536, 1 x 512).
-        let mut rq = Runqueue::default();
+        let mut rq = Runqueue::<TaskId>::default();
         for t in 0..3 {
             rq.enqueue(24, TaskId(t), 1024);
         }
@@ -221,7 +223,7 @@ mod tests {
 
     #[test]
     fn an_emptied_current_queue_hands_over_to_the_next_then_the_previous() {
-        let mut rq = Runqueue::default();
+        let mut rq = Runqueue::<TaskId>::default();
         rq.enqueue(30, TaskId(0), 3000);
         rq.enqueue(20, TaskId(1), 300);
         rq.enqueue(10, TaskId(2), 30);

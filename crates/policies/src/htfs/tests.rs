@@ -200,3 +200,99 @@ fn the_balancer_moves_queued_tasks_to_an_idle_cpu() {
     assert!(!out.is_empty(), "an idle CPU pulls from one with four tasks");
     assert!(out.iter().all(|m| m.from == CpuId(0) && m.to == CpuId(1) && m.task != running));
 }
+
+/// A world of one CPU with groups 1 and 2 under the root.
+fn grouped_world() -> (TestWorld, Htfs) {
+    let mut w = TestWorld::new(1);
+    w.groups.push(schedlab_core::GroupInfo { parent: Some(schedlab_core::GroupId(0)), shares: 1024 });
+    w.groups.push(schedlab_core::GroupInfo { parent: Some(schedlab_core::GroupId(0)), shares: 1024 });
+    let mut p = htfs();
+    p.init(&w.ctx());
+    (w, p)
+}
+
+fn add_in(w: &mut TestWorld, group: u32) -> TaskId {
+    let t = w.add_task(0);
+    w.tasks[t.idx()].group = schedlab_core::GroupId(group);
+    t
+}
+
+#[test]
+fn group_entities_are_queued_with_their_first_task_and_leave_with_the_last() {
+    let (mut w, mut p) = grouped_world();
+    let cpu = CpuId(0);
+    assert_eq!(p.group_entity(1, cpu), None);
+    let a = add_in(&mut w, 1);
+    w.start(&mut p, a);
+    // The group's entity is queued (interactive, like a waking entity) with the group's shares.
+    assert_eq!(p.group_entity(1, cpu), Some((Kind::Inter, 1024)));
+    let (t, _) = pick(&mut w, &mut p, cpu);
+    assert_eq!(t, a);
+    run_then(&mut w, &mut p, cpu, 10 * US, SwitchReason::Blocked);
+    assert_eq!(p.group_entity(1, cpu), None, "its runqueue emptied");
+}
+
+#[test]
+fn a_wakeup_pulls_a_normal_group_entity_to_the_interactive_runqueue_and_an_empty_one_pushes_it_back() {
+    let (mut w, mut p) = grouped_world();
+    let cpu = CpuId(0);
+    let (t1, h2) = (add_in(&mut w, 1), add_in(&mut w, 2));
+    w.start(&mut p, t1);
+    w.start(&mut p, h2);
+    // Run both hogs until both groups' entities are on the root's normal runqueue.
+    let normal = |p: &Htfs, g| p.group_entity(g, cpu).is_some_and(|(k, _)| k == Kind::Normal);
+    let mut rounds = 0;
+    while !(normal(&p, 1) && normal(&p, 2) && p.kind_of(t1) == Kind::Normal) {
+        let (_, s) = pick(&mut w, &mut p, cpu);
+        run_then(&mut w, &mut p, cpu, s, SwitchReason::SliceExpired);
+        rounds += 1;
+        assert!(rounds < 100, "the group entities never reached the normal runqueue");
+    }
+    // Group 1's entity went there for being 1 ms ahead of the root's vtime; let vtime catch up with
+    // it (as it would once the others have run), so that its vruntime allows a move back.
+    p.gents[1].vruntime = p.duals[0].vtime;
+    assert_eq!(p.group_vdiff(1, cpu), 0);
+    // A task of group 1 wakes: it enters group 1's interactive runqueue, and group 1's entity, all
+    // below it being interactive and its vruntime allowing it, is pulled to the root's interactive one.
+    let s = add_in(&mut w, 1);
+    w.start(&mut p, s);
+    assert_eq!(p.kind_of(s), Kind::Inter);
+    assert_eq!(p.group_entity(1, cpu).map(|g| g.0), Some(Kind::Inter));
+    assert_eq!(p.group_entity(2, cpu).map(|g| g.0), Some(Kind::Normal));
+    // The pick descends into group 1 and, having chosen an interactive entity, prefers interactive
+    // entities below: the new task runs with an interactive slice.
+    let (t, slice) = pick(&mut w, &mut p, cpu);
+    assert_eq!((t, slice), (s, INTER_SLICE));
+    // It blocks: group 1's interactive runqueue is empty, so its entity goes back to normal.
+    run_then(&mut w, &mut p, cpu, 10 * US, SwitchReason::Blocked);
+    assert_eq!(p.group_entity(1, cpu).map(|g| g.0), Some(Kind::Normal));
+}
+
+#[test]
+fn group_shares_split_the_cpu_between_groups_then_tasks() {
+    // Group 1 (2048 shares) with one hog, group 2 (1024) with three: 2/3 and 1/9 each with exact
+    // weights; HTFS's 1.25-step bweight levels and slow boosting let it land near that.
+    let mut w = TestWorld::new(1);
+    w.groups.push(schedlab_core::GroupInfo { parent: Some(schedlab_core::GroupId(0)), shares: 2048 });
+    w.groups.push(schedlab_core::GroupInfo { parent: Some(schedlab_core::GroupId(0)), shares: 1024 });
+    let mut p = htfs();
+    p.init(&w.ctx());
+    let cpu = CpuId(0);
+    let a = add_in(&mut w, 1);
+    let bs: Vec<TaskId> = (0..3).map(|_| add_in(&mut w, 2)).collect();
+    w.start(&mut p, a);
+    for &b in &bs {
+        w.start(&mut p, b);
+    }
+    let mut ran = std::collections::HashMap::new();
+    while w.now < 600 * 1_000_000_000 {
+        let (t, s) = pick(&mut w, &mut p, cpu);
+        run_then(&mut w, &mut p, cpu, s, SwitchReason::SliceExpired);
+        *ran.entry(t).or_insert(0u64) += s;
+    }
+    let share = |t: TaskId| ran[&t] as f64 / w.now as f64;
+    assert!((0.55..0.75).contains(&share(a)), "group 1's task got {:.3}", share(a));
+    for &b in &bs {
+        assert!((0.07..0.16).contains(&share(b)), "a group 2 task got {:.3}", share(b));
+    }
+}
