@@ -12,6 +12,7 @@
 //!   ([`schedlab_core::policy`]); the cost model on [`CostModel`]; docs/architecture.md ties it together.
 #![warn(missing_docs)]
 
+pub mod contention;
 pub mod event;
 mod exec;
 pub mod histogram;
@@ -20,6 +21,7 @@ mod random;
 pub mod report;
 mod sim;
 
+pub use contention::ContentionModel;
 pub use histogram::{Histogram, LatencySummary};
 pub use machine::{CostModel, Machine, MachineError};
 pub use report::RunReport;

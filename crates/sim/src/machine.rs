@@ -93,6 +93,8 @@ pub struct Machine {
     pub speed_permille: Vec<u32>,
     /// Costs.
     pub costs: CostModel,
+    /// Shared-resource contention between co-running tasks (docs/hardware-model.md).
+    pub contention: crate::contention::ContentionModel,
 }
 
 /// A machine description that cannot be used.
@@ -160,6 +162,7 @@ fn machine(name: &str, topology: Topology, numa: bool, hz: u32) -> Machine {
         hz,
         speed_permille: vec![1000; n],
         costs: CostModel::default(),
+        contention: crate::contention::ContentionModel::default(),
     }
 }
 
@@ -220,6 +223,8 @@ impl Machine {
     /// speed_permille = 1000  # or one value per CPU: [1000, 1000, 800, ...]
     /// [costs]
     /// context_switch_ns = 3000
+    /// [contention]
+    /// bus_permille = 800
     /// ```
     pub fn from_toml(file: &str, src: &str) -> Result<Machine, MachineError> {
         #[derive(Deserialize)]
@@ -242,6 +247,8 @@ impl Machine {
             speed_permille: Option<toml::Spanned<Speed>>,
             #[serde(default)]
             costs: CostModel,
+            #[serde(default)]
+            contention: crate::contention::ContentionModel,
         }
         #[derive(Deserialize)]
         #[serde(untagged)]
@@ -312,6 +319,16 @@ impl Machine {
                 format!("{} is not in 1..=100", doc.costs.cold_speed_pct),
             ));
         }
+        let c = &doc.contention;
+        for (key, v) in [
+            ("smt_fu_permille", c.smt_fu_permille),
+            ("llc_permille", c.llc_permille),
+            ("bus_permille", c.bus_permille),
+        ] {
+            if v > 100_000 {
+                return Err(at(0..0, &format!("contention.{key}"), format!("{v} is not in 0..=100000")));
+            }
+        }
         let nodes = doc.sockets * doc.nodes_per_socket;
         Ok(Machine {
             name: doc.name.unwrap_or_else(|| file.to_string()),
@@ -321,6 +338,7 @@ impl Machine {
             hz,
             speed_permille,
             costs: doc.costs,
+            contention: doc.contention,
         })
     }
 }

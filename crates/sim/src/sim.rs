@@ -129,6 +129,8 @@ pub(crate) struct Cpu {
     pub nr_switches: u64,
     /// Cumulative time tasks ran here (for the eviction model).
     pub task_run_total: Ns,
+    /// Speed of the running task, permille of nominal, after contention (see [`crate::contention`]).
+    pub speed: u32,
 }
 
 /// Per-task engine state and accounting.
@@ -241,6 +243,12 @@ pub struct Sim<'a> {
     stop: Option<&'static str>,
     last_nohz_jiffy: Option<u64>,
     progress: Option<Box<dyn FnMut(Ns, Ns) + 'a>>,
+    /// Each task's demand on shared resources (from its template's activity profile).
+    pub(crate) demand: Vec<crate::contention::Demand>,
+    /// Per CPU, the CPUs it shares any resource with (its package).
+    pub(crate) share_span: Vec<CpuSet>,
+    /// Contention is modelled and some task has an activity profile.
+    pub(crate) contention_active: bool,
 }
 
 /// Builds the read-only context from the engine's fields (a macro so that the borrow of the policy
@@ -309,6 +317,13 @@ impl<'a> Sim<'a> {
                 shares: g.shares,
             })
             .collect();
+        let share_span =
+            machine.topology.cpus().map(|c| machine.topology.span(schedlab_core::Level::Socket, c)).collect();
+        let contention_active = machine.contention.enabled
+            && workload
+                .tasks
+                .iter()
+                .any(|t| t.activity.as_ref().is_some_and(|a| !crate::contention::Demand::of(a).is_zero()));
         let mut sim = Sim {
             machine,
             w: workload,
@@ -350,6 +365,9 @@ impl<'a> Sim<'a> {
             stop: None,
             last_nohz_jiffy: None,
             progress: None,
+            demand: Vec::new(),
+            share_span,
+            contention_active,
             cfg,
         };
         // Initial tasks get ids in template order, instance order.
@@ -418,6 +436,8 @@ impl<'a> Sim<'a> {
             last_ran_ns: 0,
         });
         self.tasks.push(Task { name, template, ..Task::default() });
+        let demand = self.w.tasks[template as usize].activity.as_ref().map(crate::contention::Demand::of);
+        self.demand.push(demand.unwrap_or_default());
         self.alive += 1;
         self.template_alive[template as usize] += 1;
         id
@@ -518,7 +538,7 @@ impl<'a> Sim<'a> {
         if useful == 0 {
             return;
         }
-        let speed = self.machine.speed_permille[cpu.idx()] as u64;
+        let speed = self.cpus[cpu.idx()].speed as u64;
         let cold_pct = self.machine.costs.cold_speed_pct as u64;
         let tk = &mut self.tasks[t.idx()];
         tk.run_ns += useful;
@@ -551,7 +571,7 @@ impl<'a> Sim<'a> {
         }
         match self.w.tasks[tk.template as usize].program.ops[tk.pc as usize] {
             Op::Compute { .. } => {
-                let s = self.machine.speed_permille[cpu.idx()] as u64;
+                let s = self.cpus[cpu.idx()].speed as u64;
                 let p = self.machine.costs.cold_speed_pct as u64;
                 let w = tk.op_left;
                 let cold_work = tk.cold_ns * s * p / 100_000;
@@ -821,6 +841,7 @@ impl<'a> Sim<'a> {
         };
         let stamp = c.task_run_total;
         self.cpu_views[cpu.idx()].curr = None;
+        self.respeed_around(cpu);
         let tk = &mut self.tasks[p.idx()];
         tk.last_cpu_ran = Some(cpu);
         tk.evict_stamp = stamp;
@@ -936,7 +957,9 @@ impl<'a> Sim<'a> {
         self.views[t.idx()].state = TaskState::Running;
         self.cpu_views[cpu.idx()].curr = Some(t);
         self.idle.remove(cpu);
+        let speed = self.contended_speed(cpu);
         let c = &mut self.cpus[cpu.idx()];
+        c.speed = speed;
         c.seg_start = now;
         c.useful_start = now + overhead;
         c.slice_end = d.slice_ns.map(|s| now + s.max(1));
@@ -946,6 +969,7 @@ impl<'a> Sim<'a> {
             self.q.push(next_tick, Ev::Tick(cpu));
         }
         self.program_segment(cpu);
+        self.respeed_around(cpu);
     }
 
     // ------------------------------------------------------------------------------------------

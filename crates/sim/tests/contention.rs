@@ -1,0 +1,56 @@
+//! The shared-resource contention model (docs/hardware-model.md) through whole runs: progress of
+//! co-running tasks follows `speed / slowdown` with the slowdown computed from their activity profiles.
+
+use schedlab_core::NSEC_PER_SEC;
+use schedlab_sim::{Machine, RunConfig, RunReport, Sim};
+use schedlab_workload::generators::builtin;
+use schedlab_workload::Workload;
+
+fn run(machine: &Machine, w: &Workload, secs: u64) -> RunReport {
+    let mut p = schedlab_policies::create("cfs").unwrap();
+    let cfg = RunConfig { duration_ns: secs * NSEC_PER_SEC, check_invariants: true, ..RunConfig::default() };
+    Sim::new(machine, w, p.as_mut(), "test", cfg).unwrap().run().unwrap()
+}
+
+fn pair(a: &str, b: &str) -> Workload {
+    let mut w = builtin(&format!("burn[kind={a}]")).unwrap().unwrap();
+    w.merge(&builtin(&format!("burn[kind={b}]")).unwrap().unwrap(), "b");
+    w
+}
+
+/// Work done per ns run by the task named `name`.
+fn rate(r: &RunReport, name: &str) -> f64 {
+    let t = r.tasks.iter().find(|t| t.name.contains(name)).unwrap_or_else(|| panic!("no {name}"));
+    t.work_ns as f64 / t.run_ns as f64
+}
+
+#[test]
+fn two_bus_heavy_tasks_slow_each_other_more_than_a_bus_heavy_and_an_fpu_heavy_one() {
+    // Core2Duo: two cores sharing the L2 and the front-side bus. burnBX keeps both busy every cycle
+    // (demand 1000 permille each); burnP5 uses the bus 17 permille of its cycles and no L2.
+    let m = Machine::preset("core2duo").unwrap();
+    let bx_bx = run(&m, &pair("BX", "BX"), 10);
+    let bx_p5 = run(&m, &pair("BX", "P5"), 10);
+    // slowdown = 1 + 0.3 x 1 x 1 (L2) + 1.0 x 1 x 1 (bus) = 2.3; with burnP5: 1 + 1.0 x 1 x 0.017.
+    let (want_bb, want_bp) = (1000.0 / 2300.0, 1000.0 / 1017.0);
+    for (r, want) in [(&bx_bx, want_bb), (&bx_p5, want_bp)] {
+        let got = rate(r, "burnBX");
+        assert!((got - want).abs() < 0.005, "burnBX progressed at {got:.4} of nominal, expected {want:.4}");
+    }
+    assert!((rate(&bx_p5, "burnP5") - want_bp).abs() < 0.005);
+    // With contention off, both run at nominal speed.
+    let mut off = m.clone();
+    off.contention.enabled = false;
+    assert!((rate(&run(&off, &pair("BX", "BX"), 2), "burnBX") - 1.0).abs() < 0.005);
+}
+
+#[test]
+fn tasks_on_different_packages_share_nothing_and_an_idle_neighbour_restores_full_speed() {
+    // Two single-core packages (4-way Pentium II): two burnBX run at nominal speed.
+    let m = Machine::preset("pentium2-4way").unwrap();
+    assert!((rate(&run(&m, &pair("BX", "BX"), 5), "burnBX") - 1.0).abs() < 0.005);
+    // Core2Duo, a burnBX alone: no co-runner, nominal speed.
+    let c2 = Machine::preset("core2duo").unwrap();
+    let w = builtin("burn[kind=BX]").unwrap().unwrap();
+    assert!((rate(&run(&c2, &w, 5), "burnBX") - 1.0).abs() < 0.005);
+}
