@@ -81,6 +81,8 @@ pub struct TaskInfo {
     pub sum_exec_ns: Ns,
     /// When the task last stopped running (0 if it never ran).
     pub last_ran_ns: Ns,
+    /// Its performance counters, as counted up to the engine's last accounting of it.
+    pub pmc: crate::Pmc,
 }
 
 /// What a policy may know about one CPU.

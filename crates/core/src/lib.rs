@@ -13,6 +13,7 @@
 pub mod cpuset;
 pub mod ctx;
 pub mod ids;
+pub mod pmc;
 pub mod policy;
 pub mod spec;
 pub mod time;
@@ -22,6 +23,7 @@ pub mod weights;
 pub use cpuset::CpuSet;
 pub use ctx::{CpuInfo, Ctx, GroupInfo, SchedClass, TaskInfo, TaskState};
 pub use ids::{CpuId, GroupId, TaskId};
+pub use pmc::{Pmc, PmcEvent};
 pub use policy::{
     BalanceKind, DequeueReason, Dispatch, EnqueueReason, Migration, PolicyStat, SchedPolicy, SwitchReason,
     WakeInfo, WakeKind, WorkConservation,

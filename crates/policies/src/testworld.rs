@@ -66,6 +66,7 @@ impl TestWorld {
             state: TaskState::New,
             sum_exec_ns: 0,
             last_ran_ns: 0,
+            pmc: Default::default(),
         });
         id
     }

@@ -17,6 +17,7 @@ pub mod event;
 mod exec;
 pub mod histogram;
 pub mod machine;
+mod pmc;
 mod random;
 pub mod report;
 mod sim;

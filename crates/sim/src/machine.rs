@@ -91,6 +91,8 @@ pub struct Machine {
     pub hz: u32,
     /// Per-CPU speed in permille of nominal (1000 = work runs at its nominal rate).
     pub speed_permille: Vec<u32>,
+    /// Core clock at nominal speed, MHz: converts run time into cycles for the performance counters.
+    pub cpu_mhz: u32,
     /// Costs.
     pub costs: CostModel,
     /// Shared-resource contention between co-running tasks (docs/hardware-model.md).
@@ -161,6 +163,7 @@ fn machine(name: &str, topology: Topology, numa: bool, hz: u32) -> Machine {
         numa,
         hz,
         speed_permille: vec![1000; n],
+        cpu_mhz: 2500,
         costs: CostModel::default(),
         contention: crate::contention::ContentionModel::default(),
     }
@@ -245,6 +248,7 @@ impl Machine {
             numa: Option<bool>,
             hz: Option<toml::Spanned<u32>>,
             speed_permille: Option<toml::Spanned<Speed>>,
+            cpu_mhz: Option<toml::Spanned<u32>>,
             #[serde(default)]
             costs: CostModel,
             #[serde(default)]
@@ -319,6 +323,11 @@ impl Machine {
                 format!("{} is not in 1..=100", doc.costs.cold_speed_pct),
             ));
         }
+        let cpu_mhz = match doc.cpu_mhz {
+            None => 2500,
+            Some(m) if (1..=100_000).contains(m.get_ref()) => *m.get_ref(),
+            Some(m) => return Err(at(m.span(), "cpu_mhz", format!("{} is not in 1..=100000", m.get_ref()))),
+        };
         let c = &doc.contention;
         for (key, v) in [
             ("smt_fu_permille", c.smt_fu_permille),
@@ -337,6 +346,7 @@ impl Machine {
             numa: doc.numa.unwrap_or(nodes > 1),
             hz,
             speed_permille,
+            cpu_mhz,
             costs: doc.costs,
             contention: doc.contention,
         })

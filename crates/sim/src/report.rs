@@ -191,6 +191,57 @@ pub struct TaskReport {
     pub started_ns: Option<Ns>,
     /// Exit time.
     pub exited_ns: Option<Ns>,
+    /// Performance counters (see docs/hardware-model.md).
+    pub pmc: PmcReport,
+}
+
+/// Events by name, in `schedlab_core::PmcEvent` order.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct PmcEvents {
+    /// Instructions retired.
+    pub instructions: u64,
+    /// Unhalted cycles.
+    pub cycles: u64,
+    /// x87 instructions.
+    pub x87: u64,
+    /// MMX instructions.
+    pub mmx: u64,
+    /// SSE instructions.
+    pub sse: u64,
+    /// Branch instructions.
+    pub branch: u64,
+    /// Non-memory instructions.
+    pub non_memory: u64,
+    /// Cycles the L2 cache was busy.
+    pub l2_busy: u64,
+    /// Cycles the bus was busy.
+    pub bus_busy: u64,
+}
+
+impl From<[u64; schedlab_core::pmc::NR_PMC_EVENTS]> for PmcEvents {
+    fn from(v: [u64; schedlab_core::pmc::NR_PMC_EVENTS]) -> Self {
+        PmcEvents {
+            instructions: v[0],
+            cycles: v[1],
+            x87: v[2],
+            mmx: v[3],
+            sse: v[4],
+            branch: v[5],
+            non_memory: v[6],
+            l2_busy: v[7],
+            bus_busy: v[8],
+        }
+    }
+}
+
+/// A task's performance counters: what was counted, and for how many cycles each event was counted
+/// (the counters rotate, so `count / cycles_counted` is the event's rate per cycle).
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct PmcReport {
+    /// Events counted.
+    pub count: PmcEvents,
+    /// Cycles during which each event was being counted.
+    pub cycles_counted: PmcEvents,
 }
 
 /// One CPU.
@@ -326,6 +377,7 @@ pub(crate) fn build(sim: &Sim, end: Ns, stop: &'static str) -> RunReport {
                 wakeup_latency: tk.wake_lat.summary(),
                 started_ns: tk.started_at,
                 exited_ns: tk.exited_at,
+                pmc: PmcReport { count: v.pmc.count.into(), cycles_counted: v.pmc.cycles_counted.into() },
             }
         })
         .collect();

@@ -131,6 +131,10 @@ pub(crate) struct Cpu {
     pub task_run_total: Ns,
     /// Speed of the running task, permille of nominal, after contention (see [`crate::contention`]).
     pub speed: u32,
+    /// Scheduling passes since the performance counters last rotated.
+    pub pmc_passes: u32,
+    /// The counters' current rotation (index into `schedlab_core::pmc::ROTATIONS`).
+    pub pmc_rotation: u8,
 }
 
 /// Per-task engine state and accounting.
@@ -434,6 +438,7 @@ impl<'a> Sim<'a> {
             state: TaskState::New,
             sum_exec_ns: 0,
             last_ran_ns: 0,
+            pmc: Default::default(),
         });
         self.tasks.push(Task { name, template, ..Task::default() });
         let demand = self.w.tasks[template as usize].activity.as_ref().map(crate::contention::Demand::of);
@@ -540,15 +545,16 @@ impl<'a> Sim<'a> {
         }
         let speed = self.cpus[cpu.idx()].speed as u64;
         let cold_pct = self.machine.costs.cold_speed_pct as u64;
+        let cold = useful.min(self.tasks[t.idx()].cold_ns);
+        let progress = cold * speed * cold_pct / 100_000 + (useful - cold) * speed / 1000;
+        self.count_events(t, cpu, useful, progress);
         let tk = &mut self.tasks[t.idx()];
         tk.run_ns += useful;
         self.views[t.idx()].sum_exec_ns += useful;
-        let cold = useful.min(tk.cold_ns);
         if tk.in_op {
             match self.w.tasks[tk.template as usize].program.ops[tk.pc as usize] {
                 Op::Compute { .. } => {
-                    let done = cold * speed * cold_pct / 100_000 + (useful - cold) * speed / 1000;
-                    let done = done.min(tk.op_left);
+                    let done = progress.min(tk.op_left);
                     tk.op_left -= done;
                     tk.work_ns += done;
                 }
@@ -877,6 +883,7 @@ impl<'a> Sim<'a> {
         }
         let examined = self.policy.take_examined();
         self.counters.nr_decisions += 1;
+        self.pmc_pass(cpu);
         self.counters.nr_examined += examined;
         if let Some(d) = next {
             let ok = d.task.idx() < self.views.len()
