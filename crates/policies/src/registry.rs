@@ -41,6 +41,15 @@ pub fn policies() -> Vec<PolicyInfo> {
             },
         },
                 PolicyInfo {
+            name: "avec",
+            summary: "activity-vector scheduling (seed 004) on CFS 2.6.38: the most dissimilar of the AVEC_RANGE fairest tasks to the co-runners, by counter-based activity vectors, with starvation protection and AVEC-aware migration",
+            params: crate::cfs::avec::AvecPolicyParams::info,
+            make: |pairs| {
+                let fair = cfs::Cfs::new_avec(apply::<crate::cfs::avec::AvecPolicyParams>("avec", pairs)?);
+                Ok(Box::new(crate::linux_rt::LinuxClasses::new(fair)))
+            },
+        },
+        PolicyInfo {
             name: "linux24",
             summary: "Linux 2.4 goodness() scheduler (kernel/sched.c 2.4.27, seed 001 sec. 3): one run list scanned at every decision, counters and recalculation",
             params: crate::linux24::NoParams::info,
@@ -154,6 +163,7 @@ mod doc_tests {
         Some(match name {
             "cfs" => include_str!("../../../docs/policies/cfs.md"),
             "eevdf" => include_str!("../../../docs/policies/eevdf.md"),
+            "avec" => include_str!("../../../docs/policies/avec.md"),
             "linux24" => include_str!("../../../docs/policies/linux24.md"),
             "elsc" => include_str!("../../../docs/policies/elsc.md"),
             "bfs" => include_str!("../../../docs/policies/bfs.md"),

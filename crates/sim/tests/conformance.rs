@@ -123,6 +123,7 @@ macro_rules! conformance {
 conformance! {
     cfs => "cfs",
     eevdf => "eevdf",
+    avec => "avec",
     linux24 => "linux24",
     elsc => "elsc",
     bfs => "bfs",

@@ -784,6 +784,28 @@ impl Cfs {
             list.push(c);
         }
         list.sort_unstable_by_key(|&s| std::cmp::Reverse(self.ses[s as usize].list_seq));
+        if let Some(av) = self.avec.as_ref() {
+            // AVEC migration (seed 004 sec. 3.4.3): which tasks move is AVEC's choice.
+            let task = |s: SeId| self.ses[s as usize].task.expect("task entity");
+            match av.p.migration {
+                super::avec::AvecMigration::Boosted => list.sort_by_key(|&s| av.boosted(task(s))),
+                super::avec::AvecMigration::RqAvec => {
+                    let dest: Vec<super::avec::Vector> =
+                        self.tasks_on_cpu(this_cpu).into_iter().filter_map(|s| av.vector(task(s))).collect();
+                    let n = dest.len().max(1) as u64;
+                    let mut avg = [0u64; super::avec::NR_ELEMS];
+                    for v in &dest {
+                        for (a, x) in avg.iter_mut().zip(v) {
+                            *a += x;
+                        }
+                    }
+                    let avg = avg.map(|a| a / n);
+                    list.sort_by_key(|&s| {
+                        std::cmp::Reverse(av.vector(task(s)).map_or(0, |v| super::avec::distance(&v, &avg)))
+                    });
+                }
+            }
+        }
         let mut rem = max_load_move as i64;
         let mut loops = 0;
         for &se in &list {
@@ -807,6 +829,11 @@ impl Cfs {
             }
             out.push(Migration { task: t, from: busiest, to: this_cpu });
             self.nr_lb_moved += 1;
+            if let Some(av) = self.avec.as_mut() {
+                if av.p.migration == super::avec::AvecMigration::Boosted {
+                    av.reset_boosted(t);
+                }
+            }
             rem -= w;
             if rem <= 0 {
                 break;

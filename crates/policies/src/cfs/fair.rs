@@ -597,6 +597,12 @@ impl Cfs {
         if self.eevdf {
             return self.pick_eevdf(rq);
         }
+        if self.avec.is_some() {
+            if let Some(se) = self.pick_avec(rq) {
+                self.clear_buddies(rq, se);
+                return se;
+            }
+        }
         let r = &self.rqs[rq as usize];
         let left = timeline::first(&r.timeline).expect("pick from a non-empty runqueue");
         let mut se = left;
@@ -615,6 +621,28 @@ impl Cfs {
         }
         self.clear_buddies(rq, se);
         se
+    }
+
+    /// AVEC's pick among the `range` leftmost entities when they are all tasks (seed 004 sec. 3.4);
+    /// `None` leaves the pick to CFS.
+    fn pick_avec(&mut self, rq: RqId) -> Option<SeId> {
+        let range = self.avec.as_ref()?.p.range;
+        let mut cands = std::mem::take(&mut self.avec_scratch);
+        timeline::leftmost(&self.rqs[rq as usize].timeline, &self.ses, range, &mut cands);
+        self.nr_examined += cands.len() as u64;
+        let tasks: Option<Vec<(TaskId, u64)>> = cands
+            .iter()
+            .map(|&se| self.ses[se as usize].task.map(|t| (t, self.ses[se as usize].vruntime)))
+            .collect();
+        let chosen = match tasks {
+            Some(t) if t.len() >= 2 => {
+                let i = self.avec.as_mut().expect("checked").choose(&t);
+                Some(cands[i])
+            }
+            _ => None,
+        };
+        self.avec_scratch = cands;
+        chosen
     }
 
     /// `set_next_entity`.

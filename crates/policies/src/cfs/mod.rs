@@ -33,6 +33,7 @@
 //! runqueue follows the kernel's newest-first list. The rbtree is replaced by an indexed heap with the
 //! same ordering and tie-breaks ([`timeline`]).
 
+pub mod avec;
 mod balance;
 pub mod domains;
 mod eevdf;
@@ -330,6 +331,10 @@ pub struct Cfs {
     pelt_task: Vec<pelt::Avg>,
     /// EEVDF only: the CPU whose signal holds each task's load (`u32::MAX`: none).
     pelt_attached: Vec<u32>,
+    /// AVEC scheduling (seed 004) on top of CFS, when enabled.
+    avec: Option<avec::Avec>,
+    /// Reused buffer for AVEC's candidates.
+    avec_scratch: Vec<SeId>,
 }
 
 impl Cfs {
@@ -369,7 +374,21 @@ impl Cfs {
             pelt_cpu: Vec::new(),
             pelt_task: Vec::new(),
             pelt_attached: Vec::new(),
+            avec: None,
+            avec_scratch: Vec::new(),
         }
+    }
+
+    /// CFS with activity-vector scheduling (seed 004, see [`avec`]).
+    pub fn new_avec(p: avec::AvecPolicyParams) -> Cfs {
+        let mut c = Cfs::new(p.cfs);
+        c.avec = Some(avec::Avec::new(p.avec));
+        c
+    }
+
+    /// The AVEC state, when AVEC scheduling is on.
+    pub fn avec(&self) -> Option<&avec::Avec> {
+        self.avec.as_ref()
     }
 
     /// An EEVDF instance (Linux 6.6).
@@ -536,10 +555,20 @@ impl SchedPolicy for Cfs {
         if self.eevdf {
             self.resched[cpu.idx()] = false;
         }
+        if let Some(av) = self.avec.as_mut() {
+            // The tasks running on the other CPUs of the package: the choice should differ from them.
+            let span = ctx.topo.span(schedlab_core::Level::Socket, cpu);
+            let co = span.iter().filter(|&c| c != cpu).filter_map(|c| ctx.cpu(c).curr);
+            let vectors: Vec<avec::Vector> = co.filter_map(|t| av.vector(t)).collect();
+            av.set_corunners(vectors.into_iter());
+        }
         self.pick_next_task(cpu, ctx.now).map(Dispatch::task)
     }
 
     fn put_prev(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId, why: SwitchReason) {
+        if let Some(av) = self.avec.as_mut() {
+            av.update(t, &ctx.task(t).pmc);
+        }
         if !why.still_runnable() {
             // deactivate_task(DEQUEUE_SLEEP) runs before put_prev_task in schedule().
             if self.eevdf {

@@ -89,3 +89,33 @@ pub fn first(heap: &[SeId]) -> Option<SeId> {
 pub fn last(heap: &[SeId], ses: &[Se]) -> Option<SeId> {
     heap.iter().copied().reduce(|a, b| if before(&ses[a as usize], &ses[b as usize]) { b } else { a })
 }
+
+/// The `k` leftmost entities, in order (the first `k` of an in-order walk of the kernel's tree): a
+/// frontier walk of the heap from its root, O(k^2) for the small `k` AVEC uses.
+pub fn leftmost(heap: &[SeId], ses: &[Se], k: usize, out: &mut Vec<SeId>) {
+    out.clear();
+    let mut frontier: Vec<usize> = Vec::with_capacity(2 * k + 1);
+    if !heap.is_empty() {
+        frontier.push(0);
+    }
+    while out.len() < k && !frontier.is_empty() {
+        let (fi, &hi) = frontier
+            .iter()
+            .enumerate()
+            .min_by(|a, b| {
+                if before(&ses[heap[*a.1] as usize], &ses[heap[*b.1] as usize]) {
+                    std::cmp::Ordering::Less
+                } else {
+                    std::cmp::Ordering::Greater
+                }
+            })
+            .expect("non-empty frontier");
+        frontier.swap_remove(fi);
+        out.push(heap[hi]);
+        for c in [2 * hi + 1, 2 * hi + 2] {
+            if c < heap.len() {
+                frontier.push(c);
+            }
+        }
+    }
+}
