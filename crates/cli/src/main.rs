@@ -82,6 +82,10 @@ struct RunArgs {
     /// Override the machine's timer frequency (100, 250, 300 or 1000 Hz).
     #[arg(long)]
     hz: Option<u32>,
+    /// Frequency governor: performance, powersave, ondemand or avec (needs a machine with frequency
+    /// levels, such as core2duo; see docs/hardware-model.md).
+    #[arg(long)]
+    governor: Option<String>,
     /// Write the full report as JSON (schema `schedlab.run/1`, see docs/metrics.md) to this file.
     #[arg(long)]
     json: Option<String>,
@@ -248,6 +252,16 @@ fn run(args: RunArgs) -> Result<()> {
             bail!("--hz {hz}: expected 100, 250, 300 or 1000");
         }
         machine.hz = hz;
+    }
+    if let Some(g) = &args.governor {
+        machine.dvfs.governor = g.parse().map_err(|e: String| anyhow::anyhow!("--governor: {e}"))?;
+        if machine.dvfs.levels_mhz.is_empty() && machine.dvfs.governor != schedlab_sim::Governor::Performance
+        {
+            bail!(
+                "--governor {g}: machine `{}` has no frequency levels (set [dvfs] levels_mhz)",
+                machine.name
+            );
+        }
     }
     let workload = load_workload(&args.workload)?;
     let mut policy = load_policy(&args.policy)?;

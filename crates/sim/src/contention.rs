@@ -98,11 +98,17 @@ impl ContentionModel {
 }
 
 impl Sim<'_> {
-    /// The speed, permille of nominal, of the task running on `cpu` given what runs around it.
+    /// The speed, permille of nominal, of the task running on `cpu` given its CPU's frequency (see
+    /// [`crate::dvfs`]) and what runs around it.
     pub(crate) fn contended_speed(&self, cpu: CpuId) -> u32 {
-        let base = self.machine.speed_permille[cpu.idx()];
+        let mut base = self.machine.speed_permille[cpu.idx()];
         let Some(t) = self.cpu_views[cpu.idx()].curr else { return base };
         let own = self.demand[t.idx()];
+        let (f, fmax) = (self.cpu_mhz_now(cpu), self.max_mhz());
+        if f != fmax {
+            let p = crate::dvfs::DvfsModel::progress_permille(f, fmax, own.0[BUS]);
+            base = ((base as u64 * p) / 1000).max(1) as u32;
+        }
         if own.is_zero() {
             return base;
         }

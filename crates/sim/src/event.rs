@@ -38,6 +38,14 @@ pub enum Ev {
     IoDone(u32),
     /// A scheduled affinity change (index into the workload's list).
     Affinity(u32),
+    /// A requested frequency change takes effect on a frequency domain; `gen` must match its latest
+    /// request.
+    Freq {
+        /// The domain.
+        domain: u32,
+        /// Request generation.
+        gen: u32,
+    },
     /// Take a time-series sample.
     Sample,
     /// End of the run.

@@ -13,6 +13,7 @@
 #![warn(missing_docs)]
 
 pub mod contention;
+pub mod dvfs;
 pub mod event;
 mod exec;
 pub mod histogram;
@@ -23,6 +24,7 @@ pub mod report;
 mod sim;
 
 pub use contention::ContentionModel;
+pub use dvfs::{DvfsModel, Governor};
 pub use histogram::{Histogram, LatencySummary};
 pub use machine::{CostModel, Machine, MachineError};
 pub use report::RunReport;

@@ -97,6 +97,8 @@ pub struct Machine {
     pub costs: CostModel,
     /// Shared-resource contention between co-running tasks (docs/hardware-model.md).
     pub contention: crate::contention::ContentionModel,
+    /// Frequency levels, governor and power model (docs/hardware-model.md).
+    pub dvfs: crate::dvfs::DvfsModel,
 }
 
 /// A machine description that cannot be used.
@@ -140,8 +142,12 @@ const PRESETS: &[Preset] = &[
     ("athlon2-x2", "AMD Athlon II M320: 2 cores, private L2 each, 2.1 GHz (HTFS thesis, seed 000 sec. 5.1)", || {
         machine("athlon2-x2", Topology::symmetric(1, 1, 2, 1, 1).expect("preset"), false, 1000)
     }),
-    ("core2duo", "Intel Core2Duo: 2 cores sharing an L2 (AVEC thesis, seed 004)", || {
-        machine("core2duo", Topology::symmetric(1, 1, 1, 2, 1).expect("preset"), false, 1000)
+    ("core2duo", "Intel Core2Duo: 2 cores sharing an L2 and the front-side bus, 1.6-2.4 GHz SpeedStep (AVEC thesis, seed 004)", || {
+        let mut m = machine("core2duo", Topology::symmetric(1, 1, 1, 2, 1).expect("preset"), false, 1000);
+        m.cpu_mhz = 2400;
+        m.dvfs.levels_mhz = vec![1600, 1867, 2133, 2400];
+        m.dvfs.levels_mv = vec![1100, 1150, 1212, 1275];
+        m
     }),
     ("xeon-e5520-2s", "2 x Intel Xeon E5520: 2 sockets x 4 cores x 2 SMT = 16 CPUs, L3 per socket, NUMA (seed 000 sec. 5.1)", || {
         machine("xeon-e5520-2s", Topology::symmetric(2, 1, 1, 4, 2).expect("preset"), true, 1000)
@@ -166,6 +172,7 @@ fn machine(name: &str, topology: Topology, numa: bool, hz: u32) -> Machine {
         cpu_mhz: 2500,
         costs: CostModel::default(),
         contention: crate::contention::ContentionModel::default(),
+        dvfs: crate::dvfs::DvfsModel::default(),
     }
 }
 
@@ -253,6 +260,8 @@ impl Machine {
             costs: CostModel,
             #[serde(default)]
             contention: crate::contention::ContentionModel,
+            #[serde(default)]
+            dvfs: crate::dvfs::DvfsModel,
         }
         #[derive(Deserialize)]
         #[serde(untagged)]
@@ -338,6 +347,9 @@ impl Machine {
                 return Err(at(0..0, &format!("contention.{key}"), format!("{v} is not in 0..=100000")));
             }
         }
+        if let Err((key, msg)) = doc.dvfs.validate() {
+            return Err(at(0..0, &format!("dvfs.{key}"), msg));
+        }
         let nodes = doc.sockets * doc.nodes_per_socket;
         Ok(Machine {
             name: doc.name.unwrap_or_else(|| file.to_string()),
@@ -349,6 +361,7 @@ impl Machine {
             cpu_mhz,
             costs: doc.costs,
             contention: doc.contention,
+            dvfs: doc.dvfs,
         })
     }
 }
@@ -390,5 +403,19 @@ mod tests {
         let e = Machine::from_toml("m.toml", "cores_per_llc=2\n[costs]\nctx_switch=3\n").unwrap_err();
         assert!(e.to_string().contains("m.toml:3:"), "{e}");
         assert!(matches!(Machine::load("no-such-machine"), Err(MachineError::Unknown(_))));
+        let m = Machine::from_toml(
+            "m.toml",
+            "cores_per_llc=2\ncpu_mhz=2000\n[dvfs]\nlevels_mhz=[1000,2000]\nlevels_mv=[900,1100]\ngovernor='ondemand'\n[contention]\nbus_permille=800\n",
+        )
+        .unwrap();
+        assert_eq!((m.cpu_mhz, m.dvfs.levels_mhz.len(), m.contention.bus_permille), (2000, 2, 800));
+        assert_eq!(m.dvfs.governor, crate::dvfs::Governor::Ondemand);
+        let e =
+            Machine::from_toml("m.toml", "[dvfs]\nlevels_mhz=[1000,2000]\nlevels_mv=[900]\n").unwrap_err();
+        assert!(e.to_string().contains("key `dvfs.levels_mv`"), "{e}");
+        let e = Machine::from_toml("m.toml", "[dvfs]\ngovernor='turbo'\n").unwrap_err();
+        assert!(e.to_string().contains("turbo"), "{e}");
+        let e = Machine::from_toml("m.toml", "[contention]\nllc_permille=200000\n").unwrap_err();
+        assert!(e.to_string().contains("key `contention.llc_permille`"), "{e}");
     }
 }

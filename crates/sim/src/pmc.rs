@@ -33,12 +33,12 @@ pub(crate) fn events(a: Option<&Activity>, cycles: u64, work_cycles: u64) -> [u6
 }
 
 impl Sim<'_> {
-    /// Counts the events of `useful` ns that task `t` ran on `cpu`, making `progress` ns of nominal-speed
-    /// progress (less when slowed by contention or a cold cache).
+    /// Counts the events of `useful` ns that task `t` ran on `cpu` at its current frequency, making
+    /// `progress` ns of progress at full speed (less when slowed by frequency, contention or a cold
+    /// cache).
     pub(crate) fn count_events(&mut self, t: TaskId, cpu: CpuId, useful: Ns, progress: Ns) {
-        let mhz = self.machine.cpu_mhz as u128;
-        let cycles = (useful as u128 * mhz / 1000) as u64;
-        let work_cycles = ((progress as u128 * mhz / 1000) as u64).min(cycles);
+        let cycles = (useful as u128 * self.cpu_mhz_now(cpu) as u128 / 1000) as u64;
+        let work_cycles = ((progress as u128 * self.max_mhz() as u128 / 1000) as u64).min(cycles);
         let template = self.tasks[t.idx()].template as usize;
         let ev = events(self.w.tasks[template].activity.as_ref(), cycles, work_cycles);
         let pmc = &mut self.views[t.idx()].pmc;

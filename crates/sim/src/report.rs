@@ -107,6 +107,8 @@ pub struct Summary {
     pub max_wait_ns: Ns,
     /// Fairness among the non-RT tasks alive at the end.
     pub fairness: Fairness,
+    /// Energy drawn by all CPUs, microjoules (docs/hardware-model.md).
+    pub energy_uj: u64,
 }
 
 /// Fairness metrics.
@@ -259,6 +261,10 @@ pub struct CpuReport {
     pub nr_switches: u64,
     /// busy / duration.
     pub utilization: f64,
+    /// Energy drawn (static + dynamic), microjoules.
+    pub energy_uj: u64,
+    /// Time its frequency domain spent at each level, ns (one entry without frequency levels).
+    pub freq_residency_ns: Vec<Ns>,
 }
 
 /// A workload counter.
@@ -392,6 +398,14 @@ pub(crate) fn build(sim: &Sim, end: Ns, stop: &'static str) -> RunReport {
             overhead_ns: c.overhead_ns,
             nr_switches: c.nr_switches,
             utilization: if end == 0 { 0.0 } else { c.busy_ns as f64 / end as f64 },
+            energy_uj: ((sim.machine.dvfs.static_mw as u128 * end as u128 + c.dynamic_pj as u128) / 1_000_000)
+                as u64,
+            freq_residency_ns: {
+                let d = &sim.domains[sim.domain_of[i]];
+                let mut r = d.residency.clone();
+                r[d.level] += end.saturating_sub(d.since);
+                r
+            },
         })
         .collect();
     let nr_exited = tasks.iter().filter(|t| t.exited_ns.is_some()).count() as u64;
@@ -423,6 +437,7 @@ pub(crate) fn build(sim: &Sim, end: Ns, stop: &'static str) -> RunReport {
             makespan_ns,
             work_ns,
             work_per_sec: if end == 0 { 0.0 } else { work_ns as f64 / end as f64 },
+            energy_uj: cpus.iter().map(|c| c.energy_uj).sum(),
             exits_per_sec: per_sec(nr_exited, end),
             nr_switches: c.nr_switches,
             switches_per_sec: per_sec(c.nr_switches, end),
@@ -548,6 +563,7 @@ impl RunReport {
         row("scheduler decisions", format!("{} ({} tasks examined)", s.nr_decisions, s.nr_examined));
         row("balancing", format!("{} calls, {} migrations", s.nr_balance_calls, s.nr_balance_migrations));
         row("overhead", format!("{} of CPU time", fmt_ns(s.overhead_ns)));
+        row("energy", format!("{:.3} J", s.energy_uj as f64 / 1e6));
         let f = &s.fairness;
         row(
             "fairness (eq. 4, Jain)",

@@ -135,6 +135,8 @@ pub(crate) struct Cpu {
     pub pmc_passes: u32,
     /// The counters' current rotation (index into `schedlab_core::pmc::ROTATIONS`).
     pub pmc_rotation: u8,
+    /// Dynamic energy drawn while busy, pJ (mW x ns).
+    pub dynamic_pj: u64,
 }
 
 /// Per-task engine state and accounting.
@@ -253,6 +255,10 @@ pub struct Sim<'a> {
     pub(crate) share_span: Vec<CpuSet>,
     /// Contention is modelled and some task has an activity profile.
     pub(crate) contention_active: bool,
+    /// Frequency domains (packages, or cores with per-core scaling).
+    pub(crate) domains: Vec<crate::dvfs::Domain>,
+    /// Each CPU's frequency domain.
+    pub(crate) domain_of: Vec<usize>,
 }
 
 /// Builds the read-only context from the engine's fields (a macro so that the borrow of the policy
@@ -328,6 +334,33 @@ impl<'a> Sim<'a> {
                 .tasks
                 .iter()
                 .any(|t| t.activity.as_ref().is_some_and(|a| !crate::contention::Demand::of(a).is_zero()));
+        let topo = &machine.topology;
+        let key = |c: CpuId| if machine.dvfs.per_core { topo.place(c).core } else { topo.place(c).socket };
+        let mut keys: Vec<u32> = topo.cpus().map(key).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let domain_of: Vec<usize> =
+            topo.cpus().map(|c| keys.binary_search(&key(c)).expect("every key listed")).collect();
+        let nlevels = machine.dvfs.levels_mhz.len().max(1);
+        let start_level = match machine.dvfs.governor {
+            crate::dvfs::Governor::Powersave | crate::dvfs::Governor::Ondemand => 0,
+            _ => nlevels - 1,
+        };
+        let domains = keys
+            .iter()
+            .enumerate()
+            .map(|(d, _)| {
+                let cpus: Vec<CpuId> = topo.cpus().filter(|c| domain_of[c.idx()] == d).collect();
+                crate::dvfs::Domain {
+                    busy_at_sample: vec![0; cpus.len()],
+                    cpus,
+                    level: start_level,
+                    target: start_level,
+                    residency: vec![0; nlevels],
+                    ..Default::default()
+                }
+            })
+            .collect();
         let mut sim = Sim {
             machine,
             w: workload,
@@ -372,6 +405,8 @@ impl<'a> Sim<'a> {
             demand: Vec::new(),
             share_span,
             contention_active,
+            domains,
+            domain_of,
             cfg,
         };
         // Initial tasks get ids in template order, instance order.
@@ -497,6 +532,7 @@ impl<'a> Sim<'a> {
             Ev::Start(t) => self.start_task(t),
             Ev::IoDone(d) => self.on_io_done(d),
             Ev::Affinity(i) => self.on_affinity(i),
+            Ev::Freq { domain, gen } => self.on_freq(domain as usize, gen),
             Ev::Sample => {
                 self.take_sample();
                 let next = self.now + self.cfg.sample_interval_ns;
@@ -534,6 +570,9 @@ impl<'a> Sim<'a> {
         }
         let ov_end = c.useful_start.clamp(from, now);
         c.overhead_ns += ov_end - from;
+        let level = self.domains[self.domain_of[cpu.idx()]].level;
+        let c = &mut self.cpus[cpu.idx()];
+        c.dynamic_pj += (now - from) * self.machine.dvfs.dynamic_mw_at(level);
         let useful = now - ov_end;
         c.busy_ns += useful;
         c.task_run_total += useful;
@@ -668,6 +707,7 @@ impl<'a> Sim<'a> {
             return;
         };
         self.settle(cpu);
+        self.governor_tick(cpu);
         if self.policy.tick(ctx!(self), cpu, curr) {
             self.cpus[cpu.idx()].need_resched = true;
         }
@@ -977,6 +1017,7 @@ impl<'a> Sim<'a> {
         }
         self.program_segment(cpu);
         self.respeed_around(cpu);
+        self.governor_switch(cpu);
     }
 
     // ------------------------------------------------------------------------------------------
