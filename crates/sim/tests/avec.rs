@@ -84,3 +84,17 @@ fn a_deficit_limit_of_zero_is_plain_cfs() {
         assert!(pos.iter().skip(1).all(|&n| n == 0), "{}: {pos:?}", r.tasks[i].name);
     }
 }
+
+#[test]
+fn the_hard_protection_bounds_every_tasks_deficit() {
+    // The eq. 4 unfairness (largest run-time gap between two burners) stays within the deficit limit
+    // plus CFS's own spread (~10 ms here), and follows the limit up.
+    let mut last = 0;
+    for limit_ms in [5u64, 20, 100] {
+        let (r, _) = run_avec(&[("deficit_limit_ns", &(limit_ms * 1_000_000).to_string())], 30);
+        let u = r.summary.fairness.unfairness_ns;
+        assert!(u <= (limit_ms + 15) * 1_000_000, "limit {limit_ms} ms: unfairness {u} ns");
+        assert!(u >= last, "unfairness grows with the limit: {u} after {last}");
+        last = u;
+    }
+}
