@@ -12,6 +12,8 @@ use schedlab_workload::{generators, parse_duration, parse_toml, Workload};
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 
+mod compare;
+
 /// A laboratory for CPU schedulers: run classic and modern schedulers side by side on a simulated
 /// machine.
 #[derive(Parser)]
@@ -25,6 +27,9 @@ struct Cli {
 enum Cmd {
     /// Simulate a workload on a machine under a policy and print a summary.
     Run(RunArgs),
+    /// Run several policies on the identical machine, workload and seeds and print them side by side,
+    /// with differences against a baseline policy.
+    Compare(CompareArgs),
     /// List what is available.
     List {
         /// What to list.
@@ -103,6 +108,44 @@ struct RunArgs {
     quiet: bool,
 }
 
+#[derive(clap::Args)]
+struct CompareArgs {
+    /// Policy specs separated by commas (commas inside `[...]` belong to a spec), e.g.
+    /// `eevdf,cfs,ule,htfs,o1`.
+    #[arg(long)]
+    policies: String,
+    /// The policy the others are compared with (default: eevdf if listed, else the first).
+    #[arg(long)]
+    baseline: Option<String>,
+    /// Machine preset or machine TOML file.
+    #[arg(long, default_value = "xeon-e5520-2s")]
+    machine: String,
+    /// Built-in workload, workload TOML file or rt-app JSON file.
+    #[arg(long, default_value = "demo")]
+    workload: String,
+    /// Simulated time per run, with a unit. Default: the workload's own duration, else 10s.
+    #[arg(long)]
+    duration: Option<String>,
+    /// First seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Runs per policy, with seeds `seed`, `seed + 1`, ...: mean, standard deviation and 95 % intervals.
+    #[arg(long, default_value_t = 1)]
+    repeat: u32,
+    /// Frequency governor (machines with frequency levels).
+    #[arg(long)]
+    governor: Option<String>,
+    /// Write the comparison as JSON (schema `schedlab.compare/1`) to this file.
+    #[arg(long)]
+    json: Option<String>,
+    /// Write the comparison as CSV to this file.
+    #[arg(long)]
+    csv: Option<String>,
+    /// Print nothing but errors.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
 /// Writes to standard output; a closed pipe (`schedlab workloads | head`) ends the program quietly.
 fn emit(text: &str) {
     let mut out = std::io::stdout().lock();
@@ -119,6 +162,7 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.cmd {
         Cmd::Run(args) => run(args),
+        Cmd::Compare(args) => compare_cmd(args),
         Cmd::List { what } => {
             emit(&list(what));
             Ok(())
@@ -253,16 +297,7 @@ fn run(args: RunArgs) -> Result<()> {
         }
         machine.hz = hz;
     }
-    if let Some(g) = &args.governor {
-        machine.dvfs.governor = g.parse().map_err(|e: String| anyhow::anyhow!("--governor: {e}"))?;
-        if machine.dvfs.levels_mhz.is_empty() && machine.dvfs.governor != schedlab_sim::Governor::Performance
-        {
-            bail!(
-                "--governor {g}: machine `{}` has no frequency levels (set [dvfs] levels_mhz)",
-                machine.name
-            );
-        }
-    }
+    set_governor(&mut machine, args.governor.as_deref())?;
     let workload = load_workload(&args.workload)?;
     let mut policy = load_policy(&args.policy)?;
     let duration_ns: Ns = match &args.duration {
@@ -305,6 +340,102 @@ fn run(args: RunArgs) -> Result<()> {
             text.push_str(&format!("  report written to {path}\n"));
         }
         emit(&text);
+    }
+    Ok(())
+}
+
+fn set_governor(machine: &mut Machine, governor: Option<&str>) -> Result<()> {
+    if let Some(g) = governor {
+        machine.dvfs.governor = g.parse().map_err(|e: String| anyhow::anyhow!("--governor: {e}"))?;
+        if machine.dvfs.levels_mhz.is_empty() && machine.dvfs.governor != schedlab_sim::Governor::Performance
+        {
+            bail!(
+                "--governor {g}: machine `{}` has no frequency levels (set [dvfs] levels_mhz)",
+                machine.name
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Splits `a,b[x=1,y=2],c` at the commas outside brackets.
+fn split_specs(list: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let (mut depth, mut cur) = (0i32, String::new());
+    for ch in list.chars() {
+        match ch {
+            '[' => depth += 1,
+            ']' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(std::mem::take(&mut cur).trim().to_string());
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(ch);
+    }
+    out.push(cur.trim().to_string());
+    out.into_iter().filter(|s| !s.is_empty()).collect()
+}
+
+fn compare_cmd(args: CompareArgs) -> Result<()> {
+    let mut machine = Machine::load(&args.machine)?;
+    set_governor(&mut machine, args.governor.as_deref())?;
+    let workload = load_workload(&args.workload)?;
+    let policies = split_specs(&args.policies);
+    if policies.is_empty() {
+        bail!("--policies: no policy given");
+    }
+    for p in &policies {
+        load_policy(p).with_context(|| format!("--policies: `{p}`"))?;
+    }
+    let baseline = match &args.baseline {
+        Some(b) => policies
+            .iter()
+            .position(|p| p == b)
+            .ok_or_else(|| anyhow::anyhow!("--baseline `{b}` is not one of --policies"))?,
+        None => policies.iter().position(|p| p == "eevdf").unwrap_or(0),
+    };
+    if args.repeat == 0 {
+        bail!("--repeat must be at least 1");
+    }
+    let duration_ns: Ns = match &args.duration {
+        Some(d) => parse_duration(d).map_err(|e| anyhow::anyhow!("--duration: {e}"))?,
+        None => workload.duration_ns.unwrap_or(10_000_000_000),
+    };
+    if duration_ns == 0 {
+        bail!("--duration must be above zero");
+    }
+    let seeds: Vec<u64> = (0..args.repeat as u64).map(|i| args.seed + i).collect();
+    let show_progress = !args.quiet && std::io::stderr().is_terminal();
+    let total = policies.len() * seeds.len();
+    let mut reports = Vec::new();
+    for (i, spec) in policies.iter().enumerate() {
+        let mut runs = Vec::new();
+        for (j, &seed) in seeds.iter().enumerate() {
+            if show_progress {
+                eprint!("\r  run {} of {total}: {spec}, seed {seed}        ", i * seeds.len() + j + 1);
+                let _ = std::io::stderr().flush();
+            }
+            let mut policy = load_policy(spec)?;
+            let cfg = RunConfig { duration_ns, seed, sample_interval_ns: 0, ..RunConfig::default() };
+            runs.push(Sim::new(&machine, &workload, policy.as_mut(), spec.clone(), cfg)?.run()?);
+        }
+        reports.push(runs);
+    }
+    if show_progress {
+        eprint!("\r{:60}\r", "");
+    }
+    let cmp = compare::compare(&policies, baseline, &reports, &seeds);
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&cmp).context("cannot serialise the comparison")?;
+        std::fs::write(path, text + "\n").with_context(|| format!("cannot write {path}"))?;
+    }
+    if let Some(path) = &args.csv {
+        std::fs::write(path, cmp.csv()).with_context(|| format!("cannot write {path}"))?;
+    }
+    if !args.quiet {
+        emit(&cmp.table());
     }
     Ok(())
 }

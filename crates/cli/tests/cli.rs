@@ -222,3 +222,73 @@ fn docs_workloads_md_is_the_generated_reference() {
         "docs/workloads.md is stale: regenerate it with `schedlab workloads --markdown > docs/workloads.md`"
     );
 }
+
+/// Compares `got` with the golden file `name` (crates/cli/tests/golden/); with `SCHEDLAB_BLESS=1` in
+/// the environment, rewrites it instead (after a deliberate change of the engine or a policy).
+fn golden(name: &str, got: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name);
+    if std::env::var_os("SCHEDLAB_BLESS").is_some() {
+        std::fs::write(&path, got).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert_eq!(got, want, "output differs from {} (SCHEDLAB_BLESS=1 rewrites it)", path.display());
+}
+
+#[test]
+fn compare_prints_the_golden_single_seed_table() {
+    let (ok, out, err) = schedlab(&[
+        "compare",
+        "--policies",
+        "cfs,rr,fifo",
+        "--workload",
+        "hogs[n=4]",
+        "--machine",
+        "up",
+        "--duration",
+        "1s",
+    ]);
+    assert!(ok, "stderr: {err}");
+    golden("compare-hogs.txt", &out);
+}
+
+#[test]
+fn compare_with_repeats_gives_intervals_marks_noise_and_writes_json_and_csv() {
+    let (json, csv) = (tmp("cmp.json"), tmp("cmp.csv"));
+    let (ok, out, err) = schedlab(&[
+        "compare",
+        "--policies",
+        "eevdf,cfs,ule[interact=30],htfs",
+        "--workload",
+        "sysbench-oltp[threads=16]",
+        "--machine",
+        "core2duo",
+        "--duration",
+        "2s",
+        "--repeat",
+        "3",
+        "--json",
+        json.to_str().unwrap(),
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(ok, "stderr: {err}");
+    golden("compare-sysbench-repeat3.txt", &out);
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["schema"], "schedlab.compare/1");
+    assert_eq!(v["seeds"], serde_json::json!([1, 2, 3]));
+    let first = &v["rows"][0]["cells"][1];
+    assert_eq!(first["policy"], "cfs");
+    assert_eq!(first["stat"]["n"], 3);
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    assert!(csv.starts_with("metric,better,policy,n,mean,sd,ci95,diff_pct,within_noise\n"), "{csv}");
+    assert_eq!(csv.lines().count(), 1 + 4 * v["rows"].as_array().unwrap().len());
+    // Errors: an unknown baseline, an unknown policy, zero repeats.
+    let (ok, _, err) =
+        schedlab(&["compare", "--policies", "cfs,rr", "--baseline", "ule", "--duration", "1s"]);
+    assert!(!ok && err.contains("--baseline `ule` is not one of --policies"), "{err}");
+    let (ok, _, err) = schedlab(&["compare", "--policies", "cfs,nope", "--duration", "1s"]);
+    assert!(!ok && err.contains("`nope`") && err.contains("unknown policy"), "{err}");
+    let (ok, _, err) = schedlab(&["compare", "--policies", "cfs", "--repeat", "0"]);
+    assert!(!ok && err.contains("--repeat"), "{err}");
+}

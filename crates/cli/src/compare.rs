@@ -1,0 +1,316 @@
+//! `schedlab compare`: every policy on the identical machine, workload and seeds, side by side.
+//!
+//! Each metric of each policy is summarised over the seeds by its mean, sample standard deviation and
+//! a 95 % confidence interval of the mean (Student's t with n - 1 degrees of freedom). The difference
+//! against the baseline policy is in percent of the baseline's mean; it is marked `~` ("inside the
+//! noise") when the two confidence intervals overlap, or, with a single seed, never (one deterministic
+//! run has no noise to speak of: the same inputs give the same result).
+
+use schedlab_sim::RunReport;
+use serde::Serialize;
+
+/// Whether more of a metric is better, worse, or neither.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Better {
+    /// More is better (throughput).
+    Higher,
+    /// Less is better (latency, unfairness, energy).
+    Lower,
+    /// Neither (context switches, migrations: context, not a goal).
+    Neither,
+}
+
+/// Reads a metric from a report (`None` when the report lacks it).
+pub type Getter = Box<dyn Fn(&RunReport) -> Option<f64>>;
+
+/// One metric read from a report.
+pub struct Metric {
+    /// Name with unit, as printed.
+    pub name: String,
+    /// Direction.
+    pub better: Better,
+    /// The value in a report, if the report has it.
+    pub get: Getter,
+}
+
+/// The metrics compared, the workload's own counters (per second) first.
+pub fn metrics(first: &RunReport) -> Vec<Metric> {
+    let mut m: Vec<Metric> = Vec::new();
+    for c in &first.counters {
+        let name = c.name.clone();
+        m.push(Metric {
+            name: format!("{name} [/s]"),
+            better: Better::Higher,
+            get: Box::new(move |r| r.counters.iter().find(|x| x.name == name).map(|x| x.per_sec)),
+        });
+    }
+    type Read = fn(&RunReport) -> Option<f64>;
+    let list: Vec<(&str, Better, Read)> = vec![
+        ("work done [CPUs]", Better::Higher, |r| Some(r.summary.work_per_sec)),
+        ("makespan [ms]", Better::Lower, |r| r.summary.makespan_ns.map(|x| x as f64 / 1e6)),
+        ("wakeup p50 [us]", Better::Lower, |r| Some(r.summary.wakeup_latency.p50_ns as f64 / 1e3)),
+        ("wakeup p99 [us]", Better::Lower, |r| Some(r.summary.wakeup_latency.p99_ns as f64 / 1e3)),
+        ("longest wait [ms]", Better::Lower, |r| Some(r.summary.max_wait_ns as f64 / 1e6)),
+        ("unfairness [ms]", Better::Lower, |r| Some(r.summary.fairness.unfairness_ns as f64 / 1e6)),
+        ("Jain index", Better::Higher, |r| Some(r.summary.fairness.jain_index)),
+        ("switches [/s]", Better::Neither, |r| Some(r.summary.switches_per_sec)),
+        ("migrations [/s]", Better::Neither, |r| Some(r.summary.migrations_per_sec)),
+        ("sched overhead [%]", Better::Lower, |r| {
+            let total = r.summary.busy_ns + r.summary.idle_ns + r.summary.overhead_ns;
+            (total > 0).then(|| r.summary.overhead_ns as f64 * 100.0 / total as f64)
+        }),
+        ("energy [J]", Better::Lower, |r| Some(r.summary.energy_uj as f64 / 1e6)),
+    ];
+    for (name, better, f) in list {
+        m.push(Metric { name: name.into(), better, get: Box::new(f) });
+    }
+    m
+}
+
+/// A metric summarised over the seeds.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Stat {
+    /// Runs.
+    pub n: usize,
+    /// Mean.
+    pub mean: f64,
+    /// Sample standard deviation (0 for one run).
+    pub sd: f64,
+    /// Half-width of the 95 % confidence interval of the mean (0 for one run).
+    pub ci95: f64,
+}
+
+/// Student's t quantile for a two-sided 95 % interval with `df` degrees of freedom.
+pub fn t95(df: usize) -> f64 {
+    const T: [f64; 30] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+        2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+        2.045, 2.042,
+    ];
+    match df {
+        0 => f64::INFINITY,
+        1..=30 => T[df - 1],
+        31..=60 => 2.000,
+        61..=120 => 1.980,
+        _ => 1.960,
+    }
+}
+
+impl Stat {
+    /// Mean, sample standard deviation and 95 % interval of `v` (not empty).
+    pub fn of(v: &[f64]) -> Stat {
+        let n = v.len();
+        let mean = v.iter().sum::<f64>() / n as f64;
+        if n < 2 {
+            return Stat { n, mean, sd: 0.0, ci95: 0.0 };
+        }
+        let var = v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (n - 1) as f64;
+        let sd = var.sqrt();
+        Stat { n, mean, sd, ci95: t95(n - 1) * sd / (n as f64).sqrt() }
+    }
+
+    /// Whether the difference to `base` is inside the noise: the two 95 % intervals overlap.
+    pub fn within_noise(&self, base: &Stat) -> bool {
+        self.n > 1 && (self.mean - base.mean).abs() <= self.ci95 + base.ci95
+    }
+}
+
+/// One cell of the comparison.
+#[derive(Clone, Debug, Serialize)]
+pub struct Cell {
+    /// Policy spec.
+    pub policy: String,
+    /// The summary, absent when some run lacked the metric.
+    pub stat: Option<Stat>,
+    /// Difference of the mean against the baseline, percent.
+    pub diff_pct: Option<f64>,
+    /// The difference is inside the noise.
+    pub within_noise: bool,
+}
+
+/// One row: a metric across the policies.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    /// Metric name with unit.
+    pub metric: String,
+    /// Direction.
+    pub better: Better,
+    /// One cell per policy, in the order given.
+    pub cells: Vec<Cell>,
+}
+
+/// The whole comparison, as written by `--json` (schema `schedlab.compare/1`).
+#[derive(Clone, Debug, Serialize)]
+pub struct Comparison {
+    /// Always `schedlab.compare/1`.
+    pub schema: &'static str,
+    /// Machine name.
+    pub machine: String,
+    /// Workload name.
+    pub workload: String,
+    /// Simulated time per run, ns.
+    pub duration_ns: u64,
+    /// Seeds run for every policy.
+    pub seeds: Vec<u64>,
+    /// Baseline policy spec.
+    pub baseline: String,
+    /// Rows.
+    pub rows: Vec<Row>,
+}
+
+/// Builds the comparison from `reports[policy][seed]`.
+pub fn compare(
+    policies: &[String],
+    baseline: usize,
+    reports: &[Vec<RunReport>],
+    seeds: &[u64],
+) -> Comparison {
+    let first = &reports[0][0];
+    let rows = metrics(first)
+        .into_iter()
+        .filter_map(|m| {
+            let stats: Vec<Option<Stat>> = reports
+                .iter()
+                .map(|runs| {
+                    let v: Option<Vec<f64>> = runs.iter().map(|r| (m.get)(r)).collect();
+                    v.filter(|v| !v.is_empty()).map(|v| Stat::of(&v))
+                })
+                .collect();
+            if stats.iter().all(Option::is_none) {
+                return None;
+            }
+            let base = stats[baseline];
+            let cells = policies
+                .iter()
+                .zip(&stats)
+                .enumerate()
+                .map(|(i, (p, s))| {
+                    let (diff_pct, within_noise) = match (s, base) {
+                        (Some(s), Some(b)) if i != baseline && b.mean != 0.0 => {
+                            (Some((s.mean - b.mean) * 100.0 / b.mean.abs()), s.within_noise(&b))
+                        }
+                        _ => (None, false),
+                    };
+                    Cell { policy: p.clone(), stat: *s, diff_pct, within_noise }
+                })
+                .collect();
+            Some(Row { metric: m.name, better: m.better, cells })
+        })
+        .collect();
+    Comparison {
+        schema: "schedlab.compare/1",
+        machine: first.machine.name.clone(),
+        workload: first.workload.clone(),
+        duration_ns: first.duration_ns,
+        seeds: seeds.to_vec(),
+        baseline: policies[baseline].clone(),
+        rows,
+    }
+}
+
+/// A number with about four significant digits.
+fn num(x: f64) -> String {
+    let a = x.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 1000.0 {
+        format!("{x:.0}")
+    } else if a >= 100.0 {
+        format!("{x:.1}")
+    } else if a >= 10.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+impl Comparison {
+    /// The side-by-side table.
+    pub fn table(&self) -> String {
+        let mut out = format!(
+            "compare: {} on {}, {} s, seed{} {}, baseline {}\n",
+            self.workload,
+            self.machine,
+            self.duration_ns as f64 / 1e9,
+            if self.seeds.len() > 1 { "s" } else { "" },
+            self.seeds.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(","),
+            self.baseline,
+        );
+        if self.seeds.len() > 1 {
+            out.push_str("  values: mean ±95 % CI; (diff vs baseline %), ~ = inside the noise\n");
+        } else {
+            out.push_str("  values: one run each (deterministic); (diff vs baseline %)\n");
+        }
+        let mut grid: Vec<Vec<String>> = Vec::new();
+        let mut head = vec!["metric".to_string()];
+        head.extend(self.rows.first().map_or(vec![], |r| r.cells.iter().map(|c| c.policy.clone()).collect()));
+        grid.push(head);
+        for r in &self.rows {
+            let mut line = vec![r.metric.clone()];
+            for c in &r.cells {
+                let mut s = match c.stat {
+                    None => "-".to_string(),
+                    Some(st) if st.n > 1 => format!("{} ±{}", num(st.mean), num(st.ci95)),
+                    Some(st) => num(st.mean),
+                };
+                if let Some(d) = c.diff_pct {
+                    s.push_str(&format!(" ({d:+.1} %{})", if c.within_noise { " ~" } else { "" }));
+                }
+                line.push(s);
+            }
+            grid.push(line);
+        }
+        let widths: Vec<usize> = (0..grid[0].len())
+            .map(|j| grid.iter().map(|l| l[j].chars().count()).max().unwrap_or(0))
+            .collect();
+        for l in &grid {
+            let cells: Vec<String> = l.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+            out.push_str(&format!("  {}\n", cells.join("  ").trim_end()));
+        }
+        out
+    }
+
+    /// CSV: one line per metric and policy.
+    pub fn csv(&self) -> String {
+        let mut out = String::from("metric,better,policy,n,mean,sd,ci95,diff_pct,within_noise\n");
+        for r in &self.rows {
+            for c in &r.cells {
+                let (n, mean, sd, ci) =
+                    c.stat.map_or((String::new(), String::new(), String::new(), String::new()), |s| {
+                        (s.n.to_string(), s.mean.to_string(), s.sd.to_string(), s.ci95.to_string())
+                    });
+                let better = serde_json::to_string(&r.better).unwrap_or_default().replace('"', "");
+                out.push_str(&format!(
+                    "\"{}\",{better},\"{}\",{n},{mean},{sd},{ci},{},{}\n",
+                    r.metric,
+                    c.policy,
+                    c.diff_pct.map_or(String::new(), |d| d.to_string()),
+                    c.within_noise
+                ));
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mean_sd_and_the_95_percent_interval() {
+        let s = Stat::of(&[10.0, 12.0, 14.0]);
+        assert_eq!((s.n, s.mean, s.sd), (3, 12.0, 2.0));
+        // t(0.975, 2) = 4.303: 4.303 x 2 / sqrt(3).
+        assert!((s.ci95 - 4.303 * 2.0 / 3f64.sqrt()).abs() < 1e-9);
+        let one = Stat::of(&[5.0]);
+        assert_eq!((one.sd, one.ci95), (0.0, 0.0));
+        assert!(!one.within_noise(&Stat::of(&[5.0])), "a single deterministic run has no noise band");
+        let far = Stat::of(&[30.0, 31.0, 32.0]);
+        assert!(!far.within_noise(&s));
+        assert!(Stat::of(&[13.0, 14.0, 15.0]).within_noise(&s));
+        assert_eq!(t95(1), 12.706);
+        assert_eq!(t95(1000), 1.96);
+    }
+}
