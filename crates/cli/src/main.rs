@@ -319,17 +319,27 @@ fn run(args: RunArgs) -> Result<()> {
     };
     let spec = args.policy.clone();
     let mut sim = Sim::new(&machine, &workload, policy.as_mut(), spec, cfg)?;
-    let show_progress = !args.quiet && std::io::stderr().is_terminal();
-    if show_progress {
-        sim.on_progress(|now, end| {
-            let pct = now as f64 * 100.0 / end.max(1) as f64;
-            eprint!("\r  simulating: {} of {} ({pct:.0} %)   ", fmt_ns(now), fmt_ns(end));
-            let _ = std::io::stderr().flush();
+    let bar = progress_bar(!args.quiet, duration_ns);
+    if let Some(bar) = bar.clone() {
+        let start = std::time::Instant::now();
+        let mut calls = 0u64;
+        sim.on_progress(move |now, end| {
+            calls += 1;
+            let secs = start.elapsed().as_secs_f64();
+            if secs < 1.0 {
+                return; // runs shorter than a second show nothing
+            }
+            if bar.is_hidden() {
+                bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+            }
+            bar.set_position(now);
+            let rate = calls as f64 * 65_536.0 / secs / 1e6;
+            bar.set_message(format!("{} of {} simulated, {rate:.1} M events/s", fmt_ns(now), fmt_ns(end)));
         });
     }
     let report = sim.run()?;
-    if show_progress {
-        eprint!("\r{:60}\r", "");
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
     }
     if let Some(path) = &args.json {
         std::fs::write(path, report.to_json()).with_context(|| format!("cannot write {path}"))?;
@@ -407,15 +417,19 @@ fn compare_cmd(args: CompareArgs) -> Result<()> {
         bail!("--duration must be above zero");
     }
     let seeds: Vec<u64> = (0..args.repeat as u64).map(|i| args.seed + i).collect();
-    let show_progress = !args.quiet && std::io::stderr().is_terminal();
     let total = policies.len() * seeds.len();
+    let bar = progress_bar(!args.quiet, total as u64);
+    let start = std::time::Instant::now();
     let mut reports = Vec::new();
     for (i, spec) in policies.iter().enumerate() {
         let mut runs = Vec::new();
         for (j, &seed) in seeds.iter().enumerate() {
-            if show_progress {
-                eprint!("\r  run {} of {total}: {spec}, seed {seed}        ", i * seeds.len() + j + 1);
-                let _ = std::io::stderr().flush();
+            if let Some(bar) = &bar {
+                if start.elapsed().as_secs_f64() >= 1.0 && bar.is_hidden() {
+                    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+                }
+                bar.set_position((i * seeds.len() + j) as u64);
+                bar.set_message(format!("{spec}, seed {seed}"));
             }
             let mut policy = load_policy(spec)?;
             let cfg = RunConfig { duration_ns, seed, sample_interval_ns: 0, ..RunConfig::default() };
@@ -423,8 +437,8 @@ fn compare_cmd(args: CompareArgs) -> Result<()> {
         }
         reports.push(runs);
     }
-    if show_progress {
-        eprint!("\r{:60}\r", "");
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
     }
     let cmp = compare::compare(&policies, baseline, &reports, &seeds);
     if let Some(path) = &args.json {
@@ -438,4 +452,17 @@ fn compare_cmd(args: CompareArgs) -> Result<()> {
         emit(&cmp.table());
     }
     Ok(())
+}
+
+/// A progress bar on standard error, hidden until the caller decides the run is long enough to show
+/// it (over a second); `None` when quiet or when standard error is not a terminal.
+fn progress_bar(enabled: bool, len: u64) -> Option<indicatif::ProgressBar> {
+    if !enabled || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::with_draw_target(Some(len), indicatif::ProgressDrawTarget::hidden());
+    let style = indicatif::ProgressStyle::with_template("  {bar:30} {percent:>3} %  {msg}  (ETA {eta})")
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+    bar.set_style(style);
+    Some(bar)
 }

@@ -292,3 +292,12 @@ fn compare_with_repeats_gives_intervals_marks_noise_and_writes_json_and_csv() {
     let (ok, _, err) = schedlab(&["compare", "--policies", "cfs", "--repeat", "0"]);
     assert!(!ok && err.contains("--repeat"), "{err}");
 }
+
+#[test]
+fn long_runs_stay_quiet_on_stderr_when_it_is_not_a_terminal() {
+    // Long enough (over a second of wall time) for the progress bar, which only a terminal shows.
+    let (ok, out, err) = schedlab(&["run", "--workload", "demo", "--duration", "60s"]);
+    assert!(ok, "stderr: {err}");
+    assert!(out.contains("utilization"), "{out}");
+    assert_eq!(err, "", "nothing on a non-terminal stderr");
+}
