@@ -94,6 +94,9 @@ struct RunArgs {
     /// Write the full report as JSON (schema `schedlab.run/1`, see docs/metrics.md) to this file.
     #[arg(long)]
     json: Option<String>,
+    /// Write the simulated schedule as a Perfetto trace (open it in ui.perfetto.dev) to this file.
+    #[arg(long)]
+    trace: Option<String>,
     /// Time-series sampling interval with a unit (`10ms`); `0s` turns sampling off.
     #[arg(long, default_value = "10ms")]
     sample_interval: String,
@@ -315,6 +318,7 @@ fn run(args: RunArgs) -> Result<()> {
         sample_interval_ns,
         sample_tasks: args.sample_tasks,
         check_invariants: args.check,
+        trace: args.trace.is_some(),
         ..RunConfig::default()
     };
     let spec = args.policy.clone();
@@ -337,9 +341,12 @@ fn run(args: RunArgs) -> Result<()> {
             bar.set_message(format!("{} of {} simulated, {rate:.1} M events/s", fmt_ns(now), fmt_ns(end)));
         });
     }
-    let report = sim.run()?;
+    let (report, trace) = sim.run_traced()?;
     if let Some(bar) = bar {
         bar.finish_and_clear();
+    }
+    if let (Some(path), Some(trace)) = (&args.trace, trace) {
+        std::fs::write(path, trace.perfetto()).with_context(|| format!("cannot write {path}"))?;
     }
     if let Some(path) = &args.json {
         std::fs::write(path, report.to_json()).with_context(|| format!("cannot write {path}"))?;
@@ -348,6 +355,9 @@ fn run(args: RunArgs) -> Result<()> {
         let mut text = report.summary_table();
         if let Some(path) = &args.json {
             text.push_str(&format!("  report written to {path}\n"));
+        }
+        if let Some(path) = &args.trace {
+            text.push_str(&format!("  Perfetto trace written to {path} (open it in ui.perfetto.dev)\n"));
         }
         emit(&text);
     }

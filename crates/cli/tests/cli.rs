@@ -301,3 +301,29 @@ fn long_runs_stay_quiet_on_stderr_when_it_is_not_a_terminal() {
     assert!(out.contains("utilization"), "{out}");
     assert_eq!(err, "", "nothing on a non-terminal stderr");
 }
+
+#[test]
+fn perfetto_traces_read_back_by_the_perfetto_packages_protos_match_the_report() {
+    // An independent reader: scripts/perfetto_check.py parses the trace with the `perfetto` Python
+    // package's generated protos and checks sched_switch counts per CPU, switch chains, thread names,
+    // wakings and task creations against the JSON report (scripts/check installs the package).
+    let (trace, json) = (tmp("demo.pftrace"), tmp("demo.json"));
+    let (ok, out, err) = schedlab(&[
+        "run",
+        "--workload",
+        "demo",
+        "--duration",
+        "1s",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(ok, "stderr: {err}");
+    assert!(out.contains("Perfetto trace written to"), "{out}");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/perfetto_check.py");
+    let check = Command::new("python3").arg(script).arg(&trace).arg(&json).output().expect("python3 runs");
+    let text = String::from_utf8_lossy(&check.stdout).into_owned() + &String::from_utf8_lossy(&check.stderr);
+    assert!(check.status.success(), "{text}");
+    assert!(text.contains(": ok"), "{text}");
+}

@@ -22,6 +22,7 @@ mod pmc;
 mod random;
 pub mod report;
 mod sim;
+pub mod trace;
 
 pub use contention::ContentionModel;
 pub use dvfs::{DvfsModel, Governor};
@@ -29,3 +30,4 @@ pub use histogram::{Histogram, LatencySummary};
 pub use machine::{CostModel, Machine, MachineError};
 pub use report::RunReport;
 pub use sim::{RunConfig, RunError, Sim};
+pub use trace::Trace;

@@ -44,6 +44,8 @@ pub struct RunConfig {
     pub check_invariants: bool,
     /// Most tasks a run may create (initial plus forked).
     pub max_tasks: usize,
+    /// Record every context switch and wakeup for a trace ([`Sim::run_traced`]).
+    pub trace: bool,
 }
 
 impl Default for RunConfig {
@@ -55,6 +57,7 @@ impl Default for RunConfig {
             sample_tasks: false,
             check_invariants: cfg!(debug_assertions),
             max_tasks: 200_000,
+            trace: false,
         }
     }
 }
@@ -259,6 +262,8 @@ pub struct Sim<'a> {
     pub(crate) domains: Vec<crate::dvfs::Domain>,
     /// Each CPU's frequency domain.
     pub(crate) domain_of: Vec<usize>,
+    /// Recorded switches and wakeups, when tracing.
+    pub(crate) trace: Option<Vec<crate::trace::TraceEvent>>,
 }
 
 /// Builds the read-only context from the engine's fields (a macro so that the borrow of the policy
@@ -407,6 +412,7 @@ impl<'a> Sim<'a> {
             contention_active,
             domains,
             domain_of,
+            trace: cfg.trace.then(Vec::new),
             cfg,
         };
         // Initial tasks get ids in template order, instance order.
@@ -484,7 +490,12 @@ impl<'a> Sim<'a> {
     }
 
     /// Runs to the end and returns the report.
-    pub fn run(mut self) -> Result<RunReport, RunError> {
+    pub fn run(self) -> Result<RunReport, RunError> {
+        self.run_traced().map(|(r, _)| r)
+    }
+
+    /// Runs the simulation and also returns the recorded schedule when [`RunConfig::trace`] is on.
+    pub fn run_traced(mut self) -> Result<(RunReport, Option<crate::trace::Trace>), RunError> {
         self.policy.init(ctx!(self));
         self.q.push(self.cfg.duration_ns, Ev::Stop);
         if self.cfg.sample_interval_ns > 0 {
@@ -792,6 +803,7 @@ impl<'a> Sim<'a> {
         if !self.check_cpu_choice("task_new", t, cpu) {
             return;
         }
+        self.record(from, crate::trace::TraceKind::WakeupNew { task: t, target: cpu });
         // Fork placement is not counted as a migration (the task has not run anywhere yet).
         self.views[t.idx()].cpu = cpu;
         self.cpu_views[cpu.idx()].nr_running += 1;
@@ -829,6 +841,7 @@ impl<'a> Sim<'a> {
         if !self.check_cpu_choice("select_cpu", t, cpu) {
             return;
         }
+        self.record(waker_cpu, crate::trace::TraceKind::Waking { task: t, target: cpu });
         self.set_task_cpu(t, cpu);
         self.cpu_views[cpu.idx()].nr_running += 1;
         self.nr_runnable += 1;
@@ -942,6 +955,18 @@ impl<'a> Sim<'a> {
             }
         }
         let switched = next.map(|d| d.task) != prev;
+        if switched && self.trace.is_some() {
+            let prev_state = match why {
+                SwitchReason::Exited => crate::trace::STATE_DEAD,
+                SwitchReason::Blocked => crate::trace::STATE_SLEEPING,
+                _ => crate::trace::STATE_RUNNABLE,
+            };
+            let prev_state = if prev.is_some() { prev_state } else { crate::trace::STATE_RUNNABLE };
+            let kind = crate::trace::TraceKind::Switch { prev, prev_state, next: next.map(|d| d.task) };
+            if let Some(t) = self.trace.as_mut() {
+                t.push(crate::trace::TraceEvent { ts: self.now, cpu, current: prev, kind });
+            }
+        }
         if switched {
             self.cpus[cpu.idx()].nr_switches += 1;
             self.counters.nr_switches += 1;
@@ -1185,7 +1210,7 @@ impl<'a> Sim<'a> {
         Ok(())
     }
 
-    fn finish(mut self) -> Result<RunReport, RunError> {
+    fn finish(mut self) -> Result<(RunReport, Option<crate::trace::Trace>), RunError> {
         let end = self.now;
         for i in 0..self.cpus.len() {
             let cpu = CpuId(i as u32);
@@ -1221,6 +1246,29 @@ impl<'a> Sim<'a> {
             }
         }
         let stop = self.stop.unwrap_or("duration");
-        Ok(report::build(&self, end, stop))
+        let report = report::build(&self, end, stop);
+        let trace = self.trace.take().map(|events| crate::trace::Trace {
+            nr_cpus: self.cpus.len(),
+            tasks: self
+                .tasks
+                .iter()
+                .zip(&self.views)
+                .map(|(t, v)| crate::trace::TraceTask { name: t.name.clone(), tgid: v.tgid })
+                .collect(),
+            events,
+        });
+        Ok((report, trace))
+    }
+
+    /// Records a trace event on `cpu` now, when tracing.
+    pub(crate) fn record(&mut self, cpu: CpuId, kind: crate::trace::TraceKind) {
+        if let Some(t) = self.trace.as_mut() {
+            t.push(crate::trace::TraceEvent {
+                ts: self.now,
+                cpu,
+                current: self.cpu_views[cpu.idx()].curr,
+                kind,
+            });
+        }
     }
 }
