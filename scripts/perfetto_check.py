@@ -6,7 +6,8 @@ independent reader of the format) and checks it against the run's JSON report:
   CPU equals the report's cpus[].nr_switches;
 * switches on a CPU chain: each one's prev_pid is the previous one's next_pid;
 * every task named in a switch or wakeup is a thread of the ProcessTree, with its name;
-* the sched_waking events equal the report's summary.nr_wakeups; sched_wakeup_new one per task.
+* the sched_waking events equal the report's summary.nr_wakeups; sched_wakeup_new one per task;
+* policy values are counter events on declared counter tracks.
 
 Usage: perfetto_check.py TRACE REPORT.json   (exit status 0 when everything holds)
 """
@@ -29,8 +30,19 @@ def main(trace_path, report_path):
     last_next = {}
     wakings = 0
     new = 0
+    counter_tracks = {}
+    counter_values = 0
     errors = []
     for packet in trace.packet:
+        if packet.HasField("track_descriptor"):
+            d = packet.track_descriptor
+            if d.HasField("counter"):
+                counter_tracks[d.uuid] = d.name
+        if packet.HasField("track_event"):
+            te = packet.track_event
+            if te.type != pb.TrackEvent.TYPE_COUNTER or te.track_uuid not in counter_tracks:
+                errors.append(f"track event on unknown counter track {te.track_uuid}")
+            counter_values += 1
         if packet.HasField("process_tree"):
             for t in packet.process_tree.threads:
                 threads[t.tid] = t.name
@@ -68,7 +80,7 @@ def main(trace_path, report_path):
     for e in errors[:20]:
         print("perfetto_check:", e, file=sys.stderr)
     total = sum(switches.values())
-    print(f"perfetto_check: {len(trace.packet)} packets, {total} switches on {ncpus} CPUs, {wakings} wakings, {len(threads)} threads: {'ok' if not errors else 'FAILED'}")
+    print(f"perfetto_check: {len(trace.packet)} packets, {total} switches on {ncpus} CPUs, {wakings} wakings, {len(threads)} threads, {counter_values} values on {len(counter_tracks)} counter tracks: {'ok' if not errors else 'FAILED'}")
     return 1 if errors else 0
 
 

@@ -326,4 +326,6 @@ fn perfetto_traces_read_back_by_the_perfetto_packages_protos_match_the_report() 
     let text = String::from_utf8_lossy(&check.stdout).into_owned() + &String::from_utf8_lossy(&check.stderr);
     assert!(check.status.success(), "{text}");
     assert!(text.contains(": ok"), "{text}");
+    // CFS's vruntime is there as one counter track per task (24 tasks in the demo).
+    assert!(text.contains("on 24 counter tracks"), "{text}");
 }

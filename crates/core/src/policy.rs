@@ -239,4 +239,9 @@ pub trait SchedPolicy {
     fn nr_runnable(&self) -> Option<usize> {
         None
     }
+
+    /// Policy internals of task `t` worth watching in a trace (CFS's vruntime, ULE's interactivity
+    /// score, HTFS's bweight level...), as `(name, value)` pairs pushed onto `out`. Called only when a
+    /// trace is recorded, when `t` is switched in.
+    fn trace_values(&self, _t: TaskId, _out: &mut Vec<(&'static str, i64)>) {}
 }

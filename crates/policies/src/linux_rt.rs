@@ -359,6 +359,10 @@ impl<F: SchedPolicy> SchedPolicy for LinuxClasses<F> {
     fn nr_runnable(&self) -> Option<usize> {
         self.fair.nr_runnable().map(|n| n + self.rt.nr_running)
     }
+
+    fn trace_values(&self, t: TaskId, out: &mut Vec<(&'static str, i64)>) {
+        self.fair.trace_values(t, out);
+    }
 }
 
 #[cfg(test)]

@@ -709,6 +709,13 @@ impl SchedPolicy for O1 {
     fn nr_runnable(&self) -> Option<usize> {
         Some(self.nr_running)
     }
+
+    fn trace_values(&self, t: TaskId, out: &mut Vec<(&'static str, i64)>) {
+        if let Some(st) = self.tasks.get(t.idx()) {
+            out.push(("o1 dynamic priority", st.prio as i64));
+            out.push(("o1 sleep_avg ms", (st.sleep_avg / 1_000_000) as i64));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1029,6 +1029,13 @@ impl<'a> Sim<'a> {
         self.views[t.idx()].state = TaskState::Running;
         self.cpu_views[cpu.idx()].curr = Some(t);
         self.idle.remove(cpu);
+        if self.trace.is_some() {
+            let mut values = Vec::new();
+            self.policy.trace_values(t, &mut values);
+            for (name, value) in values {
+                self.record(cpu, crate::trace::TraceKind::Value { task: t, name, value });
+            }
+        }
         let speed = self.contended_speed(cpu);
         let c = &mut self.cpus[cpu.idx()];
         c.speed = speed;

@@ -7,7 +7,10 @@
 //! `sched_switch` (previous and next task, the previous task's state: `R` preempted, `S` blocked, `X`
 //! exited), `sched_waking` (on the waker's CPU, with the woken task and its target CPU) and
 //! `sched_wakeup_new` (task creation). Perfetto builds per-CPU scheduling tracks and per-thread state
-//! (running, runnable, sleeping) from exactly these events.
+//! (running, runnable, sleeping) from exactly these events. Policy internals the policy exposes
+//! (`SchedPolicy::trace_values`: CFS's vruntime, ULE's interactivity score, HTFS's bweight level...)
+//! are sampled when a task is switched in and written as counter tracks (`TrackDescriptor` with a
+//! counter, `TrackEvent` of type counter).
 //!
 //! The protobuf encoding is written by hand (a few field types); the field numbers are those of
 //! perfetto's protos/perfetto/trace (TracePacket, FtraceEventBundle, FtraceEvent,
@@ -15,6 +18,9 @@
 //! the output back with the `perfetto` Python package's generated protos (scripts/perfetto_check.py).
 
 use schedlab_core::{CpuId, Ns, TaskId};
+
+/// First uuid of the counter tracks.
+const TRACK_UUID_BASE: u64 = 1 << 20;
 
 /// `prev_state` of a preempted task (`TASK_RUNNING`, shown as `R`).
 pub const STATE_RUNNABLE: u64 = 0;
@@ -41,6 +47,15 @@ pub enum TraceKind {
         task: TaskId,
         /// The CPU it will run on.
         target: CpuId,
+    },
+    /// A policy-internal value of the task switched in (`SchedPolicy::trace_values`).
+    Value {
+        /// The task.
+        task: TaskId,
+        /// What the value is.
+        name: &'static str,
+        /// The value.
+        value: i64,
     },
     /// A task was created and made runnable.
     WakeupNew {
@@ -147,13 +162,53 @@ impl Trace {
         packet.msg(2, tree);
         packet.uint(10, 1);
         out.msg(1, packet);
-        // Scheduling events, one bundle per run of events on the same CPU.
+        // Counter tracks for policy values, one per (value, task), declared up front on sequence 2.
+        let mut tracks: Vec<(&'static str, TaskId)> = Vec::new();
+        for e in &self.events {
+            if let TraceKind::Value { task, name, .. } = e.kind {
+                if !tracks.contains(&(name, task)) {
+                    tracks.push((name, task));
+                }
+            }
+        }
+        for (k, &(name, task)) in tracks.iter().enumerate() {
+            let mut d = Msg::default();
+            d.uint(1, TRACK_UUID_BASE + k as u64);
+            d.bytes(2, format!("{name} ({})", self.tasks[task.idx()].name).as_bytes());
+            d.msg(8, Msg::default());
+            let mut packet = Msg::default();
+            packet.msg(60, d);
+            packet.uint(10, 2);
+            if k == 0 {
+                packet.uint(13, 1); // SEQ_INCREMENTAL_STATE_CLEARED
+            }
+            out.msg(1, packet);
+        }
+        // Scheduling events, one bundle per run of events on the same CPU; values as counter events.
         let mut i = 0;
         while i < self.events.len() {
+            if let TraceKind::Value { task, name, value } = self.events[i].kind {
+                let uuid = TRACK_UUID_BASE
+                    + tracks.iter().position(|&k| k == (name, task)).expect("declared") as u64;
+                let mut te = Msg::default();
+                te.uint(9, 4); // TYPE_COUNTER
+                te.uint(11, uuid);
+                te.uint(30, value as u64);
+                let mut packet = Msg::default();
+                packet.uint(8, self.events[i].ts);
+                packet.msg(11, te);
+                packet.uint(10, 2);
+                out.msg(1, packet);
+                i += 1;
+                continue;
+            }
             let cpu = self.events[i].cpu;
             let mut bundle = Msg::default();
             bundle.uint(1, cpu.0 as u64);
-            while i < self.events.len() && self.events[i].cpu == cpu {
+            while i < self.events.len()
+                && self.events[i].cpu == cpu
+                && !matches!(self.events[i].kind, TraceKind::Value { .. })
+            {
                 bundle.msg(2, self.event(&self.events[i]));
                 i += 1;
             }
@@ -181,6 +236,7 @@ impl Trace {
                 s.uint(7, 120);
                 ev.msg(4, s);
             }
+            TraceKind::Value { .. } => unreachable!("values are written as counter events"),
             TraceKind::Waking { task, target } | TraceKind::WakeupNew { task, target } => {
                 let mut w = Msg::default();
                 w.bytes(1, self.tasks[task.idx()].name.as_bytes());

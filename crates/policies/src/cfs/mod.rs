@@ -677,6 +677,20 @@ impl SchedPolicy for Cfs {
     fn nr_runnable(&self) -> Option<usize> {
         Some(self.nr_running_total)
     }
+
+    fn trace_values(&self, t: TaskId, out: &mut Vec<(&'static str, i64)>) {
+        let Some(&se) = self.task_se.get(t.idx()) else { return };
+        let s = &self.ses[se as usize];
+        // vruntime against its runqueue's min_vruntime (the kernel's wrap-safe difference), in ns.
+        let rq = &self.rqs[s.cfs_rq as usize];
+        out.push(("vruntime - min_vruntime ns", s.vruntime.wrapping_sub(rq.min_vruntime) as i64));
+        if self.eevdf {
+            out.push(("eevdf deadline - min_vruntime ns", s.deadline.wrapping_sub(rq.min_vruntime) as i64));
+        }
+        if let Some(av) = self.avec.as_ref() {
+            out.push(("avec_boosted", av.boosted(t)));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1046,4 +1046,12 @@ impl SchedPolicy for Htfs {
     fn nr_runnable(&self) -> Option<usize> {
         Some(self.cpus.iter().map(|c| c.nr_running as usize).sum())
     }
+
+    fn trace_values(&self, t: TaskId, out: &mut Vec<(&'static str, i64)>) {
+        if let Some(e) = self.ents.get(t.idx()) {
+            out.push(("htfs bweight level", e.level as i64));
+            out.push(("htfs interactive", (e.kind == Kind::Inter) as i64));
+            out.push(("htfs vdiff", self.vdiff(Se::Task(t))));
+        }
+    }
 }

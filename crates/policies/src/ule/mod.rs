@@ -944,6 +944,13 @@ impl SchedPolicy for Ule {
     fn nr_runnable(&self) -> Option<usize> {
         Some(self.load.iter().sum::<i64>() as usize)
     }
+
+    fn trace_values(&self, t: TaskId, out: &mut Vec<(&'static str, i64)>) {
+        if t.idx() < self.threads.len() {
+            out.push(("ule interactivity score", self.score_of(t) as i64));
+            out.push(("ule priority", self.threads[t.idx()].pri as i64));
+        }
+    }
 }
 
 #[cfg(test)]
