@@ -13,6 +13,7 @@ use std::io::{IsTerminal, Write};
 use std::path::Path;
 
 mod compare;
+mod report_html;
 
 /// A laboratory for CPU schedulers: run classic and modern schedulers side by side on a simulated
 /// machine.
@@ -30,6 +31,15 @@ enum Cmd {
     /// Run several policies on the identical machine, workload and seeds and print them side by side,
     /// with differences against a baseline policy.
     Compare(CompareArgs),
+    /// Make one self-contained HTML page with plots from run reports (`schedlab run --json`).
+    Report {
+        /// Run reports (JSON); the first is the baseline of the comparison chart.
+        #[arg(required = true)]
+        results: Vec<String>,
+        /// The HTML file to write.
+        #[arg(short, long, default_value = "report.html")]
+        output: String,
+    },
     /// List what is available.
     List {
         /// What to list.
@@ -166,6 +176,12 @@ fn main() {
     let result = match cli.cmd {
         Cmd::Run(args) => run(args),
         Cmd::Compare(args) => compare_cmd(args),
+        Cmd::Report { results, output } => report_html::load(&results).and_then(|runs| {
+            let page = report_html::html(&runs)?;
+            std::fs::write(&output, page).with_context(|| format!("cannot write {output}"))?;
+            emit(&format!("report written to {output}\n"));
+            Ok(())
+        }),
         Cmd::List { what } => {
             emit(&list(what));
             Ok(())

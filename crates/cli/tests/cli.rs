@@ -329,3 +329,73 @@ fn perfetto_traces_read_back_by_the_perfetto_packages_protos_match_the_report() 
     // CFS's vruntime is there as one counter track per task (24 tasks in the demo).
     assert!(text.contains("on 24 counter tracks"), "{text}");
 }
+
+/// Headless Chromium (Debian's `chromium`; .ci/run installs it).
+fn chromium() -> &'static str {
+    for c in ["chromium", "chromium-browser", "google-chrome"] {
+        if Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()) {
+            return c;
+        }
+    }
+    panic!("the HTML report test needs headless Chromium: apt-get install chromium (.ci/run does)");
+}
+
+#[test]
+fn the_html_report_is_self_contained_and_chromium_renders_every_plot() {
+    let (a, b, page, shot) =
+        (tmp("rep-cfs.json"), tmp("rep-ule.json"), tmp("report.html"), tmp("report.png"));
+    for (policy, path) in [("cfs", &a), ("ule", &b)] {
+        let (ok, _, err) = schedlab(&[
+            "run",
+            "--policy",
+            policy,
+            "--machine",
+            "core2duo",
+            "--workload",
+            "pi[n=4,work=1s]",
+            "--duration",
+            "6s",
+            "--sample-tasks",
+            "--sample-interval",
+            "50ms",
+            "--json",
+            path.to_str().unwrap(),
+            "-q",
+        ]);
+        assert!(ok, "{err}");
+    }
+    let (ok, out, err) =
+        schedlab(&["report", a.to_str().unwrap(), b.to_str().unwrap(), "-o", page.to_str().unwrap()]);
+    assert!(ok && out.contains("report written to"), "{err}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    // Two heat maps, two cumulative run-time plots, the latency CDF, elapsed times, the bar chart.
+    let plots = html.matches("<svg ").count();
+    assert_eq!(plots, 7, "plots in the page");
+    assert_eq!(html.matches("</svg>").count(), plots);
+    assert_eq!(html.matches("<title>").count(), plots + 1, "every plot titled");
+    for needle in ["src=", "href=", "<script", "@import", "url("] {
+        assert!(!html.contains(needle), "the page must not load anything ({needle})");
+    }
+    // Rendered by headless Chromium: the DOM it builds holds every plot, and a screenshot is taken.
+    let browser = chromium();
+    let url = format!("file://{}", page.display());
+    let dom = Command::new(browser)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", &url])
+        .output()
+        .expect("chromium runs");
+    let dom_text = String::from_utf8_lossy(&dom.stdout);
+    assert!(dom.status.success(), "{}", String::from_utf8_lossy(&dom.stderr));
+    assert_eq!(dom_text.matches("<svg ").count(), plots, "plots in Chromium's DOM");
+    assert!(!dom_text.contains("parsererror"), "an SVG failed to parse");
+    let shot_arg = format!("--screenshot={}", shot.display());
+    let st = Command::new(browser)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--window-size=1200,2600", &shot_arg, &url])
+        .output()
+        .expect("chromium runs");
+    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    let png = std::fs::read(&shot).unwrap();
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 20_000, "screenshot of {} bytes", png.len());
+    // Bad input: a file that is not a run report.
+    let (ok, _, err) = schedlab(&["report", page.to_str().unwrap()]);
+    assert!(!ok && err.contains("not JSON"), "{err}");
+}
