@@ -2,7 +2,8 @@
 //! plots as inline SVG (no scripts, styles or fonts from the network).
 //!
 //! Plots: runnable tasks per CPU over time as a heat map (seed 002 fig. 6-7), cumulative run time per
-//! task over time (seed 002 fig. 1 and 3; needs `--sample-tasks`), wakeup latency percentiles per run
+//! task over time (seed 002 fig. 1 and 3; needs `--sample-tasks`), context switches and migrations per
+//! second over time (one line per run), wakeup latency percentiles per run
 //! (a CDF through p50, p90, p99, p99.9 and max), per-task elapsed times sorted (seed 003 sec. 5), bars of
 //! key metrics against the first run (the baseline), and tables of policy statistics and of each run's
 //! configuration. The SVG is written by hand: a handful of primitives (axes with ticks, polylines,
@@ -42,14 +43,13 @@ fn step(span: f64) -> f64 {
     }
 }
 
+/// A tick label: at most two decimals, without trailing zeros ("0.5", "1.25", "2").
 fn fmt_tick(v: f64) -> String {
     if v.abs() >= 1000.0 || v == v.trunc() {
-        format!("{v:.0}")
-    } else if v.abs() >= 1.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
+        return format!("{v:.0}");
     }
+    let s = format!("{v:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// An SVG plot area with linear axes.
@@ -294,6 +294,47 @@ fn cumulative(r: &Value) -> Option<String> {
     Some(p.finish())
 }
 
+/// Rate per second of a cumulative machine-wide counter in the series (`switches` or `migrations`),
+/// one line per run: the increase between consecutive samples over the sample interval, drawn at the
+/// end of that interval.
+fn rate_over_time(runs: &[Value], key: &str, what: &str) -> Option<String> {
+    let mut lines: Vec<(Vec<(f64, f64)>, String)> = Vec::new();
+    for r in runs {
+        let Some(s) = r.get("series").and_then(Value::as_object) else { continue };
+        let (Some(t), Some(c)) = (s["time_ns"].as_array(), s.get(key).and_then(Value::as_array)) else {
+            continue;
+        };
+        let pts: Vec<(f64, f64)> = t
+            .windows(2)
+            .zip(c.windows(2))
+            .map(|(t, c)| {
+                let dt = (num(&t[1]) - num(&t[0])) / 1e9;
+                (num(&t[1]) / 1e9, if dt > 0.0 { (num(&c[1]) - num(&c[0])) / dt } else { 0.0 })
+            })
+            .collect();
+        if !pts.is_empty() {
+            lines.push((pts, label(r)));
+        }
+    }
+    if lines.is_empty() {
+        return None;
+    }
+    let all = lines.iter().flat_map(|(p, _)| p.iter());
+    let (x0, x1, ymax) =
+        all.fold((f64::MAX, f64::MIN, 0.0f64), |(a, b, m), &(x, y)| (a.min(x), b.max(x), m.max(y)));
+    let mut p = Plot::new(
+        &format!("{what} per second over time"),
+        "time [s]",
+        &format!("{} / s", what.to_lowercase()),
+        (x0, x1.max(x0 + 1e-9)),
+        (0.0, ymax.max(1.0)),
+    );
+    for (i, (pts, name)) in lines.iter().enumerate() {
+        p.line(pts, COLORS[i % COLORS.len()], name);
+    }
+    Some(p.finish())
+}
+
 fn latency(runs: &[Value]) -> String {
     let keys = [("p50_ns", 0.5), ("p90_ns", 0.9), ("p99_ns", 0.99), ("p999_ns", 0.999), ("max_ns", 1.0)];
     let xmax = runs
@@ -442,6 +483,8 @@ pub fn html(runs: &[Value]) -> Result<String> {
         plots.extend(heatmap(r));
         plots.extend(cumulative(r));
     }
+    plots.extend(rate_over_time(runs, "switches", "Context switches"));
+    plots.extend(rate_over_time(runs, "migrations", "Migrations"));
     plots.push(latency(runs));
     plots.extend(elapsed(runs));
     plots.push(bars(runs));
@@ -489,6 +532,8 @@ mod tests {
         assert_eq!(step(10.0), 2.0);
         assert_eq!(step(1.0), 0.2);
         assert_eq!(step(1000.0), 200.0);
+        let labels: Vec<String> = [0.5, 1.25, 2.0, 0.05, 2500.0, -1.5].map(fmt_tick).to_vec();
+        assert_eq!(labels, ["0.5", "1.25", "2", "0.05", "2500", "-1.5"]);
         assert_eq!(esc("a<b & \"c\""), "a&lt;b &amp; &quot;c&quot;");
     }
 }

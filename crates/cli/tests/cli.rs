@@ -368,9 +368,13 @@ fn the_html_report_is_self_contained_and_chromium_renders_every_plot() {
         schedlab(&["report", a.to_str().unwrap(), b.to_str().unwrap(), "-o", page.to_str().unwrap()]);
     assert!(ok && out.contains("report written to"), "{err}");
     let html = std::fs::read_to_string(&page).unwrap();
-    // Two heat maps, two cumulative run-time plots, the latency CDF, elapsed times, the bar chart.
+    // Two heat maps, two cumulative run-time plots, switches and migrations per second over time, the
+    // latency CDF, elapsed times, the bar chart.
     let plots = html.matches("<svg ").count();
-    assert_eq!(plots, 7, "plots in the page");
+    assert_eq!(plots, 9, "plots in the page");
+    for title in ["Context switches per second over time", "Migrations per second over time"] {
+        assert!(html.contains(&format!("<title>{title}</title>")), "{title}");
+    }
     assert_eq!(html.matches("</svg>").count(), plots);
     assert_eq!(html.matches("<title>").count(), plots + 1, "every plot titled");
     for needle in ["src=", "href=", "<script", "@import", "url("] {

@@ -312,15 +312,34 @@ pub struct Series {
     /// `task_run_ns[task][sample]`: cumulative run time per task (only with task sampling on;
     /// tasks created later have shorter rows, aligned to the end).
     pub task_run_ns: Option<Vec<Vec<Ns>>>,
+    /// Context switches so far, machine-wide, at each sample.
+    pub switches: Vec<u64>,
+    /// Migrations so far, machine-wide, at each sample.
+    pub migrations: Vec<u64>,
 }
 
 impl Series {
     pub(crate) fn new(interval_ns: Ns, ncpus: usize) -> Series {
-        Series { interval_ns, time_ns: Vec::new(), nr_running: vec![Vec::new(); ncpus], task_run_ns: None }
+        Series {
+            interval_ns,
+            time_ns: Vec::new(),
+            nr_running: vec![Vec::new(); ncpus],
+            task_run_ns: None,
+            switches: Vec::new(),
+            migrations: Vec::new(),
+        }
     }
 
-    pub(crate) fn record(&mut self, now: Ns, per_cpu: impl Iterator<Item = u32>, per_task: Option<Vec<Ns>>) {
+    pub(crate) fn record(
+        &mut self,
+        now: Ns,
+        per_cpu: impl Iterator<Item = u32>,
+        per_task: Option<Vec<Ns>>,
+        (switches, migrations): (u64, u64),
+    ) {
         self.time_ns.push(now);
+        self.switches.push(switches);
+        self.migrations.push(migrations);
         for (row, v) in self.nr_running.iter_mut().zip(per_cpu) {
             row.push(v);
         }

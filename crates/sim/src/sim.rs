@@ -1168,7 +1168,8 @@ impl<'a> Sim<'a> {
         };
         let per_task: Option<Vec<Ns>> =
             self.cfg.sample_tasks.then(|| (0..self.tasks.len()).map(|t| running(self, t)).collect());
-        self.series.record(now, self.cpu_views.iter().map(|c| c.nr_running), per_task);
+        let counts = (self.counters.nr_switches, self.counters.nr_migrations);
+        self.series.record(now, self.cpu_views.iter().map(|c| c.nr_running), per_task, counts);
     }
 
     fn check_work_conservation(&mut self, cpu: CpuId) {

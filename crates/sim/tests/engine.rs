@@ -322,6 +322,16 @@ fn pinned_spinners_stay_pinned_then_spread_when_unpinned() {
     let last = s.time_ns.len() - 1;
     let counts: Vec<u32> = (0..4).map(|c| s.nr_running[c][last]).collect();
     assert_eq!(counts, vec![2, 2, 2, 2], "balanced two per CPU at the end");
+    // The series counts migrations as they happen: none while pinned, at least the six moves that
+    // leave two per CPU afterwards, never more than the run's total; switches only grow.
+    for (i, &time) in s.time_ns.iter().enumerate() {
+        if time < 1_000 * MS {
+            assert_eq!(s.migrations[i], 0, "no migration while pinned, at {time}");
+        }
+    }
+    assert!(s.migrations[last] >= 6 && s.migrations[last] <= r.summary.nr_migrations, "{:?}", s.migrations);
+    assert!(s.switches.windows(2).all(|w| w[0] <= w[1]) && s.switches[last] <= r.summary.nr_switches);
+    assert!(s.switches[last] > s.switches[0], "spinners sharing CPUs switch");
 }
 
 #[test]
