@@ -14,6 +14,7 @@ use std::path::Path;
 
 mod compare;
 mod report_html;
+mod reproduce;
 
 /// A laboratory for CPU schedulers: run classic and modern schedulers side by side on a simulated
 /// machine.
@@ -40,6 +41,9 @@ enum Cmd {
         #[arg(short, long, default_value = "report.html")]
         output: String,
     },
+    /// Re-run the seed papers' experiments (experiments/) and check each claim: the paper's value,
+    /// schedlab's, and whether the claim holds.
+    Reproduce(ReproduceArgs),
     /// List what is available.
     List {
         /// What to list.
@@ -159,6 +163,40 @@ struct CompareArgs {
     quiet: bool,
 }
 
+#[derive(clap::Args)]
+struct ReproduceArgs {
+    /// Papers (`ule-vs-cfs`), experiments (`ule-vs-cfs/fibo-sysbench` or `fibo-sysbench`) or
+    /// experiment files.
+    select: Vec<String>,
+    /// Every experiment in the directory.
+    #[arg(long)]
+    all: bool,
+    /// Smaller but still meaningful sizes (each file's `[quick]` section), for CI.
+    #[arg(long)]
+    quick: bool,
+    /// The experiments directory.
+    #[arg(long, default_value = "experiments")]
+    dir: String,
+    /// Directory for one HTML report per experiment (`<out>/<paper>/<experiment>.html`).
+    #[arg(long, short, default_value = "reproduce-out")]
+    out: String,
+    /// Do not write HTML reports.
+    #[arg(long)]
+    no_html: bool,
+    /// Simulations run at once (default: the available cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Print one Markdown table of every claim (experiments/README.md holds this output).
+    #[arg(long)]
+    markdown: bool,
+    /// Write the outcomes as JSON (schema `schedlab.reproduce/1`) to this file.
+    #[arg(long)]
+    json: Option<String>,
+    /// Print nothing but errors.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
 /// Writes to standard output; a closed pipe (`schedlab workloads | head`) ends the program quietly.
 fn emit(text: &str) {
     let mut out = std::io::stdout().lock();
@@ -176,6 +214,7 @@ fn main() {
     let result = match cli.cmd {
         Cmd::Run(args) => run(args),
         Cmd::Compare(args) => compare_cmd(args),
+        Cmd::Reproduce(args) => reproduce_cmd(args),
         Cmd::Report { results, output } => report_html::load(&results).and_then(|runs| {
             let page = report_html::html(&runs)?;
             std::fs::write(&output, page).with_context(|| format!("cannot write {output}"))?;
@@ -476,6 +515,30 @@ fn compare_cmd(args: CompareArgs) -> Result<()> {
     }
     if !args.quiet {
         emit(&cmp.table());
+    }
+    Ok(())
+}
+
+fn reproduce_cmd(args: ReproduceArgs) -> Result<()> {
+    let jobs = match args.jobs {
+        Some(0) => bail!("--jobs must be at least 1"),
+        Some(n) => n,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let opts = reproduce::Options {
+        select: args.select,
+        all: args.all,
+        quick: args.quick,
+        dir: args.dir.into(),
+        out: (!args.no_html).then(|| args.out.into()),
+        jobs,
+        markdown: args.markdown,
+        json: args.json.map(Into::into),
+        progress: !args.quiet,
+    };
+    let text = reproduce::reproduce(&opts)?;
+    if !args.quiet {
+        emit(&text);
     }
     Ok(())
 }

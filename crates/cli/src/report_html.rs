@@ -23,7 +23,7 @@ const COLORS: [&str; 8] =
     ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
 
 /// HTML-escapes text.
-fn esc(s: &str) -> String {
+pub fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
@@ -478,6 +478,12 @@ pub fn html(runs: &[Value]) -> Result<String> {
     if runs.is_empty() {
         bail!("no results given");
     }
+    let intro = format!("<p>{} run(s); the first is the baseline of the bar chart.</p>\n", runs.len());
+    Ok(page("schedlab report", &(intro + &body(runs))))
+}
+
+/// The plots and tables of a set of runs (the first is the baseline), as an HTML fragment.
+pub fn body(runs: &[Value]) -> String {
     let mut plots: Vec<String> = Vec::new();
     for r in runs {
         plots.extend(heatmap(r));
@@ -488,24 +494,33 @@ pub fn html(runs: &[Value]) -> Result<String> {
     plots.push(latency(runs));
     plots.extend(elapsed(runs));
     plots.push(bars(runs));
-    let mut page = String::from(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>schedlab report</title><style>\
+    let mut out = String::from("<h2>Plots</h2>\n");
+    for p in &plots {
+        out.push_str(p);
+        out.push('\n');
+    }
+    out.push_str(&tables(runs));
+    out
+}
+
+/// A whole self-contained page around an HTML fragment.
+pub fn page(title: &str, body: &str) -> String {
+    let mut page = String::from("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">");
+    let _ = write!(page, "<title>{}</title>", esc(title));
+    page.push_str(
+        "<style>\
 body{font-family:sans-serif;margin:24px;max-width:1100px;color:#222}\
 svg.plot{display:block;margin:16px 0;background:#fff;border:1px solid #ddd}\
 svg text{font-size:12px;fill:#222}svg text.title{font-size:14px;font-weight:bold}\
 line.axis{stroke:#444}line.grid{stroke:#eee}\
 table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}\
-</style></head><body><h1>schedlab report</h1>\n",
+td.holds{background:#e6f4e6}td.fails{background:#fbe3e3}\
+</style></head><body>",
     );
-    let _ = writeln!(page, "<p>{} run(s); the first is the baseline of the bar chart.</p>", runs.len());
-    page.push_str("<h2>Plots</h2>\n");
-    for p in &plots {
-        page.push_str(p);
-        page.push('\n');
-    }
-    page.push_str(&tables(runs));
+    let _ = writeln!(page, "<h1>{}</h1>", esc(title));
+    page.push_str(body);
     page.push_str("\n</body></html>\n");
-    Ok(page)
+    page
 }
 
 /// Reads `schedlab.run/1` reports from files.

@@ -251,6 +251,8 @@ pub struct PmcReport {
 pub struct CpuReport {
     /// Id.
     pub id: u32,
+    /// NUMA node of the CPU.
+    pub node: u32,
     /// Task time, ns.
     pub busy_ns: Ns,
     /// Idle time, ns.
@@ -412,6 +414,7 @@ pub(crate) fn build(sim: &Sim, end: Ns, stop: &'static str) -> RunReport {
         .enumerate()
         .map(|(i, c)| CpuReport {
             id: i as u32,
+            node: sim.machine.topology.place(schedlab_core::CpuId(i as u32)).node,
             busy_ns: c.busy_ns,
             idle_ns: c.idle_ns,
             overhead_ns: c.overhead_ns,
@@ -428,8 +431,12 @@ pub(crate) fn build(sim: &Sim, end: Ns, stop: &'static str) -> RunReport {
         })
         .collect();
     let nr_exited = tasks.iter().filter(|t| t.exited_ns.is_some()).count() as u64;
+    // The workload's completion: the last exit when every task exited, or the moment the stop task's
+    // instances were all done (a server that never exits, run until its load generator finishes).
     let makespan_ns = if nr_exited == tasks.len() as u64 && nr_exited > 0 {
         tasks.iter().filter_map(|t| t.exited_ns).max()
+    } else if stop == "task_done" {
+        Some(end)
     } else {
         None
     };

@@ -31,7 +31,7 @@ pub struct WorkloadError {
 struct Doc {
     name: Option<String>,
     #[serde(default)]
-    include: Vec<Spanned<String>>,
+    include: Vec<Spanned<IncludeDoc>>,
     duration: Option<Spanned<String>>,
     stop: Option<Spanned<String>>,
     #[serde(default)]
@@ -58,6 +58,24 @@ struct Doc {
     task: Vec<Spanned<TaskDoc>>,
     #[serde(default)]
     affinity: Vec<Spanned<AffinityDoc>>,
+}
+
+/// `include` entries: a generator spec, or a table that also delays its tasks' start, puts them in a
+/// task group of their own and names the prefix.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum IncludeDoc {
+    Spec(String),
+    Table(IncludeTable),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IncludeTable {
+    spec: String,
+    start: Option<String>,
+    group: Option<String>,
+    prefix: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -420,22 +438,6 @@ pub fn parse_toml_with(file: &str, src: &str, limits: &Limits) -> Result<Workloa
     if let Some(d) = &doc.duration {
         w.duration_ns = Some(parse_duration(d.get_ref()).map_err(|m| r.err(d.span(), "duration", m))?);
     }
-    if let Some(s) = &doc.stop {
-        w.stop = match s.get_ref().as_str() {
-            "duration" => StopWhen::Duration,
-            "all_done" => StopWhen::AllDone,
-            other => match other.strip_prefix("task:").and_then(|n| templates.get(n)) {
-                Some(&t) => StopWhen::TemplateDone(t),
-                None => {
-                    return Err(r.err(
-                        s.span(),
-                        "stop",
-                        format!("`{other}` is not duration, all_done or task:<known task name>"),
-                    ))
-                }
-            },
-        };
-    }
     w.cpu_lists = cpu_lists;
     // Barriers: parties default to the number of tasks that use them; a barrier with fewer users than
     // parties (and no forked user who could make up the number) would never open.
@@ -466,20 +468,95 @@ pub fn parse_toml_with(file: &str, src: &str, limits: &Limits) -> Result<Workloa
     // when the same generator is included twice).
     let mut seen: HashMap<String, u32> = HashMap::new();
     for inc in &doc.include {
-        let spec = inc.get_ref();
+        let t = match inc.get_ref() {
+            IncludeDoc::Spec(spec) => {
+                IncludeTable { spec: spec.clone(), start: None, group: None, prefix: None }
+            }
+            IncludeDoc::Table(t) => IncludeTable {
+                spec: t.spec.clone(),
+                start: t.start.clone(),
+                group: t.group.clone(),
+                prefix: t.prefix.clone(),
+            },
+        };
+        let spec = &t.spec;
         let built = crate::generators::builtin(spec).map_err(|m| r.err(inc.span(), "include", m))?;
-        let Some(other) = built else {
+        let Some(mut other) = built else {
             return Err(r.err(
                 inc.span(),
                 "include",
                 format!("`{spec}` is not a built-in generator (see `schedlab workloads`)"),
             ));
         };
+        if let Some(start) = &t.start {
+            let delay = parse_duration(start).map_err(|m| r.err(inc.span(), "include.start", m))?;
+            for task in &mut other.tasks {
+                task.start_ns += delay;
+            }
+        }
+        if let Some(group) = &t.group {
+            // One task group (cgroup) for the whole application, as systemd gives each service one.
+            if group.is_empty() || w.groups.iter().any(|g| &g.name == group) {
+                return Err(r.err(
+                    inc.span(),
+                    "include.group",
+                    format!("`{group}`: empty or already a group"),
+                ));
+            }
+            other.groups.push(GroupSpec { name: group.clone(), parent: 0, shares: 1024 });
+            let g = other.groups.len() as u32 - 1;
+            for (i, grp) in other.groups.iter_mut().enumerate() {
+                if i != 0 && i as u32 != g && grp.parent == 0 {
+                    grp.parent = g;
+                }
+            }
+            for task in &mut other.tasks {
+                if task.group == 0 {
+                    task.group = g;
+                }
+            }
+        }
         let base = spec.split('[').next().unwrap_or(spec).trim().to_string();
-        let n = seen.entry(base.clone()).or_insert(0);
-        *n += 1;
-        let prefix = if *n == 1 { base } else { format!("{base}{n}") };
+        let prefix = match &t.prefix {
+            Some(p) if p.is_empty() || p.contains('.') => {
+                return Err(r.err(inc.span(), "include.prefix", format!("`{p}`: not empty, no dots")));
+            }
+            Some(p) => p.clone(),
+            None => {
+                let n = seen.entry(base.clone()).or_insert(0);
+                *n += 1;
+                if *n == 1 {
+                    base
+                } else {
+                    format!("{base}{n}")
+                }
+            }
+        };
         w.merge(&other, &prefix);
+        if let Some(group) = &t.group {
+            // merge prefixes group names; the application's group keeps the name it was given.
+            if let Some(g) = w.groups.iter_mut().find(|g| g.name == format!("{prefix}.{group}")) {
+                g.name = group.clone();
+            }
+        }
+    }
+    // After the includes, so `task:<name>` may name an included task (`task:fibo.fibo`).
+    if let Some(s) = &doc.stop {
+        w.stop = match s.get_ref().as_str() {
+            "duration" => StopWhen::Duration,
+            "all_done" => StopWhen::AllDone,
+            other => match other.strip_prefix("task:").and_then(|n| w.tasks.iter().position(|t| t.name == n))
+            {
+                Some(t) => StopWhen::TemplateDone(t as u32),
+                None => {
+                    return Err(r.err(
+                        s.span(),
+                        "stop",
+                        format!("`{other}` is not duration, all_done or task:<known task name>"),
+                    ))
+                }
+            },
+        };
     }
     if w.initial_tasks() > limits.max_tasks {
         return Err(r.err(
@@ -1026,5 +1103,33 @@ mod include_tests {
         assert!(e.key == "include" && e.msg.contains("not a built-in"), "{e}");
         let e = parse_toml("m.toml", "include = [\"hogs[n=0]\"]\n").unwrap_err();
         assert!(e.msg.contains("outside"), "{e}");
+    }
+
+    #[test]
+    fn an_included_application_can_start_late_in_its_own_group_under_its_own_prefix() {
+        let w = parse_toml(
+            "multi.toml",
+            "include = [\"fibo\", { spec = \"sysbench-oltp[threads=4]\", start = \"7s\", group = \"db\", \
+             prefix = \"sb\" }]\n",
+        )
+        .unwrap();
+        let names: Vec<&str> = w.tasks.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, vec!["fibo.fibo", "sb.client"]);
+        assert_eq!((w.tasks[0].start_ns, w.tasks[1].start_ns), (0, 7_000_000_000));
+        let db = w.groups.iter().position(|g| g.name == "db").expect("the application's group");
+        assert_eq!((w.groups[db].parent, w.groups[db].shares), (0, 1024));
+        assert_eq!((w.tasks[0].group, w.tasks[1].group), (0, db as u32), "fibo stays in the root group");
+        for (bad, key) in [
+            ("include = [{ spec = \"fibo\", start = \"soon\" }]\n", "include.start"),
+            ("include = [{ spec = \"fibo\", prefix = \"a.b\" }]\n", "include.prefix"),
+            (
+                "include = [{ spec = \"fibo\", group = \"g\" }, { spec = \"fibo\", group = \"g\" }]\n",
+                "include.group",
+            ),
+        ] {
+            let e = parse_toml("m.toml", bad).unwrap_err();
+            assert_eq!(e.key, key, "{e}");
+            assert_eq!(e.line, 1, "{e}");
+        }
     }
 }

@@ -26,10 +26,14 @@ pub(super) fn generators() -> Vec<Generator> {
         Generator {
             name: "c-ray",
             summary: "c-ray (seed 002 sec. 6.2): 512 threads released by a cascading barrier, then computing",
-            models: "all threads start together; thread 0 releases thread 1, 1 releases 2, and so on (a semaphore each, so an early release is remembered); then each computes its part of the image without sleeping",
+            models: "all threads start together, or with `create_cost` > 0 a main thread creates them one by one, computing that long before each (so ULE's children inherit a growing run history); thread 0 releases thread 1, 1 releases 2, and so on (a semaphore each, so an early release is remembered); then each computes its part of the image without sleeping",
             simplifies: "rendering is one equal CPU burst per thread; the cascade uses semaphores (an early release is remembered)",
             score: "makespan_ns (render time); last_wakeup_ns of each thread shows the cascade order",
-            params: &[("threads", "512", "threads"), ("work", "2s", "CPU time per thread after the cascade")],
+            params: &[
+                ("threads", "512", "threads"),
+                ("work", "2s", "CPU time per thread after the cascade"),
+                ("create_cost", "0s", "main-thread CPU time before creating each thread (0: all start at once)"),
+            ],
             build: c_ray,
         },
         Generator {
@@ -85,8 +89,15 @@ fn nas_mg(a: &Args) -> Result<Workload, String> {
 fn c_ray(a: &Args) -> Result<Workload, String> {
     let n = a.u32("threads", 1..=100_000)?;
     let work = a.dur("work")?;
+    let create = a.dur("create_cost")?;
     let mut w = WorkloadBuilder::new(format!("c-ray[threads={n}]"));
     let sems: Vec<u32> = (0..n).map(|i| w.semaphore(format!("start{i}"), 0)).collect();
+    if create > 0 {
+        // The main thread is template 0; thread i is template i + 1, only forked.
+        let first = w.next_template() + 1;
+        let main = (0..n).fold(P::new(), |p, i| p.compute(create).fork(first + i));
+        w.task("main", main.wait_children().build()).process = Some("c-ray".into());
+    }
     for i in 0..n as usize {
         let mut p = P::new();
         if i > 0 {
@@ -95,7 +106,11 @@ fn c_ray(a: &Args) -> Result<Workload, String> {
         if i + 1 < n as usize {
             p = p.sem_post(sems[i + 1]);
         }
-        w.task(format!("c-ray{i}"), p.compute(work).build()).process = Some("c-ray".into());
+        let t = w.task(format!("c-ray{i}"), p.compute(work).build());
+        t.process = Some("c-ray".into());
+        if create > 0 {
+            t.instances = 0;
+        }
     }
     w.stop(StopWhen::AllDone);
     w.build()

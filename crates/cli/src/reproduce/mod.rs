@@ -1,0 +1,367 @@
+//! `schedlab reproduce`: re-runs the seed papers' experiments (experiments/<paper>/<name>.toml) and
+//! checks their claims.
+//!
+//! Every (experiment, case, policy, seed) is one independent simulation; they run on a pool of worker
+//! threads (one per available core unless `--jobs` says otherwise) and their reports are put back in
+//! a fixed order, so the output does not depend on the number of threads. For each claim the metric's
+//! mean over the seeds is checked against the expectation written in the file; a claim that does not
+//! hold is a finding to explain (experiments/README.md), not an error, so the exit status is zero
+//! whenever everything ran.
+
+pub mod claim;
+pub mod metric;
+pub mod spec;
+
+use crate::report_html::{self, esc};
+use anyhow::{bail, Context, Result};
+use claim::Outcome;
+use schedlab_sim::{RunConfig, Sim};
+use serde_json::Value;
+use spec::Experiment;
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// What `schedlab reproduce` was asked to do.
+pub struct Options {
+    /// Papers (`ule-vs-cfs`), experiments (`ule-vs-cfs/fibo-sysbench` or `fibo-sysbench`) or files.
+    pub select: Vec<String>,
+    /// Every experiment.
+    pub all: bool,
+    /// Smaller sizes.
+    pub quick: bool,
+    /// The experiments directory.
+    pub dir: PathBuf,
+    /// Where HTML reports go (`None`: no reports).
+    pub out: Option<PathBuf>,
+    /// Worker threads.
+    pub jobs: usize,
+    /// Print one Markdown table of every claim instead of the text report.
+    pub markdown: bool,
+    /// Write the outcomes as JSON here.
+    pub json: Option<PathBuf>,
+    /// Show a progress bar (terminal only).
+    pub progress: bool,
+}
+
+/// The experiment files chosen by `select` / `all`.
+fn choose(opts: &Options) -> Result<Vec<PathBuf>> {
+    let all = spec::discover(&opts.dir)?;
+    if opts.all {
+        if !opts.select.is_empty() {
+            bail!("give either --all or experiments, not both");
+        }
+        return Ok(all);
+    }
+    if opts.select.is_empty() {
+        bail!("say which experiments: a paper, paper/experiment, an experiment file, or --all");
+    }
+    let mut out: Vec<PathBuf> = Vec::new();
+    for s in &opts.select {
+        let as_file = Path::new(s);
+        let hits: Vec<PathBuf> = if s.ends_with(".toml") && as_file.is_file() {
+            vec![as_file.to_path_buf()]
+        } else {
+            all.iter()
+                .filter(|p| {
+                    let paper = p.parent().and_then(|d| d.file_name()).map(|n| n.to_string_lossy());
+                    let stem = p.file_stem().map(|n| n.to_string_lossy());
+                    let (paper, stem) = (paper.unwrap_or_default(), stem.unwrap_or_default());
+                    *s == paper || *s == stem || *s == format!("{paper}/{stem}")
+                })
+                .cloned()
+                .collect()
+        };
+        if hits.is_empty() {
+            let papers: std::collections::BTreeSet<String> = all
+                .iter()
+                .filter_map(|p| Some(p.parent()?.file_name()?.to_string_lossy().into_owned()))
+                .collect();
+            bail!(
+                "no experiment or paper `{s}` in {} (papers: {})",
+                opts.dir.display(),
+                papers.into_iter().collect::<Vec<_>>().join(", ")
+            );
+        }
+        for h in hits {
+            if !out.contains(&h) {
+                out.push(h);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// One simulation to run.
+struct Job<'a> {
+    exp: &'a Experiment,
+    case: usize,
+    policy: usize,
+    seed: u64,
+}
+
+fn run_job(job: &Job) -> Result<Value> {
+    let case = &job.exp.cases[job.case];
+    let spec = &case.policies[job.policy];
+    let mut policy = crate::load_policy(spec)?;
+    let cfg = RunConfig {
+        duration_ns: case.duration_ns,
+        seed: job.seed,
+        sample_interval_ns: job.exp.sample_interval_ns,
+        sample_tasks: job.exp.sample_tasks,
+        ..RunConfig::default()
+    };
+    let report = Sim::new(&case.machine, &case.workload, policy.as_mut(), spec.clone(), cfg)?.run()?;
+    Ok(serde_json::to_value(&report)?)
+}
+
+/// Runs `jobs` on `threads` workers; results in job order.
+fn run_all(jobs: &[Job], threads: usize, progress: bool) -> Vec<Result<Value>> {
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<Value>>>> = Mutex::new((0..jobs.len()).map(|_| None).collect());
+    let bar = crate::progress_bar(progress, jobs.len() as u64);
+    if let Some(b) = &bar {
+        b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        b.set_message("simulations");
+    }
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(job) = jobs.get(i) else { break };
+                let r = run_job(job).with_context(|| {
+                    let c = &job.exp.cases[job.case];
+                    format!(
+                        "{} case `{}`, {} seed {}",
+                        job.exp.id(),
+                        c.name,
+                        c.policies[job.policy],
+                        job.seed
+                    )
+                });
+                if let Ok(mut v) = results.lock() {
+                    v[i] = Some(r);
+                }
+                if let Some(b) = &bar {
+                    b.inc(1);
+                }
+            });
+        }
+    });
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    results
+        .into_inner()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(anyhow::anyhow!("a worker thread died"))))
+        .collect()
+}
+
+/// The runs of one experiment: `runs[case][policy][seed]`.
+type Runs = Vec<Vec<Vec<Value>>>;
+
+/// Mean of the metric over the seeds (`None` if any seed lacks it).
+fn mean_of(claim: &claim::Claim, runs: &[Value]) -> Option<f64> {
+    let v: Option<Vec<f64>> = runs.iter().map(|r| claim.metric.eval(r)).collect();
+    v.filter(|v| !v.is_empty()).map(|v| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+/// A claim's measurement for `policy` in `case`, divided by its value in the base case if any.
+fn measure(exp: &Experiment, runs: &Runs, claim: &claim::Claim, case: &str, policy: &str) -> Option<f64> {
+    let at = |case: &str| -> &[Value] {
+        let ci = exp.cases.iter().position(|c| c.name == case).unwrap_or(0);
+        let pi = exp.cases[ci].policies.iter().position(|p| p == policy).unwrap_or(0);
+        &runs[ci][pi]
+    };
+    let v = mean_of(claim, at(case))?;
+    match &claim.base_case {
+        None => Some(v),
+        Some(b) => {
+            let base = mean_of(claim, at(b))?;
+            (base != 0.0).then_some(v / base)
+        }
+    }
+}
+
+fn check(exp: &Experiment, runs: &Runs) -> Vec<Outcome> {
+    exp.claims
+        .iter()
+        .map(|c| {
+            let value = measure(exp, runs, c, &c.case, &c.policy);
+            let reference = c.is_ratio().then(|| {
+                let case = c.vs_case.as_deref().unwrap_or(&c.case);
+                measure(exp, runs, c, case, c.vs.as_deref().unwrap_or(&c.policy))
+            });
+            c.check(value, reference.flatten())
+        })
+        .collect()
+}
+
+fn verdict(o: &Outcome) -> &'static str {
+    match o.holds {
+        Some(true) => "holds",
+        Some(false) => "DOES NOT HOLD",
+        None => "not measured",
+    }
+}
+
+fn text_report(exp: &Experiment, outcomes: &[Outcome]) -> String {
+    let mut s = format!("{}  {} ({})\n", exp.id(), exp.title, exp.source);
+    for (c, o) in exp.claims.iter().zip(outcomes) {
+        let _ = writeln!(s, "  [{}] {}: \"{}\" ({})", verdict(o), c.id, c.quote, c.source);
+        let _ = writeln!(s, "      paper: {}", c.paper);
+        let _ = writeln!(s, "      schedlab: {}; expected {} {}", o.shown, c.metric_text, c.expect_text);
+    }
+    s
+}
+
+fn markdown_rows(exp: &Experiment, outcomes: &[Outcome]) -> String {
+    let cell = |t: &str| t.replace('|', "\\|");
+    let mut s = String::new();
+    for (c, o) in exp.claims.iter().zip(outcomes) {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} |",
+            exp.id(),
+            c.id,
+            cell(&c.paper),
+            cell(&o.shown),
+            cell(&format!("{} {}", if c.is_ratio() { "ratio" } else { "value" }, c.expect_text)),
+            verdict(o)
+        );
+    }
+    s
+}
+
+fn html_report(exp: &Experiment, outcomes: &[Outcome], runs: &Runs, quick: bool) -> String {
+    let mut b = String::new();
+    let _ = writeln!(
+        b,
+        "<p>{} ({}). {}</p><p>Seeds {:?}{}.</p><h2>Claims</h2><table><tr><th>claim</th><th>paper</th>\
+         <th>schedlab</th><th>expected</th><th>result</th></tr>",
+        esc(&exp.about),
+        esc(&exp.source),
+        esc(&exp.path.display().to_string()),
+        exp.seeds,
+        if quick { ", quick sizes" } else { "" }
+    );
+    for (c, o) in exp.claims.iter().zip(outcomes) {
+        let class = match o.holds {
+            Some(true) => "holds",
+            Some(false) => "fails",
+            None => "",
+        };
+        let _ = writeln!(
+            b,
+            "<tr><td><b>{}</b>: &ldquo;{}&rdquo; ({}){}</td><td>{}</td><td>{}</td><td><code>{}</code> {} {}</td>\
+             <td class=\"{class}\">{}</td></tr>",
+            esc(&c.id),
+            esc(&c.quote),
+            esc(&c.source),
+            if c.note.is_empty() { String::new() } else { format!("<br><i>{}</i>", esc(&c.note)) },
+            esc(&c.paper),
+            esc(&o.shown),
+            esc(&c.metric_text),
+            if c.is_ratio() { "ratio" } else { "" },
+            esc(&c.expect_text),
+            verdict(o)
+        );
+    }
+    b.push_str("</table>\n");
+    for (case, per_policy) in exp.cases.iter().zip(runs) {
+        let _ = writeln!(
+            b,
+            "<h2>Case {}: {} on {}, {} simulated</h2>",
+            esc(&case.name),
+            esc(&case.workload_spec),
+            esc(&case.machine.name),
+            schedlab_core::fmt_ns(case.duration_ns)
+        );
+        let first_seed: Vec<Value> = per_policy.iter().filter_map(|r| r.first().cloned()).collect();
+        if !first_seed.is_empty() {
+            b.push_str(&report_html::body(&first_seed));
+        }
+    }
+    report_html::page(&format!("{}: {}", exp.id(), exp.title), &b)
+}
+
+/// Runs `schedlab reproduce`; returns the text to print.
+pub fn reproduce(opts: &Options) -> Result<String> {
+    let files = choose(opts)?;
+    let exps: Vec<Experiment> = files.iter().map(|f| spec::load(f, opts.quick)).collect::<Result<_>>()?;
+    let mut jobs = Vec::new();
+    for exp in &exps {
+        for (ci, case) in exp.cases.iter().enumerate() {
+            for pi in 0..case.policies.len() {
+                for &seed in &exp.seeds {
+                    jobs.push(Job { exp, case: ci, policy: pi, seed });
+                }
+            }
+        }
+    }
+    let mut results = run_all(&jobs, opts.jobs, opts.progress).into_iter();
+    let mut text = String::new();
+    let mut md = String::from(
+        "| experiment | claim | paper | schedlab | expected | result |\n|---|---|---|---|---|---|\n",
+    );
+    let mut all_outcomes = Vec::new();
+    let (mut hold, mut fail, mut unmeasured) = (0, 0, 0);
+    for exp in &exps {
+        let mut runs: Runs = Vec::new();
+        for case in &exp.cases {
+            let mut per_policy = Vec::new();
+            for _ in &case.policies {
+                let seeds: Vec<Value> = (0..exp.seeds.len())
+                    .map(|_| results.next().unwrap_or_else(|| bail!("lost a run")))
+                    .collect::<Result<_>>()?;
+                per_policy.push(seeds);
+            }
+            runs.push(per_policy);
+        }
+        let outcomes = check(exp, &runs);
+        for o in &outcomes {
+            match o.holds {
+                Some(true) => hold += 1,
+                Some(false) => fail += 1,
+                None => unmeasured += 1,
+            }
+        }
+        text.push_str(&text_report(exp, &outcomes));
+        md.push_str(&markdown_rows(exp, &outcomes));
+        if let Some(out) = &opts.out {
+            let dir = out.join(&exp.paper);
+            std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            let path = dir.join(format!("{}.html", exp.name));
+            std::fs::write(&path, html_report(exp, &outcomes, &runs, opts.quick))
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        all_outcomes.push(serde_json::json!({
+            "experiment": exp.id(),
+            "title": exp.title,
+            "claims": outcomes,
+        }));
+    }
+    let _ = writeln!(
+        text,
+        "\n{} experiment(s), {} claim(s): {hold} hold, {fail} do not hold, {unmeasured} not measured{}",
+        exps.len(),
+        hold + fail + unmeasured,
+        if opts.quick { " (quick sizes)" } else { "" }
+    );
+    if let Some(out) = &opts.out {
+        let _ = writeln!(text, "HTML reports in {}", out.display());
+    }
+    if let Some(path) = &opts.json {
+        let v = serde_json::json!({
+            "schema": "schedlab.reproduce/1",
+            "quick": opts.quick,
+            "experiments": all_outcomes,
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&v)? + "\n")
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(if opts.markdown { md } else { text })
+}

@@ -1,0 +1,368 @@
+//! Experiment files: `experiments/<paper>/<experiment>.toml` (format in experiments/README.md).
+//!
+//! An experiment names a machine, policies, seeds and a duration, one or more cases (a workload, and
+//! optionally their own machine, duration or policies), and the claims checked on them. `[quick]`
+//! overrides duration and seeds, and a case's `quick_workload` its workload, for `--quick`. Everything
+//! is validated when the file is read: every error names the file, the line and the key.
+
+use super::claim::{Claim, Expect, Unit};
+use super::metric::Metric;
+use anyhow::Result;
+use schedlab_core::Ns;
+use schedlab_sim::Machine;
+use schedlab_workload::{parse_duration, Workload};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use toml::Spanned;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Doc {
+    title: String,
+    source: String,
+    #[serde(default)]
+    about: String,
+    machine: Option<Spanned<String>>,
+    policies: Option<Spanned<Vec<String>>>,
+    #[serde(default = "default_seeds")]
+    seeds: Vec<u64>,
+    duration: Option<Spanned<String>>,
+    sample_interval: Option<Spanned<String>>,
+    #[serde(default)]
+    sample_tasks: bool,
+    quick: Option<QuickDoc>,
+    #[serde(default)]
+    case: Vec<Spanned<CaseDoc>>,
+    #[serde(default)]
+    claim: Vec<Spanned<ClaimDoc>>,
+}
+
+fn default_seeds() -> Vec<u64> {
+    vec![1]
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct QuickDoc {
+    duration: Option<Spanned<String>>,
+    seeds: Option<Vec<u64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Specs {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Specs {
+    fn list(&self) -> Vec<String> {
+        match self {
+            Specs::One(s) => vec![s.clone()],
+            Specs::Many(v) => v.clone(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CaseDoc {
+    name: String,
+    workload: Specs,
+    quick_workload: Option<Specs>,
+    machine: Option<String>,
+    duration: Option<String>,
+    quick_duration: Option<String>,
+    policies: Option<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClaimDoc {
+    id: String,
+    quote: String,
+    source: String,
+    case: Option<String>,
+    metric: String,
+    policy: String,
+    vs: Option<String>,
+    vs_case: Option<String>,
+    base_case: Option<String>,
+    expect: String,
+    paper: String,
+    #[serde(default)]
+    unit: String,
+    #[serde(default)]
+    note: String,
+}
+
+/// One case: a workload on a machine, run under each policy with each seed.
+pub struct Case {
+    /// Name, unique in the experiment.
+    pub name: String,
+    /// Machine (preset or file).
+    pub machine: Machine,
+    /// The workload's spec(s), for the report.
+    pub workload_spec: String,
+    /// The workload.
+    pub workload: Workload,
+    /// Simulated time per run.
+    pub duration_ns: Ns,
+    /// Policy specs.
+    pub policies: Vec<String>,
+}
+
+/// A parsed, validated experiment (for the chosen mode, full or quick).
+pub struct Experiment {
+    /// The paper's directory name (`ule-vs-cfs`).
+    pub paper: String,
+    /// The file stem (`fibo-sysbench`).
+    pub name: String,
+    /// The file.
+    pub path: PathBuf,
+    /// Title.
+    pub title: String,
+    /// Source in the paper.
+    pub source: String,
+    /// What the experiment shows.
+    pub about: String,
+    /// Seeds every run uses.
+    pub seeds: Vec<u64>,
+    /// Sample interval of the series (0 = off).
+    pub sample_interval_ns: Ns,
+    /// Sample per-task run time too.
+    pub sample_tasks: bool,
+    /// Cases.
+    pub cases: Vec<Case>,
+    /// Claims.
+    pub claims: Vec<Claim>,
+}
+
+impl Experiment {
+    /// `paper/name`.
+    pub fn id(&self) -> String {
+        format!("{}/{}", self.paper, self.name)
+    }
+}
+
+struct Reader<'a> {
+    file: String,
+    src: &'a str,
+    dir: &'a Path,
+}
+
+impl Reader<'_> {
+    fn err(&self, span: std::ops::Range<usize>, key: &str, msg: impl std::fmt::Display) -> anyhow::Error {
+        let upto = &self.src[..span.start.min(self.src.len())];
+        let line = upto.matches('\n').count() + 1;
+        anyhow::anyhow!("{}:{line}: key `{key}`: {msg}", self.file)
+    }
+
+    /// A file reference relative to the experiment file, or a built-in name as it is.
+    fn resolve(&self, spec: &str) -> String {
+        let p = self.dir.join(spec);
+        if (spec.ends_with(".toml") || spec.ends_with(".json")) && p.exists() {
+            p.to_string_lossy().into_owned()
+        } else {
+            spec.to_string()
+        }
+    }
+
+    fn workload(&self, specs: &[String]) -> Result<Workload> {
+        match specs {
+            [] => anyhow::bail!("no workload"),
+            [one] => crate::load_workload(&self.resolve(one)),
+            many => {
+                // Several generators run together, as a workload file's `include` list merges them.
+                let list: Vec<String> = many.iter().map(|s| format!("{s:?}")).collect();
+                let src = format!("name = {:?}\ninclude = [{}]\n", many.join(" + "), list.join(", "));
+                Ok(schedlab_workload::parse_toml(&self.file, &src)?)
+            }
+        }
+    }
+}
+
+fn duration(r: &Reader, text: &str, span: std::ops::Range<usize>, key: &str) -> Result<Ns> {
+    let d = parse_duration(text).map_err(|e| r.err(span.clone(), key, e))?;
+    if d == 0 {
+        return Err(r.err(span, key, "must be above zero"));
+    }
+    Ok(d)
+}
+
+/// Reads and validates one experiment file; `quick` applies the `[quick]` overrides.
+pub fn load(path: &Path, quick: bool) -> Result<Experiment> {
+    let file = path.to_string_lossy().into_owned();
+    let src = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read {file}: {e}"))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let r = Reader { file: file.clone(), src: &src, dir };
+    let doc: Doc = toml::from_str(&src).map_err(|e| {
+        let upto = &src[..e.span().map_or(0, |s| s.start).min(src.len())];
+        anyhow::anyhow!("{file}:{}: {}", upto.matches('\n').count() + 1, e.message().trim())
+    })?;
+    let paper = dir.file_name().map_or("-".into(), |n| n.to_string_lossy().into_owned());
+    let name = path.file_stem().map_or("-".into(), |n| n.to_string_lossy().into_owned());
+    let quick_doc = doc.quick.as_ref().filter(|_| quick);
+    let seeds = quick_doc.and_then(|q| q.seeds.clone()).unwrap_or(doc.seeds.clone());
+    if seeds.is_empty() {
+        return Err(r.err(0..0, "seeds", "at least one seed"));
+    }
+    let dur = quick_doc.and_then(|q| q.duration.as_ref()).or(doc.duration.as_ref());
+    let default_duration = match dur {
+        Some(d) => Some(duration(&r, d.get_ref(), d.span(), "duration")?),
+        None => None,
+    };
+    let sample_interval_ns = match &doc.sample_interval {
+        Some(s) => parse_duration(s.get_ref()).map_err(|e| r.err(s.span(), "sample_interval", e))?,
+        None => 10_000_000,
+    };
+    let policies = doc.policies.as_ref().map(|p| (p.get_ref().clone(), p.span()));
+    if let Some((list, span)) = &policies {
+        for p in list {
+            crate::load_policy(p).map_err(|e| r.err(span.clone(), "policies", e))?;
+        }
+    }
+    if doc.case.is_empty() {
+        return Err(r.err(src.len()..src.len(), "case", "an experiment needs at least one [[case]]"));
+    }
+    let mut cases: Vec<Case> = Vec::new();
+    for c in &doc.case {
+        let (span, d) = (c.span(), c.get_ref());
+        if cases.iter().any(|x| x.name == d.name) {
+            return Err(r.err(span, "name", format!("duplicate case `{}`", d.name)));
+        }
+        let machine_name = d.machine.as_deref().or(doc.machine.as_ref().map(|m| m.get_ref().as_str()));
+        let machine_name = machine_name
+            .ok_or_else(|| r.err(span.clone(), "machine", "no machine for this case or the file"))?;
+        let machine =
+            Machine::load(&r.resolve(machine_name)).map_err(|e| r.err(span.clone(), "machine", e))?;
+        let specs = match (&d.quick_workload, quick) {
+            (Some(q), true) => q.list(),
+            _ => d.workload.list(),
+        };
+        let key = if quick && d.quick_workload.is_some() { "quick_workload" } else { "workload" };
+        let workload = r.workload(&specs).map_err(|e| r.err(span.clone(), key, format!("{e:#}")))?;
+        let case_dur =
+            if quick { d.quick_duration.as_ref().or(d.duration.as_ref()) } else { d.duration.as_ref() };
+        let duration_ns = match case_dur {
+            Some(t) => duration(&r, t, span.clone(), "duration")?,
+            None => default_duration.or(workload.duration_ns).ok_or_else(|| {
+                r.err(span.clone(), "duration", "no duration for this case, the file or the workload")
+            })?,
+        };
+        let policies = match (&d.policies, &policies) {
+            (Some(list), _) => {
+                for p in list {
+                    crate::load_policy(p).map_err(|e| r.err(span.clone(), "policies", e))?;
+                }
+                list.clone()
+            }
+            (None, Some((list, _))) => list.clone(),
+            (None, None) => return Err(r.err(span, "policies", "no policies for this case or the file")),
+        };
+        cases.push(Case {
+            name: d.name.clone(),
+            machine,
+            workload_spec: specs.join(" + "),
+            workload,
+            duration_ns,
+            policies,
+        });
+    }
+    let mut claims: Vec<Claim> = Vec::new();
+    for c in &doc.claim {
+        let (span, d) = (c.span(), c.get_ref());
+        let e = |key: &str, msg: String| r.err(span.clone(), key, msg);
+        if claims.iter().any(|x| x.id == d.id) {
+            return Err(e("id", format!("duplicate claim `{}`", d.id)));
+        }
+        let case = match &d.case {
+            Some(name) => name.clone(),
+            None if cases.len() == 1 => cases[0].name.clone(),
+            None => return Err(e("case", "several cases: say which one the claim is about".into())),
+        };
+        let find = |name: &str, key: &str| {
+            cases.iter().find(|c| c.name == name).ok_or_else(|| e(key, format!("no case `{name}`")))
+        };
+        let the_case = find(&case, "case")?;
+        let ref_case = match &d.vs_case {
+            Some(v) => find(v, "vs_case")?,
+            None => the_case,
+        };
+        if !the_case.policies.contains(&d.policy) {
+            return Err(e("policy", format!("`{}` is not run in case `{case}`", d.policy)));
+        }
+        if let Some(b) = &d.base_case {
+            let base = find(b, "base_case")?;
+            for p in [Some(&d.policy), d.vs.as_ref()].into_iter().flatten() {
+                if !base.policies.contains(p) {
+                    return Err(e("base_case", format!("`{p}` is not run in case `{b}`")));
+                }
+            }
+        }
+        let ref_policy = d.vs.as_ref().unwrap_or(&d.policy);
+        if !ref_case.policies.contains(ref_policy) {
+            return Err(e("vs", format!("`{ref_policy}` is not run in case `{}`", ref_case.name)));
+        }
+        let metric = Metric::parse(&d.metric).map_err(|x| e("metric", x.to_string()))?;
+        let expect = Expect::parse(&d.expect).map_err(|x| e("expect", x.to_string()))?;
+        let unit = Unit::parse(&d.unit).map_err(|x| e("unit", x.to_string()))?;
+        claims.push(Claim {
+            id: d.id.clone(),
+            quote: d.quote.clone(),
+            source: d.source.clone(),
+            case,
+            metric_text: d.metric.clone(),
+            metric,
+            policy: d.policy.clone(),
+            vs: d.vs.clone(),
+            vs_case: d.vs_case.clone(),
+            base_case: d.base_case.clone(),
+            expect_text: d.expect.clone(),
+            expect,
+            paper: d.paper.clone(),
+            unit,
+            note: d.note.clone(),
+        });
+    }
+    if claims.is_empty() {
+        return Err(r.err(src.len()..src.len(), "claim", "an experiment needs at least one [[claim]]"));
+    }
+    Ok(Experiment {
+        paper,
+        name,
+        path: path.to_path_buf(),
+        title: doc.title,
+        source: doc.source,
+        about: doc.about,
+        seeds,
+        sample_interval_ns,
+        sample_tasks: doc.sample_tasks,
+        cases,
+        claims,
+    })
+}
+
+/// Every experiment file under `dir` (`dir/<paper>/<name>.toml`), sorted.
+pub fn discover(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let entries = std::fs::read_dir(dir).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot read the experiments directory {}: {e} (run from the project root or pass --dir)",
+            dir.display()
+        )
+    })?;
+    for paper in entries.flatten() {
+        if !paper.path().is_dir() {
+            continue;
+        }
+        for f in std::fs::read_dir(paper.path())?.flatten() {
+            let p = f.path();
+            if p.extension().is_some_and(|e| e == "toml") && !p.to_string_lossy().contains("/workloads/") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
