@@ -189,6 +189,9 @@ struct ReproduceArgs {
     /// Print one Markdown table of every claim (experiments/README.md holds this output).
     #[arg(long)]
     markdown: bool,
+    /// Only read and check the experiment files and list their cases and claims.
+    #[arg(long)]
+    list: bool,
     /// Write the outcomes as JSON (schema `schedlab.reproduce/1`) to this file.
     #[arg(long)]
     json: Option<String>,
@@ -535,6 +538,7 @@ fn reproduce_cmd(args: ReproduceArgs) -> Result<()> {
         markdown: args.markdown,
         json: args.json.map(Into::into),
         progress: !args.quiet,
+        list: args.list,
     };
     let text = reproduce::reproduce(&opts)?;
     if !args.quiet {

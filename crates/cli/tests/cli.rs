@@ -1,16 +1,9 @@
 //! The `schedlab` binary end to end: the main job, listing, JSON against the documented schema, and
 //! one clear error with a non-zero exit for each kind of bad input.
 
+mod common;
+use common::schedlab;
 use std::process::Command;
-
-fn schedlab(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_schedlab")).args(args).output().expect("binary runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 fn tmp(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("schedlab-cli-test-{}", std::process::id()));

@@ -195,6 +195,9 @@ pub struct TaskReport {
     pub exited_ns: Option<Ns>,
     /// Performance counters (see docs/hardware-model.md).
     pub pmc: PmcReport,
+    /// The policy's internals for this task at the end of the run (`SchedPolicy::trace_values`:
+    /// CFS's vruntime, ULE's interactivity score, AVEC's avec_boosted...), by name.
+    pub policy: std::collections::BTreeMap<&'static str, i64>,
 }
 
 /// Events by name, in `schedlab_core::PmcEvent` order.
@@ -405,6 +408,11 @@ pub(crate) fn build(sim: &Sim, end: Ns, stop: &'static str) -> RunReport {
                 started_ns: tk.started_at,
                 exited_ns: tk.exited_at,
                 pmc: PmcReport { count: v.pmc.count.into(), cycles_counted: v.pmc.cycles_counted.into() },
+                policy: {
+                    let mut values = Vec::new();
+                    sim.policy.trace_values(v.id, &mut values);
+                    values.into_iter().collect()
+                },
             }
         })
         .collect();

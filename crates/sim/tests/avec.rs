@@ -41,6 +41,7 @@ fn avec_boosted_signs_match_table_4_2() {
         let t = TaskId(i as u32);
         assert!(r.tasks[i].name.contains(k), "task {i} is {}", r.tasks[i].name);
         let b = av.boosted(t);
+        assert_eq!(r.tasks[i].policy.get("avec_boosted"), Some(&b), "the report carries the final value");
         let positive = matches!(*k, "MMX" | "BX");
         assert_eq!(
             b > 0,

@@ -43,6 +43,8 @@ pub struct Options {
     pub json: Option<PathBuf>,
     /// Show a progress bar (terminal only).
     pub progress: bool,
+    /// Only read and validate the files and list what would run.
+    pub list: bool,
 }
 
 /// The experiment files chosen by `select` / `all`.
@@ -240,7 +242,7 @@ fn html_report(exp: &Experiment, outcomes: &[Outcome], runs: &Runs, quick: bool)
     let mut b = String::new();
     let _ = writeln!(
         b,
-        "<p>{} ({}). {}</p><p>Seeds {:?}{}.</p><h2>Claims</h2><table><tr><th>claim</th><th>paper</th>\
+        "<p>{}</p><p>Source: {}. File: <code>{}</code>. Seeds {:?}{}.</p><h2>Claims</h2><table><tr><th>claim</th><th>paper</th>\
          <th>schedlab</th><th>expected</th><th>result</th></tr>",
         esc(&exp.about),
         esc(&exp.source),
@@ -288,10 +290,42 @@ fn html_report(exp: &Experiment, outcomes: &[Outcome], runs: &Runs, quick: bool)
     report_html::page(&format!("{}: {}", exp.id(), exp.title), &b)
 }
 
+/// The experiments, their cases and claims, without running anything.
+fn listing(exps: &[Experiment]) -> String {
+    let mut s = String::new();
+    let mut runs = 0;
+    for e in exps {
+        let n: usize = e.cases.iter().map(|c| c.policies.len() * e.seeds.len()).sum();
+        runs += n;
+        let _ = writeln!(s, "{}  {} ({})", e.id(), e.title, e.source);
+        for c in &e.cases {
+            let _ = writeln!(
+                s,
+                "  case {}: {} on {}, {} simulated, {} x {} seed(s)",
+                c.name,
+                c.workload_spec,
+                c.machine.name,
+                schedlab_core::fmt_ns(c.duration_ns),
+                c.policies.join(", "),
+                e.seeds.len()
+            );
+        }
+        for c in &e.claims {
+            let _ = writeln!(s, "  claim {}: {} ({})", c.id, c.quote, c.source);
+        }
+    }
+    let claims: usize = exps.iter().map(|e| e.claims.len()).sum();
+    let _ = writeln!(s, "\n{} experiment(s), {claims} claim(s), {runs} simulation(s)", exps.len());
+    s
+}
+
 /// Runs `schedlab reproduce`; returns the text to print.
 pub fn reproduce(opts: &Options) -> Result<String> {
     let files = choose(opts)?;
     let exps: Vec<Experiment> = files.iter().map(|f| spec::load(f, opts.quick)).collect::<Result<_>>()?;
+    if opts.list {
+        return Ok(listing(&exps));
+    }
     let mut jobs = Vec::new();
     for exp in &exps {
         for (ci, case) in exp.cases.iter().enumerate() {
@@ -306,6 +340,9 @@ pub fn reproduce(opts: &Options) -> Result<String> {
     let mut text = String::new();
     let mut md = String::from(
         "| experiment | claim | paper | schedlab | expected | result |\n|---|---|---|---|---|---|\n",
+    );
+    let mut summary = String::from(
+        "| experiment | source | claims | hold | do not hold | not measured |\n|---|---|---|---|---|---|\n",
     );
     let mut all_outcomes = Vec::new();
     let (mut hold, mut fail, mut unmeasured) = (0, 0, 0);
@@ -322,13 +359,10 @@ pub fn reproduce(opts: &Options) -> Result<String> {
             runs.push(per_policy);
         }
         let outcomes = check(exp, &runs);
-        for o in &outcomes {
-            match o.holds {
-                Some(true) => hold += 1,
-                Some(false) => fail += 1,
-                None => unmeasured += 1,
-            }
-        }
+        let count = |h: Option<bool>| outcomes.iter().filter(|o| o.holds == h).count();
+        let (h, f, u) = (count(Some(true)), count(Some(false)), count(None));
+        let _ = writeln!(summary, "| {} | {} | {} | {h} | {f} | {u} |", exp.id(), exp.source, outcomes.len());
+        (hold, fail, unmeasured) = (hold + h, fail + f, unmeasured + u);
         text.push_str(&text_report(exp, &outcomes));
         md.push_str(&markdown_rows(exp, &outcomes));
         if let Some(out) = &opts.out {
@@ -363,5 +397,6 @@ pub fn reproduce(opts: &Options) -> Result<String> {
         std::fs::write(path, serde_json::to_string_pretty(&v)? + "\n")
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
-    Ok(if opts.markdown { md } else { text })
+    let _ = writeln!(summary, "| all | | {} | {hold} | {fail} | {unmeasured} |", hold + fail + unmeasured);
+    Ok(if opts.markdown { format!("{summary}\n{md}") } else { text })
 }

@@ -152,8 +152,21 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
+    /// An error at `key` inside the table at `span`: the key's own line when the table has it, else
+    /// the table's first line.
     fn err(&self, span: std::ops::Range<usize>, key: &str, msg: impl std::fmt::Display) -> anyhow::Error {
-        let upto = &self.src[..span.start.min(self.src.len())];
+        let (start, end) = (span.start.min(self.src.len()), span.end.min(self.src.len()));
+        let mut at = start;
+        let mut off = start;
+        for line in self.src[start..end].split_inclusive('\n') {
+            let t = line.trim_start();
+            if t.strip_prefix(key).is_some_and(|r| r.trim_start().starts_with('=')) {
+                at = off + (line.len() - t.len());
+                break;
+            }
+            off += line.len();
+        }
+        let upto = &self.src[..at];
         let line = upto.matches('\n').count() + 1;
         anyhow::anyhow!("{}:{line}: key `{key}`: {msg}", self.file)
     }

@@ -680,9 +680,10 @@ impl SchedPolicy for Cfs {
 
     fn trace_values(&self, t: TaskId, out: &mut Vec<(&'static str, i64)>) {
         let Some(&se) = self.task_se.get(t.idx()) else { return };
-        let s = &self.ses[se as usize];
+        let Some(s) = self.ses.get(se as usize) else { return };
         // vruntime against its runqueue's min_vruntime (the kernel's wrap-safe difference), in ns.
-        let rq = &self.rqs[s.cfs_rq as usize];
+        // Tasks outside the fair class (RT) have no runqueue and no values.
+        let Some(rq) = self.rqs.get(s.cfs_rq as usize) else { return };
         out.push(("vruntime - min_vruntime ns", s.vruntime.wrapping_sub(rq.min_vruntime) as i64));
         if self.eevdf {
             out.push(("eevdf deadline - min_vruntime ns", s.deadline.wrapping_sub(rq.min_vruntime) as i64));

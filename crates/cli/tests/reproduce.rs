@@ -1,0 +1,257 @@
+//! `schedlab reproduce`: a toy experiment whose claims are known to hold, fail and be unmeasurable;
+//! determinism across worker counts; clear errors for bad experiment files; and every experiment of
+//! the seed papers (issue 9) present and valid in experiments/.
+
+mod common;
+use common::schedlab;
+use std::path::{Path, PathBuf};
+
+/// A fresh experiments directory with one paper directory.
+fn experiments(test: &str, files: &[(&str, &str)]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("schedlab-reproduce-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("toy")).unwrap();
+    for (name, text) in files {
+        std::fs::write(dir.join("toy").join(name), text).unwrap();
+    }
+    dir
+}
+
+/// Two identical CPU hogs on one CPU: under CFS each gets half the busy time; both policies keep the
+/// CPU busy all the time; there are exactly two hogs; the workload has no counter `nope`.
+const TOY: &str = r#"
+title = "two hogs"
+source = "arithmetic"
+machine = "up"
+policies = ["cfs", "rr"]
+seeds = [1, 2]
+duration = "2s"
+
+[quick]
+duration = "1s"
+seeds = [1]
+
+[[case]]
+name = "hogs"
+workload = "hogs[n=2]"
+
+[[claim]]
+id = "half"
+quote = "each of two equal hogs gets half"
+source = "by symmetry"
+metric = "max(tasks[hog*].run_ns) / summary.busy_ns"
+policy = "cfs"
+expect = "in [0.49, 0.51]"
+unit = "%"
+paper = "50 %"
+
+[[claim]]
+id = "both-busy"
+quote = "both policies keep the CPU busy"
+source = "work conservation"
+metric = "summary.busy_ns"
+policy = "rr"
+vs = "cfs"
+expect = "in [0.99, 1.01]"
+paper = "1"
+
+[[claim]]
+id = "three-hogs"
+quote = "a false claim: there are three hogs"
+source = "none"
+metric = "count(tasks[hog*])"
+policy = "cfs"
+expect = "> 2"
+paper = "3"
+
+[[claim]]
+id = "no-counter"
+quote = "a counter the workload does not have"
+source = "none"
+metric = "counter(nope)"
+policy = "cfs"
+expect = "> 0"
+paper = "-"
+"#;
+
+#[test]
+fn claims_hold_fail_or_are_not_measured_and_reports_are_written() {
+    let dir = experiments("toy", &[("two-hogs.toml", TOY)]);
+    let (out_dir, json) = (dir.join("out"), dir.join("r.json"));
+    let (ok, out, err) = schedlab(&[
+        "reproduce",
+        "toy",
+        "--dir",
+        dir.to_str().unwrap(),
+        "-o",
+        out_dir.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(err, "", "nothing on a non-terminal stderr");
+    assert!(out.contains("[holds] half:"), "{out}");
+    assert!(out.contains("[holds] both-busy:"), "{out}");
+    assert!(out.contains("[DOES NOT HOLD] three-hogs:"), "{out}");
+    assert!(out.contains("[not measured] no-counter:"), "{out}");
+    assert!(out.contains("1 experiment(s), 4 claim(s): 2 hold, 1 do not hold, 1 not measured\n"), "{out}");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["schema"], "schedlab.reproduce/1");
+    let claims = &v["experiments"][0]["claims"];
+    assert_eq!(claims[2]["value"], 2.0, "exactly two hogs");
+    assert_eq!(claims[2]["holds"], false);
+    assert!(claims[3]["holds"].is_null());
+    let half = claims[0]["value"].as_f64().unwrap();
+    assert!((half - 0.5).abs() < 0.01, "{half}");
+    let html = std::fs::read_to_string(out_dir.join("toy/two-hogs.html")).unwrap();
+    for needle in ["three-hogs", "DOES NOT HOLD", "Case hogs", "<svg "] {
+        assert!(html.contains(needle), "{needle} in the HTML report");
+    }
+    assert!(!html.contains("<script") && !html.contains("src="), "self-contained");
+}
+
+#[test]
+fn results_do_not_depend_on_the_number_of_workers() {
+    let dir = experiments("jobs", &[("two-hogs.toml", TOY), ("again.toml", TOY)]);
+    let run = |jobs: &str| {
+        let (ok, out, err) = schedlab(&[
+            "reproduce",
+            "--all",
+            "--dir",
+            dir.to_str().unwrap(),
+            "--no-html",
+            "--markdown",
+            "--jobs",
+            jobs,
+        ]);
+        assert!(ok, "{err}");
+        out
+    };
+    let one = run("1");
+    assert_eq!(one, run("3"));
+    // A summary (a row per experiment and the total), then every claim.
+    let (summary, claims) = one.split_once("\n\n").unwrap();
+    assert_eq!(
+        summary.lines().collect::<Vec<_>>()[2..],
+        [
+            "| toy/again | arithmetic | 4 | 2 | 1 | 1 |",
+            "| toy/two-hogs | arithmetic | 4 | 2 | 1 | 1 |",
+            "| all | | 8 | 4 | 2 | 2 |"
+        ]
+    );
+    assert!(claims.starts_with("| experiment | claim | paper | schedlab | expected | result |\n"), "{one}");
+    assert_eq!(claims.lines().count(), 2 + 8, "a header, a rule and four claims for each of two experiments");
+    // --quick takes the [quick] section: one seed, one simulated second.
+    let (ok, list, err) =
+        schedlab(&["reproduce", "toy/again", "--dir", dir.to_str().unwrap(), "--quick", "--list"]);
+    assert!(ok, "{err}");
+    assert!(list.contains("case hogs: hogs[n=2] on up, 1.000s simulated, cfs, rr x 1 seed(s)"), "{list}");
+    assert!(list.ends_with("1 experiment(s), 4 claim(s), 2 simulation(s)\n"), "{list}");
+}
+
+#[test]
+fn bad_experiment_files_name_the_file_line_and_key() {
+    let cases: [(&str, String, &str); 6] = [
+        (
+            "unknown-key",
+            TOY.replace("seeds = [1, 2]", "seeds = [1, 2]\ncolour = \"red\""),
+            "unknown field `colour`",
+        ),
+        (
+            "bad-metric",
+            TOY.replace("count(tasks[hog*])", "median(tasks[hog*].run_ns)"),
+            "key `metric`: unknown function `median`",
+        ),
+        ("bad-expect", TOY.replace("expect = \"> 2\"", "expect = \"about 2\""), "key `expect`"),
+        ("bad-policy", TOY.replace("[\"cfs\", \"rr\"]", "[\"cfs\", \"nope\"]"), "key `policies`"),
+        (
+            "bad-case",
+            TOY.replace("policy = \"rr\"", "policy = \"rr\"\ncase = \"other\""),
+            "key `case`: no case `other`",
+        ),
+        ("bad-workload", TOY.replace("hogs[n=2]", "hogs[n=0]"), "key `workload`"),
+    ];
+    for (name, text, want) in cases {
+        let dir = experiments(name, &[("e.toml", &text)]);
+        let (ok, _, err) = schedlab(&["reproduce", "--all", "--dir", dir.to_str().unwrap(), "--list"]);
+        assert!(!ok, "{name} must fail");
+        assert!(err.contains(want), "{name}: {err}");
+        assert!(err.contains("toy/e.toml:"), "{name}: the file is named: {err}");
+        // The line of the key at fault (or of its table when the key is missing).
+        let line: usize = err.split("e.toml:").nth(1).unwrap().split(':').next().unwrap().parse().unwrap();
+        let key = match name {
+            "unknown-key" => "colour",
+            "bad-metric" => "metric = \"median",
+            "bad-expect" => "expect = \"about",
+            "bad-policy" => "policies",
+            "bad-case" => "case = \"other",
+            _ => "workload",
+        };
+        let want_line = text.lines().position(|l| l.starts_with(key)).unwrap() + 1;
+        assert_eq!(line, want_line, "{name}: {err}");
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+    }
+    let dir = experiments("select", &[("e.toml", TOY)]);
+    let (ok, _, err) = schedlab(&["reproduce", "nope", "--dir", dir.to_str().unwrap()]);
+    assert!(!ok && err.contains("no experiment or paper `nope`") && err.contains("papers: toy"), "{err}");
+    let (ok, _, err) = schedlab(&["reproduce", "--dir", dir.to_str().unwrap()]);
+    assert!(!ok && err.contains("--all"), "{err}");
+    let (ok, _, err) = schedlab(&["reproduce", "--all", "--dir", "/nonexistent/experiments"]);
+    assert!(!ok && err.contains("cannot read the experiments directory"), "{err}");
+}
+
+#[test]
+fn every_experiment_the_seed_papers_need_is_present_and_valid() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
+    let (ok, out, err) = schedlab(&["reproduce", "--all", "--dir", dir.to_str().unwrap(), "--list"]);
+    assert!(ok, "{err}");
+    let (ok, quick, err) =
+        schedlab(&["reproduce", "--all", "--dir", dir.to_str().unwrap(), "--list", "--quick"]);
+    assert!(ok, "{err}");
+    for id in [
+        // seed 000 (HTFS vs CFS)
+        "htfs/sysbench-threads",
+        "htfs/sysbench-cpu",
+        "htfs/hackbench",
+        "htfs/builds",
+        "htfs/apache",
+        "htfs/balancing",
+        "htfs/speedup",
+        // seed 001 (goodness vs ELSC)
+        "elsc/volanomark",
+        "elsc/kernel-compile",
+        // seed 002 (ULE vs CFS)
+        "ule-vs-cfs/fibo-sysbench-1core",
+        "ule-vs-cfs/sysbench-128-threads",
+        "ule-vs-cfs/pinned-spinners",
+        "ule-vs-cfs/c-ray",
+        "ule-vs-cfs/nas-mg",
+        "ule-vs-cfs/apache-ab-1core",
+        "ule-vs-cfs/fibo-sysbench-32cores",
+        // seed 003 (O(1) vs CFS)
+        "o1-vs-cfs/cpu-bound",
+        "o1-vs-cfs/nice-half",
+        "o1-vs-cfs/io-bound",
+        "o1-vs-cfs/mixed",
+        "o1-vs-cfs/editors",
+        // seed 004 (AVEC vs CFS)
+        "avec/single-tasks",
+        "avec/multiple-tasks",
+        "avec/burners",
+        "avec/migration",
+    ] {
+        let mut lines = out.lines().skip_while(|l| !l.starts_with(&format!("{id}  ")));
+        assert!(lines.next().is_some(), "{id} is missing");
+        let claims = lines.take_while(|l| l.starts_with("  ")).filter(|l| l.starts_with("  claim ")).count();
+        assert!(claims > 0, "{id} has no claim");
+        assert!(quick.contains(&format!("{id}  ")), "{id} in the quick set");
+    }
+    // The quick set is smaller: fewer simulated seconds in all.
+    let total = |text: &str| -> f64 {
+        text.lines()
+            .filter_map(|l| l.split(", ").find(|p| p.ends_with("s simulated")))
+            .map(|p| p.trim_end_matches("s simulated").parse::<f64>().unwrap())
+            .sum()
+    };
+    assert!(total(&quick) < total(&out), "quick {} s against full {} s", total(&quick), total(&out));
+}
