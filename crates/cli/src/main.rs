@@ -32,6 +32,9 @@ enum Cmd {
     /// Run several policies on the identical machine, workload and seeds and print them side by side,
     /// with differences against a baseline policy.
     Compare(CompareArgs),
+    /// Run a workload for real on this machine's kernel, with one thread per task, and measure it into
+    /// the same report as `run` (docs/exec.md).
+    Exec(ExecArgs),
     /// Make one self-contained HTML page with plots from run reports (`schedlab run --json`).
     Report {
         /// Run reports (JSON); the first is the baseline of the comparison chart.
@@ -164,6 +167,30 @@ struct CompareArgs {
 }
 
 #[derive(clap::Args)]
+struct ExecArgs {
+    /// Workload: a built-in, a workload TOML file or an rt-app JSON file.
+    workload: String,
+    /// Longest real time to run, with a unit (`5s`). Default: the workload's own duration, else 10s.
+    #[arg(long)]
+    duration: Option<String>,
+    /// Most threads the run may create, forks included.
+    #[arg(long, default_value_t = 256)]
+    max_threads: usize,
+    /// Allow SCHED_FIFO and SCHED_RR tasks (a runaway real-time thread can freeze the machine).
+    #[arg(long)]
+    allow_rt: bool,
+    /// Seed of the random durations.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Write the report as JSON (schema `schedlab.run/1`, `source` = `real`) to this file.
+    #[arg(long)]
+    json: Option<String>,
+    /// Print nothing but errors and warnings.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+#[derive(clap::Args)]
 struct ReproduceArgs {
     /// Papers (`ule-vs-cfs`), experiments (`ule-vs-cfs/fibo-sysbench` or `fibo-sysbench`) or
     /// experiment files.
@@ -218,6 +245,7 @@ fn main() {
         Cmd::Run(args) => run(args),
         Cmd::Compare(args) => compare_cmd(args),
         Cmd::Reproduce(args) => reproduce_cmd(args),
+        Cmd::Exec(args) => exec_cmd(args),
         Cmd::Report { results, output } => report_html::load(&results).and_then(|runs| {
             let page = report_html::html(&runs)?;
             std::fs::write(&output, page).with_context(|| format!("cannot write {output}"))?;
@@ -518,6 +546,38 @@ fn compare_cmd(args: CompareArgs) -> Result<()> {
     }
     if !args.quiet {
         emit(&cmp.table());
+    }
+    Ok(())
+}
+
+fn exec_cmd(args: ExecArgs) -> Result<()> {
+    let workload = load_workload(&args.workload)?;
+    let duration_ns: Ns = match &args.duration {
+        Some(d) => parse_duration(d).map_err(|e| anyhow::anyhow!("--duration: {e}"))?,
+        None => workload.duration_ns.unwrap_or(10_000_000_000),
+    };
+    if args.max_threads == 0 {
+        bail!("--max-threads must be at least 1");
+    }
+    let cfg = schedlab_exec::ExecConfig {
+        duration_ns,
+        max_threads: args.max_threads,
+        allow_rt: args.allow_rt,
+        seed: args.seed,
+    };
+    let out = schedlab_exec::run(&workload, &cfg).map_err(|e| anyhow::anyhow!("{}: {e}", args.workload))?;
+    for w in &out.warnings {
+        eprintln!("warning: {w}");
+    }
+    if let Some(path) = &args.json {
+        std::fs::write(path, out.report.to_json()).with_context(|| format!("cannot write {path}"))?;
+    }
+    if !args.quiet {
+        let mut text = out.report.summary_table();
+        if let Some(path) = &args.json {
+            text.push_str(&format!("  report written to {path}\n"));
+        }
+        emit(&text);
     }
     Ok(())
 }

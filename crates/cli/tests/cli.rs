@@ -396,3 +396,30 @@ fn the_html_report_is_self_contained_and_chromium_renders_every_plot() {
     let (ok, _, err) = schedlab(&["report", page.to_str().unwrap()]);
     assert!(!ok && err.contains("not JSON"), "{err}");
 }
+
+#[test]
+fn exec_runs_a_workload_for_real_into_a_schema_valid_report() {
+    let json = tmp("exec.json");
+    let (ok, out, err) =
+        schedlab(&["exec", "perf-pipe[loops=2000]", "--duration", "5s", "--json", json.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert!(out.contains("real time") && out.contains("stopped by all_done"), "{out}");
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("../../../docs/run-schema.json")).unwrap();
+    let compiled = jsonschema::JSONSchema::compile(&schema).unwrap();
+    if let Err(errors) = compiled.validate(&report) {
+        let msgs: Vec<String> = errors.map(|e| format!("{} at {}", e, e.instance_path)).collect();
+        panic!("the real report does not match docs/run-schema.json:\n{}", msgs.join("\n"));
+    }
+    assert_eq!(report["source"], "real");
+    assert_eq!(report["counters"][0]["value"], 2000, "perf bench sched pipe's round trips, exactly");
+    // Bad input: a real-time workload without --allow-rt, and an unknown workload.
+    let rt = tmp("rt.toml");
+    std::fs::write(&rt, "[[task]]\nname = \"rt\"\npolicy = \"fifo\"\nops = [ { compute = \"1ms\" } ]\n")
+        .unwrap();
+    let (ok, _, err) = schedlab(&["exec", rt.to_str().unwrap()]);
+    assert!(!ok && err.contains("--allow-rt") && err.lines().count() == 1, "{err}");
+    let (ok, _, err) = schedlab(&["exec", "no-such-workload"]);
+    assert!(!ok && err.contains("neither a built-in"), "{err}");
+}

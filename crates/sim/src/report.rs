@@ -17,6 +17,9 @@ pub const SCHEMA: &str = "schedlab.run/1";
 pub struct RunReport {
     /// Always [`SCHEMA`].
     pub schema: &'static str,
+    /// `simulation` for schedlab's engine, `real` for `schedlab exec` on the machine's own kernel
+    /// (whose reports leave the fields the kernel does not expose at 0, see docs/metrics.md).
+    pub source: &'static str,
     /// The machine.
     pub machine: MachineSummary,
     /// The policy as named (with parameters), e.g. `cfs[sched_latency_ns=6000000]`.
@@ -358,7 +361,8 @@ impl Series {
     }
 }
 
-fn per_sec(n: u64, dur: Ns) -> f64 {
+/// `n` per second of `dur` ns (0 for an empty run).
+pub fn per_sec(n: u64, dur: Ns) -> f64 {
     if dur == 0 {
         0.0
     } else {
@@ -439,20 +443,13 @@ pub(crate) fn build(sim: &Sim, end: Ns, stop: &'static str) -> RunReport {
         })
         .collect();
     let nr_exited = tasks.iter().filter(|t| t.exited_ns.is_some()).count() as u64;
-    // The workload's completion: the last exit when every task exited, or the moment the stop task's
-    // instances were all done (a server that never exits, run until its load generator finishes).
-    let makespan_ns = if nr_exited == tasks.len() as u64 && nr_exited > 0 {
-        tasks.iter().filter_map(|t| t.exited_ns).max()
-    } else if stop == "task_done" {
-        Some(end)
-    } else {
-        None
-    };
+    let makespan_ns = makespan(&tasks, stop, end);
     let busy: Ns = cpus.iter().map(|c| c.busy_ns).sum();
     let c = &sim.counters;
     let work_ns: Ns = tasks.iter().map(|t| t.work_ns).sum();
     RunReport {
         schema: SCHEMA,
+        source: "simulation",
         machine: MachineSummary {
             name: sim.machine.name.clone(),
             nr_cpus: ncpus,
@@ -518,6 +515,20 @@ pub(crate) fn build(sim: &Sim, end: Ns, stop: &'static str) -> RunReport {
     }
 }
 
+/// The workload's completion: the last exit when every task exited, or the end of a run stopped
+/// because the stop task's instances were all done (a server that never exits, run until its load
+/// generator finishes); `None` otherwise.
+pub fn makespan(tasks: &[TaskReport], stop_reason: &str, end: Ns) -> Option<Ns> {
+    let exited = tasks.iter().filter(|t| t.exited_ns.is_some()).count();
+    if exited == tasks.len() && exited > 0 {
+        tasks.iter().filter_map(|t| t.exited_ns).max()
+    } else if stop_reason == "task_done" {
+        Some(end)
+    } else {
+        None
+    }
+}
+
 /// Fairness over the non-RT tasks that were alive (started, not exited) at the end.
 pub fn fairness(tasks: &[TaskReport]) -> Fairness {
     let alive: Vec<&TaskReport> = tasks
@@ -570,15 +581,17 @@ impl RunReport {
         use schedlab_core::fmt_ns;
         let s = &self.summary;
         let mut out = String::new();
+        let real = self.source == "real";
         let mut row = |k: &str, v: String| out.push_str(&format!("  {k:<28} {v}\n"));
-        row(
-            "machine",
-            format!("{} ({} CPUs, HZ={})", self.machine.name, self.machine.nr_cpus, self.machine.hz),
-        );
+        let hz = if self.machine.hz == 0 { String::new() } else { format!(", HZ={}", self.machine.hz) };
+        row("machine", format!("{} ({} CPUs{hz})", self.machine.name, self.machine.nr_cpus));
         row("policy", self.policy.clone());
         row("workload", self.workload.clone());
         row("seed", self.seed.to_string());
-        row("simulated time", format!("{} (stopped by {})", fmt_ns(self.duration_ns), self.stop_reason));
+        row(
+            if real { "real time" } else { "simulated time" },
+            format!("{} (stopped by {})", fmt_ns(self.duration_ns), self.stop_reason),
+        );
         row("tasks", format!("{} created, {} exited", s.nr_tasks, s.nr_exited));
         if let Some(m) = s.makespan_ns {
             row("makespan", fmt_ns(m));
@@ -593,11 +606,17 @@ impl RunReport {
             "wakeup latency",
             format!("p50 {}  p99 {}  max {}", fmt_ns(l.p50_ns), fmt_ns(l.p99_ns), fmt_ns(l.max_ns)),
         );
-        row("longest wait (runnable)", fmt_ns(s.max_wait_ns));
-        row("scheduler decisions", format!("{} ({} tasks examined)", s.nr_decisions, s.nr_examined));
-        row("balancing", format!("{} calls, {} migrations", s.nr_balance_calls, s.nr_balance_migrations));
-        row("overhead", format!("{} of CPU time", fmt_ns(s.overhead_ns)));
-        row("energy", format!("{:.3} J", s.energy_uj as f64 / 1e6));
+        if real {
+            // The kernel does not expose these without tracing (docs/metrics.md, real runs).
+            let wait: Ns = self.tasks.iter().map(|t| t.wait_ns).sum();
+            row("waiting (runnable)", format!("{} in all (schedstat)", fmt_ns(wait)));
+        } else {
+            row("longest wait (runnable)", fmt_ns(s.max_wait_ns));
+            row("scheduler decisions", format!("{} ({} tasks examined)", s.nr_decisions, s.nr_examined));
+            row("balancing", format!("{} calls, {} migrations", s.nr_balance_calls, s.nr_balance_migrations));
+            row("overhead", format!("{} of CPU time", fmt_ns(s.overhead_ns)));
+            row("energy", format!("{:.3} J", s.energy_uj as f64 / 1e6));
+        }
         let f = &s.fairness;
         row(
             "fairness (eq. 4, Jain)",

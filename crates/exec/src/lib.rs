@@ -1,0 +1,347 @@
+//! # schedlab-exec
+//!
+//! Runs a schedlab workload for real: one Linux thread per task instance, on the machine's own
+//! kernel and scheduler, and measures it with the kernel's own accounting, into the same
+//! `schedlab.run/1` report the simulator writes (with `source = "real"`), so `compare` and `report`
+//! work on both.
+//!
+//! * **Execution** ([`runner`]): `compute` runs a loop calibrated at start ([`calibrate`], like
+//!   rt-app's ns-per-loop), `spin` busy-waits on the clock, sleeps and periodic timers use
+//!   `clock_nanosleep(TIMER_ABSTIME)`, mutexes, condition variables and semaphores are POSIX ones,
+//!   pipes are pipes (`F_SETPIPE_SZ` to the workload's capacity), barriers and events are futex-based
+//!   ([`objects`]), `yield` is `sched_yield`, `nice` is `setpriority` on the thread, classes are
+//!   `sched_setscheduler` (FIFO and RR only when allowed), `cpus` and the timed affinity changes are
+//!   `sched_setaffinity`, `fork` creates a thread running the template.
+//! * **Measurement** ([`measure`]): per thread, run time, run-queue wait and timeslices from
+//!   `/proc/thread-self/schedstat` and voluntary/involuntary switches from `/proc/thread-self/status`,
+//!   read by the thread itself at its end; wakeup latency as the thread's own actual minus intended
+//!   wake time of each sleep and timer (rt-app's `wu_lat`, cyclictest's method); migrations as changes
+//!   of `sched_getcpu()` seen between ops; per-CPU busy and idle time from `/proc/stat`.
+//! * **Simplifications**, stated in docs/exec.md: every task is a thread of this one process (a
+//!   workload's `process` grouping and `threads = false` are not made into processes), task groups
+//!   (cgroups) are not created, a device is a mutex held for the service time, and the kernel's
+//!   internals the simulator reports (decisions, tasks examined, balancing, overhead, energy, counters
+//!   per CPU) are left at 0.
+//! * **Safety**: the number of threads and the duration are bounded ([`ExecConfig`]); real-time
+//!   classes need `allow_rt`; at the end, on an error or on Ctrl-C every thread is stopped (blocked ones
+//!   are woken by a signal, a broadcast or a post) and joined, so nothing is left running.
+#![warn(missing_docs)]
+
+pub mod calibrate;
+pub mod measure;
+pub mod objects;
+pub mod report;
+pub mod runner;
+pub mod sys;
+
+use objects::Objects;
+use runner::{Spawn, TaskResult};
+use schedlab_workload::{StopWhen, TemplateId, Workload};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::thread::JoinHandle;
+
+/// Limits and switches of a real run.
+#[derive(Clone, Debug)]
+pub struct ExecConfig {
+    /// How long to run at most, ns.
+    pub duration_ns: u64,
+    /// Most threads the run may create (initial instances and forks).
+    pub max_threads: usize,
+    /// Allow SCHED_FIFO and SCHED_RR tasks.
+    pub allow_rt: bool,
+    /// Seed of the random durations.
+    pub seed: u64,
+}
+
+impl Default for ExecConfig {
+    fn default() -> Self {
+        ExecConfig { duration_ns: 10_000_000_000, max_threads: 256, allow_rt: false, seed: 1 }
+    }
+}
+
+/// The longest run allowed.
+pub const MAX_DURATION_NS: u64 = 600_000_000_000;
+
+/// Why a real run could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// The workload asks for something this run refuses (too many threads, RT without permission).
+    #[error("{0}")]
+    Refused(String),
+    /// The system refused (a pipe, a thread) or a thread failed.
+    #[error("{0}")]
+    System(String),
+}
+
+/// A live thread: template, kernel tid.
+struct Entry {
+    template: TemplateId,
+    tid: i32,
+}
+
+/// State shared by the controller and every thread.
+pub struct Shared {
+    /// The workload.
+    pub w: Workload,
+    /// Limits.
+    pub cfg: ExecConfig,
+    /// Real objects.
+    pub objects: Objects,
+    /// The run's start, monotonic ns.
+    pub t0: u64,
+    /// Set when the run ends; every thread stops at its next op.
+    pub stop: AtomicBool,
+    /// Calibration: picoseconds per compute loop.
+    pub ps_per_loop: u64,
+    /// Threads created.
+    pub created: AtomicU32,
+    /// Join handles of every thread.
+    pub handles: Mutex<Vec<JoinHandle<()>>>,
+    /// Results of finished threads.
+    pub results: Mutex<Vec<TaskResult>>,
+    live: Mutex<Live>,
+    live_cv: Condvar,
+    registry: Mutex<Vec<Option<Entry>>>,
+    forks: Mutex<Vec<u32>>,
+    warnings: Mutex<Vec<String>>,
+    failure: Mutex<Option<String>>,
+}
+
+#[derive(Default)]
+struct Live {
+    threads: usize,
+    per_template: Vec<usize>,
+}
+
+impl Shared {
+    fn live_add(&self, t: TemplateId) {
+        if let Ok(mut l) = self.live.lock() {
+            l.threads += 1;
+            l.per_template[t as usize] += 1;
+        }
+    }
+
+    fn register(&self, id: u32, template: TemplateId, tid: i32) {
+        if let Ok(mut r) = self.registry.lock() {
+            if r.len() <= id as usize {
+                r.resize_with(id as usize + 1, || None);
+            }
+            r[id as usize] = Some(Entry { template, tid });
+        }
+    }
+
+    fn deregister(&self, id: u32, template: TemplateId) {
+        if let Ok(mut r) = self.registry.lock() {
+            if let Some(e) = r.get_mut(id as usize) {
+                *e = None;
+            }
+        }
+        if let Ok(mut l) = self.live.lock() {
+            l.per_template[template as usize] = l.per_template[template as usize].saturating_sub(1);
+        }
+    }
+
+    fn thread_done(&self) {
+        if let Ok(mut l) = self.live.lock() {
+            l.threads = l.threads.saturating_sub(1);
+            self.live_cv.notify_all();
+        }
+    }
+
+    fn warn(&self, msg: String) {
+        if let Ok(mut w) = self.warnings.lock() {
+            if w.len() < 100 && !w.contains(&msg) {
+                w.push(msg);
+            }
+        }
+    }
+
+    fn fail(&self, msg: String) {
+        if let Ok(mut f) = self.failure.lock() {
+            f.get_or_insert(msg);
+        }
+        self.stop.store(true, Ordering::SeqCst);
+        self.live_cv.notify_all();
+    }
+
+    /// The name of the next forked instance of template `t`: `name-k`, numbered after the initial
+    /// instances, as the simulator names them.
+    fn child_name(&self, t: TemplateId) -> String {
+        let spec = &self.w.tasks[t as usize];
+        let k = self
+            .forks
+            .lock()
+            .map(|mut f| {
+                f[t as usize] += 1;
+                f[t as usize] - 1
+            })
+            .unwrap_or(0);
+        format!("{}-{}", spec.name, spec.instances + k)
+    }
+
+    fn live_tids(&self) -> Vec<(TemplateId, i32)> {
+        self.registry
+            .lock()
+            .map(|r| r.iter().flatten().map(|e| (e.template, e.tid)).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// The outcome of a real run.
+pub struct Outcome {
+    /// The report (schema `schedlab.run/1`, `source = "real"`).
+    pub report: schedlab_sim::RunReport,
+    /// What could not be done as asked (a nice level refused, an affinity not allowed...).
+    pub warnings: Vec<String>,
+}
+
+/// Checks what a run would need before starting anything.
+pub fn check(w: &Workload, cfg: &ExecConfig) -> Result<(), ExecError> {
+    let initial: u64 = w.tasks.iter().map(|t| t.instances as u64).sum();
+    if initial > cfg.max_threads as u64 {
+        return Err(ExecError::Refused(format!(
+            "the workload starts {initial} threads, more than --max-threads {}",
+            cfg.max_threads
+        )));
+    }
+    if cfg.duration_ns == 0 || cfg.duration_ns > MAX_DURATION_NS {
+        return Err(ExecError::Refused(format!(
+            "duration {} ns is outside 1 ns..={} s",
+            cfg.duration_ns,
+            MAX_DURATION_NS / 1_000_000_000
+        )));
+    }
+    if !cfg.allow_rt {
+        if let Some(t) = w.tasks.iter().find(|t| t.class.is_rt()) {
+            return Err(ExecError::Refused(format!(
+                "task `{}` asks for a real-time class ({:?}); a runaway RT thread can freeze the machine, so \
+                 this needs --allow-rt",
+                t.name, t.class
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Runs `w` for real and measures it.
+pub fn run(w: &Workload, cfg: &ExecConfig) -> Result<Outcome, ExecError> {
+    check(w, cfg)?;
+    sys::install_handlers();
+    let objects = Objects::new(w).map_err(|e| ExecError::System(format!("cannot create a pipe: {e}")))?;
+    let ps_per_loop = calibrate::ps_per_loop(5);
+    let cpu_before = measure::cpu_times();
+    // A short lead so every thread exists before the common start.
+    let t0 = sys::now_ns() + 20_000_000;
+    let shared = std::sync::Arc::new(Shared {
+        w: w.clone(),
+        cfg: cfg.clone(),
+        objects,
+        t0,
+        stop: AtomicBool::new(false),
+        ps_per_loop,
+        created: AtomicU32::new(0),
+        handles: Mutex::new(Vec::new()),
+        results: Mutex::new(Vec::new()),
+        live: Mutex::new(Live { threads: 0, per_template: vec![0; w.tasks.len()] }),
+        live_cv: Condvar::new(),
+        registry: Mutex::new(Vec::new()),
+        forks: Mutex::new(vec![0; w.tasks.len()]),
+        warnings: Mutex::new(Vec::new()),
+        failure: Mutex::new(None),
+    });
+    let mut spawn_error = None;
+    'spawn: for (ti, t) in w.tasks.iter().enumerate() {
+        for i in 0..t.instances {
+            let name = if t.instances > 1 { format!("{}-{i}", t.name) } else { t.name.clone() };
+            let s = Spawn { template: ti as TemplateId, name, start_at: t0 + t.start_ns, parent: None };
+            if let Err(e) = runner::spawn(&shared, s) {
+                spawn_error = Some(e);
+                break 'spawn;
+            }
+        }
+    }
+    let end = t0 + cfg.duration_ns;
+    let stop_reason = if spawn_error.is_some() { "error" } else { control(&shared, end) };
+    let finished_at = sys::now_ns();
+    stop_all(&shared)?;
+    let cpu_after = measure::cpu_times();
+    if let Some(e) = spawn_error.or_else(|| shared.failure.lock().ok().and_then(|f| f.clone())) {
+        return Err(ExecError::System(e));
+    }
+    let warnings = shared.warnings.lock().map(|w| w.clone()).unwrap_or_default();
+    let results = shared.results.lock().map(|r| r.clone()).unwrap_or_default();
+    let duration_ns = finished_at.saturating_sub(t0).min(cfg.duration_ns);
+    let report = report::build(&shared, results, stop_reason, duration_ns, &cpu_before, &cpu_after);
+    Ok(Outcome { report, warnings })
+}
+
+/// Applies the timed affinity changes and waits for the stop condition; returns the stop reason.
+fn control(shared: &Shared, end: u64) -> &'static str {
+    let mut changes: Vec<_> = shared.w.affinity_changes.iter().collect();
+    changes.sort_by_key(|a| a.at_ns);
+    let mut next_change = 0;
+    loop {
+        let now = sys::now_ns();
+        while next_change < changes.len() && shared.t0 + changes[next_change].at_ns <= now {
+            let a = changes[next_change];
+            let cpus = a.cpus.clone().unwrap_or_default();
+            for (t, tid) in shared.live_tids() {
+                if t == a.template {
+                    if let Err(e) = sys::set_affinity(tid, &cpus) {
+                        shared.warn(format!("taskset at {} ns: sched_setaffinity: {e}", a.at_ns));
+                    }
+                }
+            }
+            next_change += 1;
+        }
+        if sys::interrupted() {
+            return "interrupted";
+        }
+        if shared.stop.load(Ordering::Relaxed) {
+            return "error";
+        }
+        if now >= end {
+            return "duration";
+        }
+        let Ok(live) = shared.live.lock() else { return "error" };
+        let started = now >= shared.t0;
+        match shared.w.stop {
+            StopWhen::AllDone if started && live.threads == 0 => return "all_done",
+            StopWhen::TemplateDone(t) if started && live.per_template[t as usize] == 0 => return "task_done",
+            _ => {}
+        }
+        // Wake for the next affinity change, the end, or at least every 50 ms to notice Ctrl-C.
+        let mut until = end.min(now + 50_000_000);
+        if let Some(a) = changes.get(next_change) {
+            until = until.min(shared.t0 + a.at_ns);
+        }
+        let _ = shared.live_cv.wait_timeout(live, std::time::Duration::from_nanos(until.saturating_sub(now)));
+    }
+}
+
+/// Stops every thread and joins it: the stop flag, then repeated wake-ups of whatever a thread may
+/// block on, until all have finished (or 10 s pass, an error).
+fn stop_all(shared: &Shared) -> Result<(), ExecError> {
+    shared.stop.store(true, Ordering::SeqCst);
+    let deadline = sys::now_ns() + 10_000_000_000;
+    loop {
+        let live = shared.live.lock().map(|l| l.threads).unwrap_or(0);
+        if live == 0 {
+            break;
+        }
+        if sys::now_ns() > deadline {
+            return Err(ExecError::System(format!("{live} thread(s) did not stop within 10 s")));
+        }
+        shared.objects.release_waiters(live);
+        for (_, tid) in shared.live_tids() {
+            sys::wake(tid);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let handles: Vec<_> = shared.handles.lock().map(|mut h| std::mem::take(&mut *h)).unwrap_or_default();
+    for h in handles {
+        let _ = h.join();
+    }
+    Ok(())
+}

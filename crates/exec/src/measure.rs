@@ -1,0 +1,117 @@
+//! What the kernel tells about a thread and the CPUs: `/proc/thread-self/schedstat` (run time, run
+//! queue wait, timeslices; needs CONFIG_SCHED_INFO), `/proc/thread-self/status` (voluntary and
+//! involuntary context switches) and `/proc/stat` (per-CPU busy and idle time).
+
+/// A thread's counters from the kernel.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ThreadStat {
+    /// Time on a CPU, ns (schedstat field 1).
+    pub run_ns: u64,
+    /// Time runnable but waiting on a run queue, ns (schedstat field 2).
+    pub wait_ns: u64,
+    /// Timeslices run (schedstat field 3).
+    pub timeslices: u64,
+    /// Voluntary context switches.
+    pub nvcsw: u64,
+    /// Involuntary context switches.
+    pub nivcsw: u64,
+    /// Whether schedstat could be read.
+    pub have_schedstat: bool,
+}
+
+/// Parses the three numbers of a schedstat file.
+pub fn parse_schedstat(text: &str) -> Option<(u64, u64, u64)> {
+    let mut it = text.split_whitespace().map(|x| x.parse::<u64>().ok());
+    Some((it.next()??, it.next()??, it.next()??))
+}
+
+/// Parses `voluntary_ctxt_switches` and `nonvoluntary_ctxt_switches` of a status file.
+pub fn parse_status_switches(text: &str) -> (u64, u64) {
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim_start_matches(':').trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (field("voluntary_ctxt_switches"), field("nonvoluntary_ctxt_switches"))
+}
+
+/// The calling thread's counters.
+pub fn thread_self() -> ThreadStat {
+    let sched = std::fs::read_to_string("/proc/thread-self/schedstat").ok().and_then(|t| parse_schedstat(&t));
+    let (nvcsw, nivcsw) = std::fs::read_to_string("/proc/thread-self/status")
+        .map(|t| parse_status_switches(&t))
+        .unwrap_or((0, 0));
+    let (run_ns, wait_ns, timeslices) = sched.unwrap_or((0, 0, 0));
+    ThreadStat { run_ns, wait_ns, timeslices, nvcsw, nivcsw, have_schedstat: sched.is_some() }
+}
+
+/// Busy and idle clock ticks of each CPU.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CpuTimes {
+    /// `(busy, idle)` ticks per CPU, in CPU order.
+    pub per_cpu: Vec<(u64, u64)>,
+}
+
+/// Parses the `cpuN` lines of /proc/stat: busy = user + nice + system + irq + softirq + steal, idle =
+/// idle + iowait.
+pub fn parse_proc_stat(text: &str) -> CpuTimes {
+    let mut per_cpu = Vec::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("cpu") else { continue };
+        if rest.starts_with(' ') {
+            continue; // the all-CPU line
+        }
+        let v: Vec<u64> = rest.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+        let at = |i: usize| v.get(i).copied().unwrap_or(0);
+        let busy = at(0) + at(1) + at(2) + at(5) + at(6) + at(7);
+        let idle = at(3) + at(4);
+        per_cpu.push((busy, idle));
+    }
+    CpuTimes { per_cpu }
+}
+
+/// This moment's CPU times.
+pub fn cpu_times() -> CpuTimes {
+    std::fs::read_to_string("/proc/stat").map(|t| parse_proc_stat(&t)).unwrap_or_default()
+}
+
+/// The kernel's release (`uname -r`).
+pub fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default()
+}
+
+/// The machine's host name.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_kernels_formats() {
+        assert_eq!(parse_schedstat("123456 7890 42\n"), Some((123456, 7890, 42)));
+        assert_eq!(parse_schedstat("garbage"), None);
+        let status = "Name:\tx\nvoluntary_ctxt_switches:\t17\nnonvoluntary_ctxt_switches:\t3\n";
+        assert_eq!(parse_status_switches(status), (17, 3));
+        let stat =
+            "cpu  10 1 5 100 2 0 1 0 0 0\ncpu0 4 1 2 50 1 0 1 0 0 0\ncpu1 6 0 3 50 1 0 0 0 0 0\nintr 5\n";
+        assert_eq!(parse_proc_stat(stat).per_cpu, vec![(8, 51), (9, 51)]);
+    }
+
+    #[test]
+    fn this_threads_counters_grow_with_its_own_work() {
+        let a = thread_self();
+        let start = std::time::Instant::now();
+        let mut x = 0u64;
+        while start.elapsed().as_millis() < 20 {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        }
+        let b = thread_self();
+        assert!(a.have_schedstat, "/proc/thread-self/schedstat is readable (CONFIG_SCHED_INFO)");
+        assert!(b.run_ns >= a.run_ns + 10_000_000, "ran {} ns", b.run_ns - a.run_ns);
+        assert!(b.nvcsw >= a.nvcsw);
+    }
+}

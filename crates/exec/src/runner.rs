@@ -1,0 +1,431 @@
+//! One real thread running one task instance's program: it applies the template's scheduling
+//! properties, waits for its start time, interprets the ops (loops included) with real system calls,
+//! measures its own wakeup latencies and CPU changes, and at its end (program done or run stopped)
+//! releases any mutex it holds and reads its kernel counters.
+
+use crate::calibrate::{burn, CHUNK};
+use crate::measure::{thread_self, ThreadStat};
+use crate::sys::{self, now_ns};
+use crate::Shared;
+use schedlab_core::SchedClass;
+use schedlab_sim::{Histogram, RunRng};
+use schedlab_workload::{Op, TemplateId};
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex};
+
+/// What one thread measured.
+#[derive(Clone, Debug)]
+pub struct TaskResult {
+    /// Creation order.
+    pub id: u32,
+    /// Instance name.
+    pub name: String,
+    /// Template index.
+    pub template: TemplateId,
+    /// Started, ns after the run's start.
+    pub started_ns: u64,
+    /// Finished its program, ns after the run's start (`None`: stopped by the run's end).
+    pub exited_ns: Option<u64>,
+    /// Kernel counters over the thread's life after its start.
+    pub stat: ThreadStat,
+    /// Compute work done, nominal ns.
+    pub work_ns: u64,
+    /// Spin time, ns.
+    pub spin_ns: u64,
+    /// Wakeup latency of sleeps and timer waits: actual minus intended wake time.
+    pub latency: Histogram,
+    /// Changes of CPU seen at op boundaries.
+    pub migrations: u64,
+    /// The CPU it was last seen on.
+    pub cpu: u32,
+    /// `sched_yield` calls.
+    pub yields: u64,
+    /// Last wakeup from a sleep or timer, ns after the start.
+    pub last_wakeup_ns: Option<u64>,
+}
+
+/// Children forked by one thread, for `wait_children`.
+#[derive(Default)]
+pub struct Children {
+    live: Mutex<u32>,
+    cv: Condvar,
+}
+
+impl Children {
+    fn add(&self) {
+        if let Ok(mut n) = self.live.lock() {
+            *n += 1;
+        }
+    }
+
+    /// One child finished.
+    pub fn done(&self) {
+        if let Ok(mut n) = self.live.lock() {
+            *n = n.saturating_sub(1);
+            self.cv.notify_all();
+        }
+    }
+
+    fn wait(&self, stop: &std::sync::atomic::AtomicBool) -> bool {
+        let Ok(mut n) = self.live.lock() else { return false };
+        while *n > 0 {
+            if stop.load(Ordering::Relaxed) {
+                return false;
+            }
+            match self.cv.wait_timeout(n, std::time::Duration::from_millis(100)) {
+                Ok((x, _)) => n = x,
+                Err(_) => return false,
+            }
+        }
+        true
+    }
+
+    /// Wakes a waiting parent so it can see the stop.
+    pub fn wake(&self) {
+        let _g = self.live.lock();
+        self.cv.notify_all();
+    }
+}
+
+/// Where a new thread comes from.
+pub struct Spawn {
+    /// Template.
+    pub template: TemplateId,
+    /// Instance name.
+    pub name: String,
+    /// Start, monotonic ns.
+    pub start_at: u64,
+    /// The forking parent's children, if forked.
+    pub parent: Option<Arc<Children>>,
+}
+
+/// Starts a thread for `s`; an error when the thread budget is exhausted or the OS refuses.
+pub fn spawn(shared: &Arc<Shared>, s: Spawn) -> Result<(), String> {
+    let id = shared.created.fetch_add(1, Ordering::SeqCst);
+    if id as usize >= shared.cfg.max_threads {
+        return Err(format!(
+            "more than {} threads (--max-threads): template `{}` would create another",
+            shared.cfg.max_threads, shared.w.tasks[s.template as usize].name
+        ));
+    }
+    shared.live_add(s.template);
+    if let Some(p) = &s.parent {
+        p.add();
+    }
+    let sh = shared.clone();
+    // Linux thread names hold 15 bytes.
+    let os_name: String = s.name.chars().take(15).collect();
+    let handle = std::thread::Builder::new()
+        .name(os_name)
+        .spawn(move || run_thread(&sh, id, s))
+        .map_err(|e| format!("cannot create a thread: {e}"))?;
+    shared.handles.lock().map_err(|_| "poisoned".to_string())?.push(handle);
+    Ok(())
+}
+
+fn run_thread(shared: &Arc<Shared>, id: u32, s: Spawn) {
+    let tid = sys::gettid();
+    let spec = &shared.w.tasks[s.template as usize];
+    shared.register(id, s.template, tid);
+    if let Some(cpus) = &spec.cpus {
+        if let Err(e) = sys::set_affinity(0, cpus) {
+            shared.warn(format!("{}: sched_setaffinity({cpus:?}): {e}", s.name));
+        }
+    }
+    let policy = match spec.class {
+        SchedClass::Batch => Some(sys::Policy::Batch),
+        SchedClass::Idle => Some(sys::Policy::Idle),
+        SchedClass::Fifo => Some(sys::Policy::Fifo(spec.rt_priority.max(1) as i32)),
+        SchedClass::Rr => Some(sys::Policy::Rr(spec.rt_priority.max(1) as i32)),
+        _ => None,
+    };
+    if let Some(p) = policy {
+        if let Err(e) = sys::set_policy(0, p) {
+            shared.warn(format!("{}: sched_setscheduler({p:?}): {e}", s.name));
+        }
+    }
+    if spec.nice != 0 && !spec.class.is_rt() {
+        if let Err(e) = sys::set_nice(tid, spec.nice as i32) {
+            shared.warn(format!("{}: setpriority(nice {}): {e}", s.name, spec.nice));
+        }
+    }
+    let mut started = true;
+    if s.start_at > now_ns() {
+        started = sys::sleep_until(s.start_at) || !shared.stop.load(Ordering::Relaxed);
+    }
+    let mut r = TaskResult {
+        id,
+        name: s.name.clone(),
+        template: s.template,
+        started_ns: now_ns().saturating_sub(shared.t0),
+        exited_ns: None,
+        stat: ThreadStat::default(),
+        work_ns: 0,
+        spin_ns: 0,
+        latency: Histogram::new(),
+        migrations: 0,
+        cpu: sys::current_cpu(),
+        yields: 0,
+        last_wakeup_ns: None,
+    };
+    let before = thread_self();
+    let finished = started && !shared.stop.load(Ordering::Relaxed) && Interp::new(shared, id, &mut r).run();
+    let after = thread_self();
+    r.stat = ThreadStat {
+        run_ns: after.run_ns.saturating_sub(before.run_ns),
+        wait_ns: after.wait_ns.saturating_sub(before.wait_ns),
+        timeslices: after.timeslices.saturating_sub(before.timeslices),
+        nvcsw: after.nvcsw.saturating_sub(before.nvcsw),
+        nivcsw: after.nivcsw.saturating_sub(before.nivcsw),
+        have_schedstat: after.have_schedstat,
+    };
+    if finished {
+        r.exited_ns = Some(now_ns().saturating_sub(shared.t0));
+    }
+    shared.deregister(id, s.template);
+    if let Ok(mut v) = shared.results.lock() {
+        v.push(r);
+    }
+    if let Some(p) = &s.parent {
+        p.done();
+    }
+    shared.thread_done();
+}
+
+/// The interpreter of one thread's program.
+struct Interp<'a> {
+    shared: &'a Arc<Shared>,
+    r: &'a mut TaskResult,
+    rng: RunRng,
+    held: Vec<u32>,
+    timers: HashMap<u32, u64>,
+    children: Arc<Children>,
+    buf: Vec<u8>,
+}
+
+impl<'a> Interp<'a> {
+    fn new(shared: &'a Arc<Shared>, id: u32, r: &'a mut TaskResult) -> Interp<'a> {
+        let rng = RunRng::new(shared.cfg.seed ^ (id as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        Interp {
+            shared,
+            r,
+            rng,
+            held: Vec::new(),
+            timers: HashMap::new(),
+            children: Arc::default(),
+            buf: Vec::new(),
+        }
+    }
+
+    fn stopped(&self) -> bool {
+        self.shared.stop.load(Ordering::Relaxed)
+    }
+
+    fn woke(&mut self, intended: u64) {
+        let now = now_ns();
+        self.r.latency.record(now.saturating_sub(intended));
+        self.r.last_wakeup_ns = Some(now.saturating_sub(self.shared.t0));
+    }
+
+    fn compute(&mut self, work_ns: u64) {
+        let loops = (work_ns as u128 * 1000 / self.shared.ps_per_loop as u128) as u64;
+        let mut done = 0;
+        while done < loops {
+            if self.stopped() {
+                break;
+            }
+            let n = CHUNK.min(loops - done);
+            std::hint::black_box(burn(n, done));
+            done += n;
+        }
+        self.r.work_ns +=
+            if loops == 0 { work_ns } else { (work_ns as u128 * done as u128 / loops as u128) as u64 };
+    }
+
+    /// Runs the program; true if it reached its end (or `exit`), false if the run stopped it.
+    fn run(mut self) -> bool {
+        let ops = &self.shared.w.tasks[self.r.template as usize].program.ops;
+        let mut pc = 0usize;
+        let mut loops: Vec<u32> = Vec::new(); // remaining iterations of the enclosing loops (0 = forever)
+        let complete = loop {
+            let cpu = sys::current_cpu();
+            if cpu != self.r.cpu {
+                self.r.migrations += 1;
+                self.r.cpu = cpu;
+            }
+            if self.stopped() {
+                break false;
+            }
+            let Some(op) = ops.get(pc) else { break true };
+            pc += 1;
+            let ok = match *op {
+                Op::Compute { work } => {
+                    let w = self.rng.draw(work);
+                    self.compute(w);
+                    true
+                }
+                Op::Spin { time } => {
+                    let t = self.rng.draw(time);
+                    let until = now_ns() + t;
+                    while now_ns() < until && !self.stopped() {
+                        std::hint::spin_loop();
+                    }
+                    self.r.spin_ns += t;
+                    true
+                }
+                Op::Sleep { time } => {
+                    let target = now_ns() + self.rng.draw(time);
+                    let ok = sys::sleep_until(target);
+                    if ok {
+                        self.woke(target);
+                    }
+                    ok
+                }
+                Op::Timer { timer, period_ns, absolute } => self.timer(timer, period_ns, absolute),
+                Op::Yield => {
+                    sys::yield_now();
+                    self.r.yields += 1;
+                    true
+                }
+                Op::Lock(m) => {
+                    self.shared.objects.mutexes[m as usize].lock();
+                    self.held.push(m);
+                    true
+                }
+                Op::Unlock(m) => {
+                    if let Some(i) = self.held.iter().rposition(|&x| x == m) {
+                        self.held.remove(i);
+                        self.shared.objects.mutexes[m as usize].unlock();
+                    }
+                    true
+                }
+                Op::CondWait { cond, mutex } => {
+                    self.shared.objects.conds[cond as usize]
+                        .wait(&self.shared.objects.mutexes[mutex as usize]);
+                    !self.stopped()
+                }
+                Op::Signal(c) => {
+                    self.shared.objects.conds[c as usize].signal();
+                    true
+                }
+                Op::Broadcast(c) => {
+                    self.shared.objects.conds[c as usize].broadcast();
+                    true
+                }
+                Op::SemWait(s) => self.shared.objects.sems[s as usize].wait(&self.shared.stop),
+                Op::SemPost(s) => {
+                    self.shared.objects.sems[s as usize].post();
+                    true
+                }
+                Op::Suspend(e) => self.shared.objects.events[e as usize].suspend(&self.shared.stop),
+                Op::Resume(e) => {
+                    self.shared.objects.events[e as usize].resume();
+                    true
+                }
+                Op::SetCpus(l) => {
+                    let cpus = &self.shared.w.cpu_lists[l as usize];
+                    if let Err(e) = sys::set_affinity(0, cpus) {
+                        self.shared.warn(format!("{}: sched_setaffinity({cpus:?}): {e}", self.r.name));
+                    }
+                    true
+                }
+                Op::Send { pipe, bytes } => {
+                    self.buf.resize(bytes as usize, 0);
+                    let (p, sends, total) = &self.shared.objects.pipes[pipe as usize];
+                    let ok = p.write_all(&self.buf, &self.shared.stop);
+                    if ok {
+                        sends.fetch_add(1, Ordering::Relaxed);
+                        total.fetch_add(bytes as u64, Ordering::Relaxed);
+                    }
+                    ok
+                }
+                Op::Recv { pipe, bytes } => {
+                    self.buf.resize(bytes as usize, 0);
+                    let p = &self.shared.objects.pipes[pipe as usize].0;
+                    p.read_exact(&mut self.buf, &self.shared.stop)
+                }
+                Op::Barrier(b) => self.shared.objects.barriers[b as usize].wait(0, &self.shared.stop),
+                Op::BarrierSpin { barrier, spin_ns } => {
+                    self.shared.objects.barriers[barrier as usize].wait(spin_ns, &self.shared.stop)
+                }
+                Op::Count(c) => {
+                    self.shared.objects.counters[c as usize].fetch_add(1, Ordering::Relaxed);
+                    true
+                }
+                Op::Fork(t) => {
+                    let name = self.shared.child_name(t);
+                    let s = Spawn { template: t, name, start_at: 0, parent: Some(self.children.clone()) };
+                    match spawn(self.shared, s) {
+                        Ok(()) => true,
+                        Err(e) => {
+                            self.shared.fail(e);
+                            false
+                        }
+                    }
+                }
+                Op::WaitChildren => self.children.wait(&self.shared.stop),
+                Op::Io { device, service } => {
+                    let t = self.rng.draw(service);
+                    match self.shared.objects.devices[device as usize].lock() {
+                        Ok(_g) => sys::sleep_until(now_ns() + t),
+                        Err(_) => false,
+                    }
+                }
+                Op::Loop { count, .. } => {
+                    loops.push(count);
+                    true
+                }
+                Op::EndLoop { start } => {
+                    match loops.last_mut() {
+                        Some(0) => pc = start as usize + 1,
+                        Some(n) if *n > 1 => {
+                            *n -= 1;
+                            pc = start as usize + 1;
+                        }
+                        _ => {
+                            loops.pop();
+                        }
+                    }
+                    true
+                }
+                Op::Exit => break true,
+            };
+            if !ok && self.stopped() {
+                break false;
+            }
+        };
+        // Leave no mutex locked: a thread stopped inside a critical section unlocks on its way out.
+        for m in self.held.drain(..).rev() {
+            self.shared.objects.mutexes[m as usize].unlock();
+        }
+        complete
+    }
+
+    /// The next expiry of a periodic timer (see `Op::Timer`): the first one period after the first
+    /// use, each later one period after the previous; after an overrun the task continues at once and,
+    /// in relative mode, the grid restarts from now.
+    fn timer(&mut self, timer: u32, period: u64, absolute: bool) -> bool {
+        let now = now_ns();
+        let shared_timer = self.shared.w.timers.get(timer as usize).is_some_and(|t| t.shared);
+        let expiry = if shared_timer {
+            let Ok(mut next) = self.shared.objects.timers[timer as usize].lock() else { return false };
+            let e = next.unwrap_or(now + period);
+            *next = Some(if e < now && !absolute { now + period } else { e + period });
+            e
+        } else {
+            let e = *self.timers.get(&timer).unwrap_or(&(now + period));
+            let next = if e < now && !absolute { now + period } else { e + period };
+            self.timers.insert(timer, next);
+            e
+        };
+        if expiry <= now {
+            return true;
+        }
+        let ok = sys::sleep_until(expiry);
+        if ok {
+            self.woke(expiry);
+        }
+        ok
+    }
+}

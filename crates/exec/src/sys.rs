@@ -1,0 +1,378 @@
+//! Thin, safe wrappers over the Linux calls the executor needs: thread ids, affinity, nice and
+//! scheduling classes, the monotonic clock and absolute sleeps, signals to interrupt blocked threads,
+//! pipes with a capacity, and POSIX mutexes, condition variables and semaphores.
+//!
+//! Every `unsafe` block here calls one libc function with arguments it documents as valid; the
+//! objects that wrap pthread and semaphore state live in boxes that never move once initialised.
+
+use std::cell::UnsafeCell;
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The calling thread's kernel thread id.
+pub fn gettid() -> i32 {
+    // SAFETY: gettid has no arguments and cannot fail.
+    unsafe { libc::gettid() }
+}
+
+/// The process id.
+pub fn getpid() -> i32 {
+    // SAFETY: getpid has no arguments and cannot fail.
+    unsafe { libc::getpid() }
+}
+
+/// CPUs online.
+pub fn nr_cpus() -> usize {
+    // SAFETY: sysconf with a valid name.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    n.max(1) as usize
+}
+
+/// Clock ticks per second of /proc/stat.
+pub fn clk_tck() -> u64 {
+    // SAFETY: sysconf with a valid name.
+    let n = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if n > 0 {
+        n as u64
+    } else {
+        100
+    }
+}
+
+/// The CPU the calling thread runs on.
+pub fn current_cpu() -> u32 {
+    // SAFETY: sched_getcpu has no arguments.
+    let c = unsafe { libc::sched_getcpu() };
+    c.max(0) as u32
+}
+
+/// Monotonic time, ns.
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid timespec to write.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn timespec(ns: u64) -> libc::timespec {
+    libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    }
+}
+
+/// Sleeps until the monotonic time `abs_ns` with `clock_nanosleep(TIMER_ABSTIME)`. Returns false if
+/// a signal interrupted the sleep first (the executor's stop signal).
+pub fn sleep_until(abs_ns: u64) -> bool {
+    let ts = timespec(abs_ns);
+    // SAFETY: ts is a valid timespec; the remainder pointer may be null for TIMER_ABSTIME.
+    let r = unsafe {
+        libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut())
+    };
+    r == 0
+}
+
+/// `sched_yield()`.
+pub fn yield_now() {
+    // SAFETY: no arguments.
+    unsafe { libc::sched_yield() };
+}
+
+/// Allows thread `tid` on `cpus` (all online CPUs when empty).
+pub fn set_affinity(tid: i32, cpus: &[u32]) -> io::Result<()> {
+    // SAFETY: an all-zero cpu_set_t is a valid empty set; CPU_SET writes inside it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let all: Vec<u32> = if cpus.is_empty() { (0..nr_cpus() as u32).collect() } else { cpus.to_vec() };
+    for &c in &all {
+        if (c as usize) < libc::CPU_SETSIZE as usize {
+            // SAFETY: c is below CPU_SETSIZE.
+            unsafe { libc::CPU_SET(c as usize, &mut set) };
+        }
+    }
+    // SAFETY: set is a valid cpu_set_t of the size given.
+    let r = unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Sets thread `tid`'s nice level (Linux applies `setpriority(PRIO_PROCESS, tid)` to one thread).
+pub fn set_nice(tid: i32, nice: i32) -> io::Result<()> {
+    // SAFETY: plain integer arguments.
+    let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Scheduling classes the executor can set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    /// SCHED_OTHER.
+    Other,
+    /// SCHED_BATCH.
+    Batch,
+    /// SCHED_IDLE.
+    Idle,
+    /// SCHED_FIFO with a priority.
+    Fifo(i32),
+    /// SCHED_RR with a priority.
+    Rr(i32),
+}
+
+/// Sets thread `tid`'s scheduling class.
+pub fn set_policy(tid: i32, p: Policy) -> io::Result<()> {
+    let (policy, prio) = match p {
+        Policy::Other => (libc::SCHED_OTHER, 0),
+        Policy::Batch => (libc::SCHED_BATCH, 0),
+        Policy::Idle => (libc::SCHED_IDLE, 0),
+        Policy::Fifo(x) => (libc::SCHED_FIFO, x),
+        Policy::Rr(x) => (libc::SCHED_RR, x),
+    };
+    let param = libc::sched_param { sched_priority: prio };
+    // SAFETY: param is a valid sched_param.
+    let r = unsafe { libc::sched_setscheduler(tid, policy, &param) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The signal used to interrupt blocked threads at the stop.
+pub const WAKE_SIGNAL: i32 = libc::SIGUSR1;
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_wake_signal(_: libc::c_int) {}
+
+extern "C" fn on_interrupt(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+fn install(sig: i32, handler: extern "C" fn(libc::c_int)) {
+    // SAFETY: a zeroed sigaction with a handler, an empty mask and no SA_RESTART, so blocking calls
+    // return EINTR; the handlers only touch an atomic.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = handler as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        sa.sa_flags = 0;
+        libc::sigaction(sig, &sa, std::ptr::null_mut());
+    }
+}
+
+/// Installs the no-op handler of [`WAKE_SIGNAL`] and a SIGINT/SIGTERM handler that records the
+/// interruption (see [`interrupted`]).
+pub fn install_handlers() {
+    install(WAKE_SIGNAL, on_wake_signal);
+    install(libc::SIGINT, on_interrupt);
+    install(libc::SIGTERM, on_interrupt);
+}
+
+/// Whether Ctrl-C (SIGINT) or SIGTERM arrived since the handlers were installed.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
+
+/// Sends [`WAKE_SIGNAL`] to thread `tid` of this process.
+pub fn wake(tid: i32) {
+    // SAFETY: plain integer arguments; a vanished thread gives ESRCH, which is fine.
+    unsafe { libc::syscall(libc::SYS_tgkill, getpid(), tid, WAKE_SIGNAL) };
+}
+
+/// A pipe with its two ends.
+pub struct Pipe {
+    /// Read end.
+    pub rd: i32,
+    /// Write end.
+    pub wr: i32,
+}
+
+impl Pipe {
+    /// A new pipe whose buffer is at least `capacity` bytes (`F_SETPIPE_SZ`; the kernel rounds up to a
+    /// power of two pages and caps unprivileged sizes at /proc/sys/fs/pipe-max-size).
+    pub fn new(capacity: u32) -> io::Result<Pipe> {
+        let mut fds = [0i32; 2];
+        // SAFETY: fds has room for two descriptors.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a valid descriptor; failure leaves the default size, which is reported by size().
+        unsafe { libc::fcntl(fds[1], libc::F_SETPIPE_SZ, capacity.max(4096) as libc::c_int) };
+        Ok(Pipe { rd: fds[0], wr: fds[1] })
+    }
+
+    /// Writes all of `buf`; false if interrupted by the stop.
+    pub fn write_all(&self, mut buf: &[u8], stop: &AtomicBool) -> bool {
+        while !buf.is_empty() {
+            // SAFETY: buf is valid for its length.
+            let n = unsafe { libc::write(self.wr, buf.as_ptr().cast(), buf.len()) };
+            if n > 0 {
+                buf = &buf[n as usize..];
+            } else if stop.load(Ordering::Relaxed) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Reads exactly `buf.len()` bytes; false if interrupted by the stop.
+    pub fn read_exact(&self, mut buf: &mut [u8], stop: &AtomicBool) -> bool {
+        while !buf.is_empty() {
+            // SAFETY: buf is valid for its length.
+            let n = unsafe { libc::read(self.rd, buf.as_mut_ptr().cast(), buf.len()) };
+            if n > 0 {
+                buf = &mut buf[n as usize..];
+            } else if stop.load(Ordering::Relaxed) || n == 0 {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+impl Drop for Pipe {
+    fn drop(&mut self) {
+        // SAFETY: the descriptors belong to this pipe.
+        unsafe {
+            libc::close(self.rd);
+            libc::close(self.wr);
+        }
+    }
+}
+
+/// A POSIX mutex (`pthread_mutex_t`), boxed so its address is stable.
+pub struct PMutex(Box<UnsafeCell<libc::pthread_mutex_t>>);
+
+// SAFETY: pthread mutexes are made to be shared between threads.
+unsafe impl Send for PMutex {}
+// SAFETY: as above.
+unsafe impl Sync for PMutex {}
+
+impl PMutex {
+    /// A default (fast, non-recursive) mutex.
+    pub fn new() -> PMutex {
+        PMutex(Box::new(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER)))
+    }
+
+    /// `pthread_mutex_lock`.
+    pub fn lock(&self) {
+        // SAFETY: an initialised mutex at a stable address.
+        unsafe { libc::pthread_mutex_lock(self.0.get()) };
+    }
+
+    /// `pthread_mutex_unlock`; the caller holds it.
+    pub fn unlock(&self) {
+        // SAFETY: as above.
+        unsafe { libc::pthread_mutex_unlock(self.0.get()) };
+    }
+}
+
+impl Default for PMutex {
+    fn default() -> Self {
+        PMutex::new()
+    }
+}
+
+impl Drop for PMutex {
+    fn drop(&mut self) {
+        // SAFETY: no thread uses the mutex any more.
+        unsafe { libc::pthread_mutex_destroy(self.0.get()) };
+    }
+}
+
+/// A POSIX condition variable.
+pub struct PCond(Box<UnsafeCell<libc::pthread_cond_t>>);
+
+// SAFETY: condition variables are made to be shared between threads.
+unsafe impl Send for PCond {}
+// SAFETY: as above.
+unsafe impl Sync for PCond {}
+
+impl PCond {
+    /// A default condition variable.
+    pub fn new() -> PCond {
+        PCond(Box::new(UnsafeCell::new(libc::PTHREAD_COND_INITIALIZER)))
+    }
+
+    /// `pthread_cond_wait` with `m` held.
+    pub fn wait(&self, m: &PMutex) {
+        // SAFETY: both initialised, the caller holds m.
+        unsafe { libc::pthread_cond_wait(self.0.get(), m.0.get()) };
+    }
+
+    /// `pthread_cond_signal`.
+    pub fn signal(&self) {
+        // SAFETY: initialised.
+        unsafe { libc::pthread_cond_signal(self.0.get()) };
+    }
+
+    /// `pthread_cond_broadcast`.
+    pub fn broadcast(&self) {
+        // SAFETY: initialised.
+        unsafe { libc::pthread_cond_broadcast(self.0.get()) };
+    }
+}
+
+impl Default for PCond {
+    fn default() -> Self {
+        PCond::new()
+    }
+}
+
+impl Drop for PCond {
+    fn drop(&mut self) {
+        // SAFETY: no thread waits any more.
+        unsafe { libc::pthread_cond_destroy(self.0.get()) };
+    }
+}
+
+/// A POSIX unnamed semaphore (`sem_t`).
+pub struct PSem(Box<UnsafeCell<libc::sem_t>>);
+
+// SAFETY: semaphores are made to be shared between threads.
+unsafe impl Send for PSem {}
+// SAFETY: as above.
+unsafe impl Sync for PSem {}
+
+impl PSem {
+    /// A semaphore with `initial` units.
+    pub fn new(initial: u32) -> PSem {
+        // SAFETY: a zeroed sem_t is initialised by sem_init before any use.
+        let s = PSem(Box::new(UnsafeCell::new(unsafe { std::mem::zeroed() })));
+        // SAFETY: valid pointer, not shared between processes.
+        unsafe { libc::sem_init(s.0.get(), 0, initial) };
+        s
+    }
+
+    /// `sem_wait`; false if interrupted by the stop.
+    pub fn wait(&self, stop: &AtomicBool) -> bool {
+        loop {
+            // SAFETY: initialised.
+            if unsafe { libc::sem_wait(self.0.get()) } == 0 {
+                return true;
+            }
+            if stop.load(Ordering::Relaxed) {
+                return false;
+            }
+        }
+    }
+
+    /// `sem_post`.
+    pub fn post(&self) {
+        // SAFETY: initialised.
+        unsafe { libc::sem_post(self.0.get()) };
+    }
+}
+
+impl Drop for PSem {
+    fn drop(&mut self) {
+        // SAFETY: no thread waits any more.
+        unsafe { libc::sem_destroy(self.0.get()) };
+    }
+}

@@ -1,0 +1,227 @@
+//! Small real workloads on this machine's kernel, each checked against what the workload must
+//! produce: CPU shares by nice weight, a periodic timer's wakeup count, exact pipe round trips, a
+//! timed unpinning, a clean stop of threads blocked in every kind of wait, and the refusals. The tests
+//! run one at a time (a lock), as parallel tests would share the CPUs they measure.
+
+use schedlab_exec::{run, ExecConfig, ExecError};
+use schedlab_workload::parse_toml;
+use std::sync::Mutex;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn exec(src: &str, duration_ms: u64) -> schedlab_exec::Outcome {
+    let w = parse_toml("test.toml", src).unwrap();
+    let cfg = ExecConfig { duration_ns: duration_ms * 1_000_000, ..ExecConfig::default() };
+    run(&w, &cfg).unwrap()
+}
+
+fn task<'a>(r: &'a schedlab_sim::RunReport, name: &str) -> &'a schedlab_sim::report::TaskReport {
+    r.tasks.iter().find(|t| t.name == name).unwrap_or_else(|| panic!("no task {name}"))
+}
+
+#[test]
+fn two_pinned_hogs_at_nice_0_and_5_share_the_cpu_1024_to_335() {
+    let _one = ONE_AT_A_TIME.lock();
+    let out = exec(
+        r#"
+        [[task]]
+        name = "n0"
+        cpus = [0]
+        ops = [ { loop = "forever", ops = [ { compute = "10ms" } ] } ]
+        [[task]]
+        name = "n5"
+        nice = 5
+        cpus = [0]
+        ops = [ { loop = "forever", ops = [ { compute = "10ms" } ] } ]
+        "#,
+        2000,
+    );
+    assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+    let r = &out.report;
+    assert_eq!((r.source, r.stop_reason), ("real", "duration"));
+    let (a, b) = (task(r, "n0").run_ns as f64, task(r, "n5").run_ns as f64);
+    // CFS/EEVDF weights of nice 0 and 5 (sched_prio_to_weight): 1024 and 335.
+    let want = 1024.0 / 335.0;
+    assert!(((a / b) / want - 1.0).abs() < 0.05, "run times {a} and {b}: ratio {:.3}, want {want:.3}", a / b);
+    // They ran (other load on the machine may take part of CPU 0, which does not change the ratio).
+    assert!(a + b > 0.3 * 2e9, "{a} + {b}");
+    assert!(task(r, "n5").nivcsw > 0, "the nice 5 thread is preempted");
+    assert_eq!(r.summary.nr_migrations, 0, "pinned");
+}
+
+#[test]
+fn a_10ms_timer_wakes_about_100_times_a_second_and_measures_its_latency() {
+    let _one = ONE_AT_A_TIME.lock();
+    let out = exec(
+        r#"
+        [[task]]
+        name = "tick"
+        ops = [ { loop = "forever", ops = [ { timer = "10ms" }, { compute = "100us" } ] } ]
+        "#,
+        1000,
+    );
+    let t = task(&out.report, "tick");
+    // Expiries at 10, 20, ..., 1000 ms after its start; the last may fall after the stop.
+    let n = t.wakeup_latency.count;
+    assert!((98..=100).contains(&n), "{n} timer wakeups in 1 s");
+    assert!(t.nvcsw >= n, "each wait is a voluntary switch");
+    // Latency is the actual minus the intended wake time: positive, and far below a period here.
+    assert!(t.wakeup_latency.min_ns > 0 && t.wakeup_latency.p50_ns < 5_000_000, "{:?}", t.wakeup_latency);
+    assert_eq!(t.last_wakeup_ns.map(|x| x > 900_000_000), Some(true));
+}
+
+#[test]
+fn pipe_ping_pong_counts_round_trips_exactly() {
+    let _one = ONE_AT_A_TIME.lock();
+    let out = exec(
+        r#"
+        stop = "all_done"
+        [[pipe]]
+        name = "ping"
+        [[pipe]]
+        name = "pong"
+        [[counter]]
+        name = "round_trips"
+        [[task]]
+        name = "a"
+        ops = [ { loop = 2000, ops = [ { send = "ping", bytes = 4 }, { recv = "pong", bytes = 4 }, { count = "round_trips" } ] } ]
+        [[task]]
+        name = "b"
+        ops = [ { loop = 2000, ops = [ { recv = "ping", bytes = 4 }, { send = "pong", bytes = 4 } ] } ]
+        "#,
+        10_000,
+    );
+    let r = &out.report;
+    assert_eq!(r.stop_reason, "all_done");
+    assert_eq!(r.counters[0].value, 2000);
+    let sends: Vec<(u64, u64)> = r.pipes.iter().map(|p| (p.nr_sends, p.bytes)).collect();
+    assert_eq!(sends, vec![(2000, 8000), (2000, 8000)]);
+    // Each round trip blocks b on ping and a on pong (unless the other was faster): at least one
+    // voluntary switch per round trip between them, and both finished.
+    assert!(task(r, "a").exited_ns.is_some() && task(r, "b").exited_ns.is_some());
+    assert!(task(r, "a").nvcsw + task(r, "b").nvcsw >= 2000, "{} {}", task(r, "a").nvcsw, task(r, "b").nvcsw);
+}
+
+#[test]
+fn spinners_pinned_to_cpu0_spread_when_unpinned() {
+    let _one = ONE_AT_A_TIME.lock();
+    if schedlab_exec::sys::nr_cpus() < 2 {
+        eprintln!("one CPU: nothing to spread to");
+        return;
+    }
+    let out = exec(
+        r#"
+        [[task]]
+        name = "spin"
+        instances = 2
+        cpus = [0]
+        ops = [ { loop = "forever", ops = [ { spin = "1ms" } ] } ]
+        [[affinity]]
+        task = "spin"
+        at = "300ms"
+        "#,
+        1000,
+    );
+    assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+    let r = &out.report;
+    let cpus: std::collections::BTreeSet<u32> = r.tasks.iter().map(|t| t.cpu).collect();
+    assert_eq!(cpus.len(), 2, "after the unpinning the two spinners run on two CPUs: {cpus:?}");
+    assert!(r.summary.nr_migrations >= 1);
+    // Before 300 ms both shared CPU 0, after it each had a CPU: together more than one CPU's worth.
+    let run: u64 = r.tasks.iter().map(|t| t.run_ns).sum();
+    assert!(run > 1_200_000_000, "{run} ns of run time in 1 s");
+}
+
+#[test]
+fn the_stop_releases_threads_blocked_in_every_kind_of_wait_and_leaves_none() {
+    let _one = ONE_AT_A_TIME.lock();
+    // The names of this process's threads (other tests' threads come and go; ours are named).
+    let names = || -> Vec<String> {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("comm")).ok())
+            .map(|n| n.trim().to_string())
+            .collect()
+    };
+    let start = std::time::Instant::now();
+    let out = exec(
+        r#"
+        [[mutex]]
+        name = "m"
+        [[cond]]
+        name = "c"
+        [[semaphore]]
+        name = "s"
+        initial = 0
+        [[event]]
+        name = "e"
+        [[barrier]]
+        name = "b"
+        parties = 2
+        [[pipe]]
+        name = "p"
+        [[task]]
+        name = "cond"
+        ops = [ { lock = "m" }, { wait = "c", mutex = "m" }, { unlock = "m" } ]
+        [[task]]
+        name = "sem"
+        ops = [ { sem_wait = "s" } ]
+        [[task]]
+        name = "event"
+        ops = [ { suspend = "e" } ]
+        [[task]]
+        name = "barrier"
+        ops = [ { barrier = "b" } ]
+        [[task]]
+        name = "latecomer"
+        ops = [ { sleep = "100s" }, { barrier = "b" } ]
+        [[task]]
+        name = "pipe"
+        ops = [ { recv = "p", bytes = 100 } ]
+        [[task]]
+        name = "sleeper"
+        ops = [ { sleep = "100s" } ]
+        [[task]]
+        name = "holder"
+        ops = [ { lock = "m" }, { sleep = "100s" }, { unlock = "m" } ]
+        [[task]]
+        name = "locker"
+        start = "50ms"
+        ops = [ { lock = "m" }, { unlock = "m" } ]
+        "#,
+        300,
+    );
+    assert!(start.elapsed().as_secs_f64() < 5.0, "stopped in {:?}", start.elapsed());
+    assert_eq!(out.report.tasks.len(), 9);
+    assert!(out.report.tasks.iter().all(|t| t.exited_ns.is_none()), "all were stopped, none finished");
+    let ours = ["cond", "sem", "event", "barrier", "latecomer", "pipe", "sleeper", "holder", "locker"];
+    let left: Vec<String> = names().into_iter().filter(|n| ours.contains(&n.as_str())).collect();
+    assert!(left.is_empty(), "threads left running: {left:?}");
+}
+
+#[test]
+fn real_time_classes_and_too_many_threads_are_refused_before_anything_runs() {
+    let w = parse_toml(
+        "rt.toml",
+        "[[task]]\nname = \"rt\"\npolicy = \"fifo\"\nrt_priority = 10\nops = [ { compute = \"1ms\" } ]\n",
+    )
+    .unwrap();
+    let e = run(&w, &ExecConfig::default()).err().expect("refused");
+    assert!(matches!(e, ExecError::Refused(_)) && e.to_string().contains("--allow-rt"), "{e}");
+    let w =
+        parse_toml("many.toml", "[[task]]\nname = \"x\"\ninstances = 300\nops = [ { compute = \"1ms\" } ]\n")
+            .unwrap();
+    let e = run(&w, &ExecConfig::default()).err().expect("refused");
+    assert!(e.to_string().contains("300 threads") && e.to_string().contains("--max-threads 256"), "{e}");
+    // Forks count against the budget too: a run that would exceed it ends with an error, cleanly.
+    let w = parse_toml(
+        "forks.toml",
+        "stop = \"all_done\"\n[[task]]\nname = \"p\"\nops = [ { loop = 5, ops = [ { fork = \"c\" } ] }, { wait_children = true } ]\n\
+         [[task]]\nname = \"c\"\ninstances = 0\nops = [ { sleep = \"10ms\" } ]\n",
+    )
+    .unwrap();
+    let _one = ONE_AT_A_TIME.lock();
+    let cfg = ExecConfig { max_threads: 3, ..ExecConfig::default() };
+    let e = run(&w, &cfg).err().expect("too many forks");
+    assert!(e.to_string().contains("more than 3 threads"), "{e}");
+}
