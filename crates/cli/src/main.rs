@@ -15,6 +15,7 @@ use std::path::Path;
 mod compare;
 mod report_html;
 mod reproduce;
+mod validate;
 
 /// A laboratory for CPU schedulers: run classic and modern schedulers side by side on a simulated
 /// machine.
@@ -35,6 +36,16 @@ enum Cmd {
     /// Run a workload for real on this machine's kernel, with one thread per task, and measure it into
     /// the same report as `run` (docs/exec.md).
     Exec(ExecArgs),
+    /// Measure this machine (topology, HZ, context switch, cross-CPU wakeup and idle-exit costs) and
+    /// write a machine file for the simulator (docs/exec.md).
+    Calibrate {
+        /// The machine file to write.
+        #[arg(short, long, default_value = "this-machine.toml")]
+        output: String,
+    },
+    /// Run a workload for real and simulate it on a model of this machine under EEVDF, and print the
+    /// two metric by metric with the error (docs/validation.md).
+    Validate(ValidateArgs),
     /// Make one self-contained HTML page with plots from run reports (`schedlab run --json`).
     Report {
         /// Run reports (JSON); the first is the baseline of the comparison chart.
@@ -191,6 +202,31 @@ struct ExecArgs {
 }
 
 #[derive(clap::Args)]
+struct ValidateArgs {
+    /// Workload: a built-in, a workload TOML file or an rt-app JSON file.
+    workload: String,
+    /// The simulated machine: a machine file (from `schedlab calibrate`) or preset. Default: calibrate
+    /// this machine now.
+    #[arg(long)]
+    machine: Option<String>,
+    /// Longest time for both runs, with a unit. Default: the workload's own duration, else 10s.
+    #[arg(long)]
+    duration: Option<String>,
+    /// Seed of both runs.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Most threads of the real run.
+    #[arg(long, default_value_t = 256)]
+    max_threads: usize,
+    /// Allow SCHED_FIFO and SCHED_RR tasks in the real run.
+    #[arg(long)]
+    allow_rt: bool,
+    /// Write the comparison as JSON (schema `schedlab.validate/1`) to this file.
+    #[arg(long)]
+    json: Option<String>,
+}
+
+#[derive(clap::Args)]
 struct ReproduceArgs {
     /// Papers (`ule-vs-cfs`), experiments (`ule-vs-cfs/fibo-sysbench` or `fibo-sysbench`) or
     /// experiment files.
@@ -246,6 +282,14 @@ fn main() {
         Cmd::Compare(args) => compare_cmd(args),
         Cmd::Reproduce(args) => reproduce_cmd(args),
         Cmd::Exec(args) => exec_cmd(args),
+        Cmd::Validate(args) => validate_cmd(args),
+        Cmd::Calibrate { output } => {
+            let c = schedlab_exec::machine_file::measure();
+            let text = c.to_toml();
+            std::fs::write(&output, &text).with_context(|| format!("cannot write {output}")).map(|()| {
+                emit(&format!("{text}\nmachine file written to {output} (use it as --machine {output})\n"))
+            })
+        }
         Cmd::Report { results, output } => report_html::load(&results).and_then(|runs| {
             let page = report_html::html(&runs)?;
             std::fs::write(&output, page).with_context(|| format!("cannot write {output}"))?;
@@ -389,13 +433,7 @@ fn run(args: RunArgs) -> Result<()> {
     set_governor(&mut machine, args.governor.as_deref())?;
     let workload = load_workload(&args.workload)?;
     let mut policy = load_policy(&args.policy)?;
-    let duration_ns: Ns = match &args.duration {
-        Some(d) => parse_duration(d).map_err(|e| anyhow::anyhow!("--duration: {e}"))?,
-        None => workload.duration_ns.unwrap_or(10_000_000_000),
-    };
-    if duration_ns == 0 {
-        bail!("--duration must be above zero");
-    }
+    let duration_ns = run_duration(args.duration.as_deref(), &workload)?;
     let sample_interval_ns =
         parse_duration(&args.sample_interval).map_err(|e| anyhow::anyhow!("--sample-interval: {e}"))?;
     let cfg = RunConfig {
@@ -448,6 +486,18 @@ fn run(args: RunArgs) -> Result<()> {
         emit(&text);
     }
     Ok(())
+}
+
+/// `--duration` if given, else the workload's own duration, else 10 s; never zero.
+fn run_duration(arg: Option<&str>, workload: &Workload) -> Result<Ns> {
+    let d = match arg {
+        Some(d) => parse_duration(d).map_err(|e| anyhow::anyhow!("--duration: {e}"))?,
+        None => workload.duration_ns.unwrap_or(10_000_000_000),
+    };
+    if d == 0 {
+        bail!("--duration must be above zero");
+    }
+    Ok(d)
 }
 
 fn set_governor(machine: &mut Machine, governor: Option<&str>) -> Result<()> {
@@ -505,13 +555,7 @@ fn compare_cmd(args: CompareArgs) -> Result<()> {
     if args.repeat == 0 {
         bail!("--repeat must be at least 1");
     }
-    let duration_ns: Ns = match &args.duration {
-        Some(d) => parse_duration(d).map_err(|e| anyhow::anyhow!("--duration: {e}"))?,
-        None => workload.duration_ns.unwrap_or(10_000_000_000),
-    };
-    if duration_ns == 0 {
-        bail!("--duration must be above zero");
-    }
+    let duration_ns = run_duration(args.duration.as_deref(), &workload)?;
     let seeds: Vec<u64> = (0..args.repeat as u64).map(|i| args.seed + i).collect();
     let total = policies.len() * seeds.len();
     let bar = progress_bar(!args.quiet, total as u64);
@@ -552,10 +596,7 @@ fn compare_cmd(args: CompareArgs) -> Result<()> {
 
 fn exec_cmd(args: ExecArgs) -> Result<()> {
     let workload = load_workload(&args.workload)?;
-    let duration_ns: Ns = match &args.duration {
-        Some(d) => parse_duration(d).map_err(|e| anyhow::anyhow!("--duration: {e}"))?,
-        None => workload.duration_ns.unwrap_or(10_000_000_000),
-    };
+    let duration_ns = run_duration(args.duration.as_deref(), &workload)?;
     if args.max_threads == 0 {
         bail!("--max-threads must be at least 1");
     }
@@ -579,6 +620,38 @@ fn exec_cmd(args: ExecArgs) -> Result<()> {
         }
         emit(&text);
     }
+    Ok(())
+}
+
+fn validate_cmd(args: ValidateArgs) -> Result<()> {
+    let workload = load_workload(&args.workload)?;
+    let duration_ns = run_duration(args.duration.as_deref(), &workload)?;
+    let machine = match &args.machine {
+        Some(m) => Machine::load(m)?,
+        None => {
+            let text = schedlab_exec::machine_file::measure().to_toml();
+            Machine::from_toml("(calibrated now)", &text)?
+        }
+    };
+    let cfg = schedlab_exec::ExecConfig {
+        duration_ns,
+        max_threads: args.max_threads,
+        allow_rt: args.allow_rt,
+        seed: args.seed,
+    };
+    let real = schedlab_exec::run(&workload, &cfg).map_err(|e| anyhow::anyhow!("{}: {e}", args.workload))?;
+    for w in &real.warnings {
+        eprintln!("warning: {w}");
+    }
+    let mut policy = load_policy("eevdf")?;
+    let sim_cfg = RunConfig { duration_ns, seed: args.seed, sample_interval_ns: 0, ..RunConfig::default() };
+    let sim = Sim::new(&machine, &workload, policy.as_mut(), "eevdf".to_string(), sim_cfg)?.run()?;
+    let v = validate::compare(&sim, &real.report);
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&v).context("cannot serialise the validation")?;
+        std::fs::write(path, text + "\n").with_context(|| format!("cannot write {path}"))?;
+    }
+    emit(&v.table());
     Ok(())
 }
 

@@ -423,3 +423,56 @@ fn exec_runs_a_workload_for_real_into_a_schema_valid_report() {
     let (ok, _, err) = schedlab(&["exec", "no-such-workload"]);
     assert!(!ok && err.contains("neither a built-in"), "{err}");
 }
+
+#[test]
+fn calibrate_writes_a_machine_file_the_simulator_reads_and_validate_compares_real_and_simulated() {
+    let file = tmp("this-machine.toml");
+    let (ok, out, err) = schedlab(&["calibrate", "-o", file.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert!(out.contains("context_switch_ns = ") && out.contains("machine file written to"), "{out}");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let cpus = std::fs::read_dir("/sys/devices/system/cpu")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            n.strip_prefix("cpu").is_some_and(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit()))
+        })
+        .count();
+    // The file is a machine: the simulator runs on it, with this machine's CPU count.
+    let json = tmp("on-this-machine.json");
+    let (ok, _, err) = schedlab(&[
+        "run",
+        "--machine",
+        file.to_str().unwrap(),
+        "--workload",
+        "hogs[n=4]",
+        "--duration",
+        "100ms",
+        "--json",
+        json.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(ok, "{err}\n{text}");
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r["machine"]["nr_cpus"], cpus, "{text}");
+    // validate: two 200 ms computations finish under both; the work done is the nominal work exactly.
+    let vjson = tmp("validate.json");
+    let (ok, out, err) = schedlab(&[
+        "validate",
+        "pi[n=2,work=200ms]",
+        "--machine",
+        file.to_str().unwrap(),
+        "--duration",
+        "5s",
+        "--json",
+        vjson.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("completion time [s]") && out.contains("metrics within 25 %"), "{out}");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&vjson).unwrap()).unwrap();
+    assert_eq!(v["schema"], "schedlab.validate/1");
+    let work = v["rows"].as_array().unwrap().iter().find(|r| r["metric"] == "work done [CPU s]").unwrap();
+    assert_eq!((work["sim"].as_f64(), work["real"].as_f64()), (Some(0.4), Some(0.4)), "{work}");
+    assert_eq!(work["error_pct"], 0.0);
+}

@@ -28,6 +28,7 @@
 #![warn(missing_docs)]
 
 pub mod calibrate;
+pub mod machine_file;
 pub mod measure;
 pub mod objects;
 pub mod report;

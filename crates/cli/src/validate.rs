@@ -1,0 +1,169 @@
+//! `schedlab validate`: the same workload run for real (`schedlab exec`) and simulated on a model of
+//! this machine under EEVDF, compared metric by metric.
+//!
+//! Only metrics both sides define the same way are compared: completion time, work done, the
+//! workload's counters per second, and per kind of task (template name without digits) the mean run time, runnable wait, voluntary
+//! and involuntary switches, and the wakeup latency of sleeps and timers (the real side measures it as
+//! the thread's lateness; the simulator as the wait from the wakeup to running, plus its timer and
+//! idle-exit costs). Machine-wide switch counts are not compared: the simulator counts switches to and
+//! from idle, the kernel's per-thread counters do not.
+
+use schedlab_sim::report::TaskReport;
+use schedlab_sim::RunReport;
+use serde::Serialize;
+use std::fmt::Write;
+
+/// One compared metric.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    /// What, with its unit.
+    pub metric: String,
+    /// Simulated value.
+    pub sim: f64,
+    /// Real value.
+    pub real: f64,
+    /// (sim - real) / real, percent (`None` when the real value is 0).
+    pub error_pct: Option<f64>,
+}
+
+/// The comparison (schema `schedlab.validate/1`).
+#[derive(Clone, Debug, Serialize)]
+pub struct Validation {
+    /// Always `schedlab.validate/1`.
+    pub schema: &'static str,
+    /// Workload.
+    pub workload: String,
+    /// The simulated machine.
+    pub machine: String,
+    /// The real kernel.
+    pub kernel: String,
+    /// Rows.
+    pub rows: Vec<Row>,
+    /// Rows whose error is within 25 %.
+    pub within_25pct: usize,
+    /// Rows with an error.
+    pub compared: usize,
+    /// Median absolute error, percent.
+    pub median_abs_error_pct: f64,
+}
+
+fn mean(v: impl Iterator<Item = f64>) -> Option<f64> {
+    let v: Vec<f64> = v.collect();
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+/// Compares a simulated and a real report of the same workload.
+pub fn compare(sim: &RunReport, real: &RunReport) -> Validation {
+    let mut rows = Vec::new();
+    let mut push = |metric: String, s: Option<f64>, r: Option<f64>| {
+        if let (Some(s), Some(r)) = (s, r) {
+            let error_pct = if r != 0.0 {
+                Some((s - r) * 100.0 / r.abs())
+            } else if s == 0.0 {
+                Some(0.0)
+            } else {
+                None
+            };
+            rows.push(Row { metric, sim: s, real: r, error_pct });
+        }
+    };
+    push(
+        "completion time [s]".into(),
+        sim.summary.makespan_ns.map(|x| x as f64 / 1e9),
+        real.summary.makespan_ns.map(|x| x as f64 / 1e9),
+    );
+    push(
+        "work done [CPU s]".into(),
+        Some(sim.summary.work_ns as f64 / 1e9),
+        Some(real.summary.work_ns as f64 / 1e9),
+    );
+    for c in &real.counters {
+        let s = sim.counters.iter().find(|x| x.name == c.name).map(|x| x.per_sec);
+        push(format!("counter {} [/s]", c.name), s, Some(c.per_sec));
+    }
+    // Tasks are compared per kind: the template name without its digits, so hackbench's g0-receiver3
+    // and g1-receiver7 are one kind (`g-receiver`).
+    let kind = |t: &TaskReport| -> String { t.template.chars().filter(|c| !c.is_ascii_digit()).collect() };
+    let mut kinds: Vec<String> = real.tasks.iter().map(kind).collect();
+    kinds.sort();
+    kinds.dedup();
+    for tpl in &kinds {
+        let of = |r: &'_ RunReport| -> Vec<TaskReport> {
+            r.tasks.iter().filter(|t| kind(t) == *tpl && t.started_ns.is_some()).cloned().collect()
+        };
+        let (s, r) = (of(sim), of(real));
+        if s.is_empty() || r.is_empty() {
+            continue;
+        }
+        type Get = fn(&TaskReport) -> f64;
+        let per_task: [(&str, Get); 4] = [
+            ("run time per task [ms]", |t| t.run_ns as f64 / 1e6),
+            ("runnable wait per task [ms]", |t| t.wait_ns as f64 / 1e6),
+            ("voluntary switches per task", |t| t.nvcsw as f64),
+            ("involuntary switches per task", |t| t.nivcsw as f64),
+        ];
+        for (name, get) in per_task {
+            push(format!("{tpl}: {name}"), mean(s.iter().map(get)), mean(r.iter().map(get)));
+        }
+        // Latency only where the real threads slept or waited on timers.
+        let timed: Vec<&TaskReport> = r.iter().filter(|t| t.wakeup_latency.count > 0).collect();
+        if !timed.is_empty() {
+            let lat = |v: &[&TaskReport], p50: bool| {
+                mean(v.iter().map(|t| {
+                    let l = &t.wakeup_latency;
+                    (if p50 { l.p50_ns } else { l.p99_ns }) as f64 / 1e3
+                }))
+            };
+            let sim_timed: Vec<&TaskReport> = s.iter().filter(|t| t.wakeup_latency.count > 0).collect();
+            push(format!("{tpl}: wakeup latency p50 [us]"), lat(&sim_timed, true), lat(&timed, true));
+            push(format!("{tpl}: wakeup latency p99 [us]"), lat(&sim_timed, false), lat(&timed, false));
+        }
+    }
+    let errs: Vec<f64> = rows.iter().filter_map(|r| r.error_pct.map(f64::abs)).collect();
+    let mut sorted = errs.clone();
+    sorted.sort_by(|a, b| a.total_cmp(b));
+    Validation {
+        schema: "schedlab.validate/1",
+        workload: real.workload.clone(),
+        machine: sim.machine.name.clone(),
+        kernel: real.policy.clone(),
+        within_25pct: errs.iter().filter(|e| **e <= 25.0).count(),
+        compared: errs.len(),
+        median_abs_error_pct: sorted.get(sorted.len() / 2).copied().unwrap_or(0.0),
+        rows,
+    }
+}
+
+fn num(v: f64) -> String {
+    if v == 0.0 {
+        "0".into()
+    } else if v.abs() >= 1000.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+impl Validation {
+    /// The table for a terminal.
+    pub fn table(&self) -> String {
+        let mut s = format!(
+            "{}: simulated on {} under eevdf against the real run on {}\n\n",
+            self.workload, self.machine, self.kernel
+        );
+        let w = self.rows.iter().map(|r| r.metric.len()).max().unwrap_or(6).max(6);
+        let _ = writeln!(s, "  {:<w$}  {:>12}  {:>12}  {:>9}", "metric", "simulated", "real", "error");
+        for r in &self.rows {
+            let e = r.error_pct.map_or("n/a".into(), |e| format!("{e:+.1} %"));
+            let _ = writeln!(s, "  {:<w$}  {:>12}  {:>12}  {:>9}", r.metric, num(r.sim), num(r.real), e);
+        }
+        let _ = writeln!(
+            s,
+            "\n  {} of {} metrics within 25 %; median absolute error {:.1} %",
+            self.within_25pct, self.compared, self.median_abs_error_pct
+        );
+        s
+    }
+}

@@ -1,0 +1,276 @@
+//! `schedlab calibrate`: measures this machine (topology, timer frequency, the cost of a context
+//! switch, of a cross-CPU wakeup and of leaving idle) and writes a machine file for the simulator.
+//!
+//! The measurements follow the usual micro-benchmarks: a pipe ping-pong between two threads pinned to
+//! one CPU (two switches per round trip) and to two CPUs (two cross-CPU wakeups), the same pipe
+//! writes and reads done by one thread (the system calls without a switch), and a thread sleeping on
+//! an absolute timer with its timer slack set to 1 ns (the wake-up path from idle). Each number is the
+//! median of five runs. How they map onto the simulator's costs is in [`Calibration::costs`].
+
+use crate::sys::{self, now_ns, Pipe};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// What was measured, ns unless stated.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Calibration {
+    /// Host name.
+    pub host: String,
+    /// Kernel release.
+    pub kernel: String,
+    /// Online CPUs.
+    pub nr_cpus: usize,
+    /// Distinct physical packages.
+    pub sockets: usize,
+    /// Hardware threads per core.
+    pub threads_per_core: usize,
+    /// NUMA nodes.
+    pub nodes: usize,
+    /// CONFIG_HZ, if found.
+    pub hz: Option<u32>,
+    /// One 4-byte pipe write plus one read by the same thread.
+    pub pipe_pair_ns: u64,
+    /// Half a ping-pong round trip between two threads on one CPU.
+    pub same_cpu_half_rt_ns: u64,
+    /// Half a ping-pong round trip between threads on CPU 0 and CPU 1 (`None` with one CPU).
+    pub cross_cpu_half_rt_ns: Option<u64>,
+    /// Median lateness of a 1 ms absolute timer with 1 ns timer slack.
+    pub timer_latency_ns: u64,
+    /// The default timer slack of a thread (`PR_GET_TIMERSLACK`).
+    pub timer_slack_ns: u64,
+}
+
+fn median(mut v: Vec<u64>) -> u64 {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+const ROUND_TRIPS: u64 = 20_000;
+
+/// Ping-pong between a thread on `a` and one on `b`: ns per round trip.
+fn ping_pong(a: u32, b: u32) -> u64 {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ping, pong) = (Arc::new(Pipe::new(4096).expect("pipe")), Arc::new(Pipe::new(4096).expect("pipe")));
+    let (p2, q2, s2) = (ping.clone(), pong.clone(), stop.clone());
+    let echo = std::thread::spawn(move || {
+        let _ = sys::set_affinity(0, &[b]);
+        let mut buf = [0u8; 4];
+        for _ in 0..ROUND_TRIPS {
+            if !p2.read_exact(&mut buf, &s2) || !q2.write_all(&buf, &s2) {
+                break;
+            }
+        }
+    });
+    let _ = sys::set_affinity(0, &[a]);
+    let mut buf = [0u8; 4];
+    // Let the echo thread reach its first read.
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let t0 = now_ns();
+    for _ in 0..ROUND_TRIPS {
+        if !ping.write_all(&buf, &stop) || !pong.read_exact(&mut buf, &stop) {
+            break;
+        }
+    }
+    let dt = now_ns() - t0;
+    let _ = echo.join();
+    let _ = sys::set_affinity(0, &[]);
+    dt / ROUND_TRIPS
+}
+
+/// A 4-byte write and read by one thread: ns per pair.
+fn pipe_pair() -> u64 {
+    let stop = AtomicBool::new(false);
+    let p = Pipe::new(4096).expect("pipe");
+    let mut buf = [0u8; 4];
+    let t0 = now_ns();
+    for _ in 0..ROUND_TRIPS {
+        p.write_all(&buf, &stop);
+        p.read_exact(&mut buf, &stop);
+    }
+    (now_ns() - t0) / ROUND_TRIPS
+}
+
+/// Median lateness of 200 absolute 1 ms sleeps with 1 ns of timer slack, on CPU `cpu`.
+fn timer_latency(cpu: u32) -> u64 {
+    std::thread::spawn(move || {
+        let _ = sys::set_affinity(0, &[cpu]);
+        // SAFETY: prctl with PR_SET_TIMERSLACK and an integer affects only this thread.
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+        let mut lat = Vec::with_capacity(200);
+        let mut next = now_ns() + 1_000_000;
+        for _ in 0..200 {
+            sys::sleep_until(next);
+            lat.push(now_ns().saturating_sub(next));
+            next += 1_000_000;
+        }
+        median(lat)
+    })
+    .join()
+    .unwrap_or(0)
+}
+
+fn timer_slack() -> u64 {
+    // SAFETY: PR_GET_TIMERSLACK has no pointer arguments.
+    let r = unsafe { libc::prctl(libc::PR_GET_TIMERSLACK, 0, 0, 0, 0) };
+    r.max(0) as u64
+}
+
+fn distinct(glob: &str, nr_cpus: usize) -> usize {
+    let mut ids = std::collections::BTreeSet::new();
+    for c in 0..nr_cpus {
+        if let Ok(s) = std::fs::read_to_string(glob.replace("{}", &c.to_string())) {
+            ids.insert(s.trim().to_string());
+        }
+    }
+    ids.len().max(1)
+}
+
+/// CONFIG_HZ from /proc/config.gz (through `zcat`) or /boot/config-<release>.
+fn config_hz(kernel: &str) -> Option<u32> {
+    let text = std::process::Command::new("zcat")
+        .arg("/proc/config.gz")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .or_else(|| std::fs::read_to_string(format!("/boot/config-{kernel}")).ok())?;
+    text.lines().find_map(|l| l.strip_prefix("CONFIG_HZ=")).and_then(|v| v.trim().parse().ok())
+}
+
+/// Measures this machine.
+pub fn measure() -> Calibration {
+    let nr_cpus = sys::nr_cpus();
+    let kernel = crate::measure::kernel_release();
+    let sockets = distinct("/sys/devices/system/cpu/cpu{}/topology/physical_package_id", nr_cpus);
+    let cores = distinct("/sys/devices/system/cpu/cpu{}/topology/core_cpus_list", nr_cpus);
+    let nodes = std::fs::read_dir("/sys/devices/system/node")
+        .map(|d| d.flatten().filter(|e| e.file_name().to_string_lossy().starts_with("node")).count())
+        .unwrap_or(1)
+        .max(1);
+    let five = |f: &dyn Fn() -> u64| median((0..5).map(|_| f()).collect());
+    let pipe_pair_ns = five(&pipe_pair);
+    let same_cpu_half_rt_ns = five(&|| ping_pong(0, 0)) / 2;
+    let cross_cpu_half_rt_ns = (nr_cpus > 1).then(|| five(&|| ping_pong(0, 1)) / 2);
+    let timer_latency_ns = timer_latency(nr_cpus.saturating_sub(1) as u32);
+    Calibration {
+        host: crate::measure::hostname(),
+        hz: config_hz(&kernel),
+        kernel,
+        nr_cpus,
+        sockets,
+        threads_per_core: (nr_cpus / cores).max(1),
+        nodes,
+        pipe_pair_ns,
+        same_cpu_half_rt_ns,
+        cross_cpu_half_rt_ns,
+        timer_latency_ns,
+        timer_slack_ns: timer_slack(),
+    }
+}
+
+/// The simulator's default cost of a scheduling decision, which the measured times include.
+const SCHED_BASE_NS: u64 = 250;
+
+impl Calibration {
+    /// The simulator's costs from the measurements:
+    /// * `context_switch_ns` = half a same-CPU round trip minus the pipe system calls and the
+    ///   decision cost (a round trip is two writes, two reads, two decisions and two switches);
+    /// * `idle_exit_ns` = the timer's lateness minus a switch and a decision (the path from idle);
+    /// * `wakeup_ipi_ns` = half a cross-CPU round trip minus the same-CPU half and the idle exit (the
+    ///   extra of waking another CPU).
+    ///
+    /// Each is at least 100 ns.
+    pub fn costs(&self) -> (u64, u64, u64) {
+        let switch = self.same_cpu_half_rt_ns.saturating_sub(self.pipe_pair_ns + SCHED_BASE_NS).max(100);
+        let idle_exit = self.timer_latency_ns.saturating_sub(switch + SCHED_BASE_NS).max(100);
+        let ipi = self
+            .cross_cpu_half_rt_ns
+            .map_or(2_000, |c| c.saturating_sub(self.same_cpu_half_rt_ns + idle_exit).max(100));
+        (switch, idle_exit, ipi)
+    }
+
+    /// A machine file (docs/architecture.md#machines) for the simulator.
+    pub fn to_toml(&self) -> String {
+        let (switch, idle_exit, ipi) = self.costs();
+        // The simulator takes 100, 250, 300 or 1000 Hz.
+        let hz = self.hz.filter(|h| [100, 250, 300, 1000].contains(h)).unwrap_or(250);
+        let cores_per_socket = (self.nr_cpus / self.sockets / self.threads_per_core).max(1);
+        let nodes_per_socket = (self.nodes / self.sockets).max(1);
+        format!(
+            "# Written by `schedlab calibrate` on {host}, Linux {kernel}.\n\
+             # Measured (medians of five runs): 4-byte pipe write + read {pair} ns; half a pipe ping-pong\n\
+             # round trip on one CPU {same} ns{cross}; 1 ms absolute timer lateness with 1 ns slack {timer} ns;\n\
+             # default timer slack {slack} ns.{hz_note}\n\
+             name = \"{host}\"\n\
+             description = \"calibrated from this machine by schedlab calibrate\"\n\
+             sockets = {sockets}\n\
+             nodes_per_socket = {nodes_per_socket}\n\
+             llcs_per_node = 1\n\
+             cores_per_llc = {cpl}\n\
+             threads_per_core = {tpc}\n\
+             hz = {hz}\n\
+             \n[costs]\n\
+             context_switch_ns = {switch}\n\
+             idle_exit_ns = {idle_exit}\n\
+             wakeup_ipi_ns = {ipi}\n",
+            host = self.host,
+            kernel = self.kernel,
+            pair = self.pipe_pair_ns,
+            same = self.same_cpu_half_rt_ns,
+            cross = self.cross_cpu_half_rt_ns.map_or(String::new(), |c| format!(", across CPUs 0 and 1 {c} ns")),
+            timer = self.timer_latency_ns,
+            slack = self.timer_slack_ns,
+            hz_note = if self.hz.is_some() { "" } else { "\n# CONFIG_HZ not found (no /proc/config.gz or /boot/config): 250 assumed." },
+            sockets = self.sockets,
+            cpl = (cores_per_socket / nodes_per_socket).max(1),
+            tpc = self.threads_per_core,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Calibration {
+        Calibration {
+            host: "box".into(),
+            kernel: "6.18".into(),
+            nr_cpus: 8,
+            sockets: 2,
+            threads_per_core: 2,
+            nodes: 2,
+            hz: Some(250),
+            pipe_pair_ns: 1_000,
+            same_cpu_half_rt_ns: 3_000,
+            cross_cpu_half_rt_ns: Some(9_000),
+            timer_latency_ns: 4_000,
+            timer_slack_ns: 50_000,
+        }
+    }
+
+    #[test]
+    fn costs_follow_the_documented_subtractions() {
+        // switch = 3000 - 1000 - 250; idle exit = 4000 - 1750 - 250; ipi = 9000 - 3000 - 2000.
+        assert_eq!(sample().costs(), (1_750, 2_000, 4_000));
+        let tiny = Calibration {
+            same_cpu_half_rt_ns: 500,
+            timer_latency_ns: 0,
+            cross_cpu_half_rt_ns: None,
+            ..sample()
+        };
+        assert_eq!(tiny.costs(), (100, 100, 2_000), "floors, and the default IPI with one CPU");
+    }
+
+    #[test]
+    fn the_machine_file_reads_back_with_the_measured_topology_and_costs() {
+        let text = sample().to_toml();
+        let m = schedlab_sim::Machine::from_toml("calibrated.toml", &text).unwrap();
+        assert_eq!(m.topology.nr_cpus(), 8, "2 sockets x 1 node x 2 cores x 2 threads");
+        assert_eq!(m.hz, 250);
+        assert_eq!(
+            (m.costs.context_switch_ns, m.costs.idle_exit_ns, m.costs.wakeup_ipi_ns),
+            (1_750, 2_000, 4_000)
+        );
+    }
+}
