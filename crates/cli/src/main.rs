@@ -646,7 +646,7 @@ fn validate_cmd(args: ValidateArgs) -> Result<()> {
     let mut policy = load_policy("eevdf")?;
     let sim_cfg = RunConfig { duration_ns, seed: args.seed, sample_interval_ns: 0, ..RunConfig::default() };
     let sim = Sim::new(&machine, &workload, policy.as_mut(), "eevdf".to_string(), sim_cfg)?.run()?;
-    let v = validate::compare(&sim, &real.report);
+    let v = validate::compare(&sim, &real.report, &validate::timer_only_kinds(&workload));
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&v).context("cannot serialise the validation")?;
         std::fs::write(path, text + "\n").with_context(|| format!("cannot write {path}"))?;

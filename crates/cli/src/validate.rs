@@ -2,11 +2,11 @@
 //! this machine under EEVDF, compared metric by metric.
 //!
 //! Only metrics both sides define the same way are compared: completion time, work done, the
-//! workload's counters per second, and per kind of task (template name without digits) the mean run time, runnable wait, voluntary
-//! and involuntary switches, and the wakeup latency of sleeps and timers (the real side measures it as
-//! the thread's lateness; the simulator as the wait from the wakeup to running, plus its timer and
-//! idle-exit costs). Machine-wide switch counts are not compared: the simulator counts switches to and
-//! from idle, the kernel's per-thread counters do not.
+//! workload's counters per second, and per kind of task (template name without digits) the mean run
+//! time, runnable wait, voluntary and involuntary switches, and for kinds that block only in sleeps
+//! and timers the wakeup latency (the real side measures it as the thread's lateness; the simulator
+//! from the expiry to running: timer slack, idle exit, switch). Machine-wide switch counts are not
+//! compared: the simulator counts switches to and from idle, the kernel's per-thread counters do not.
 
 use schedlab_sim::report::TaskReport;
 use schedlab_sim::RunReport;
@@ -52,8 +52,39 @@ fn mean(v: impl Iterator<Item = f64>) -> Option<f64> {
     (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
 }
 
-/// Compares a simulated and a real report of the same workload.
-pub fn compare(sim: &RunReport, real: &RunReport) -> Validation {
+/// Kinds of task (template names without digits) whose only blocking ops are sleeps and timers:
+/// their wakeup latency means the same on both sides (the real side measures only sleeps and timers,
+/// the simulator every wakeup).
+pub fn timer_only_kinds(w: &schedlab_workload::Workload) -> Vec<String> {
+    use schedlab_workload::Op;
+    w.tasks
+        .iter()
+        .filter(|t| {
+            let ops = &t.program.ops;
+            ops.iter().any(|o| matches!(o, Op::Sleep { .. } | Op::Timer { .. }))
+                && !ops.iter().any(|o| {
+                    matches!(
+                        o,
+                        Op::Lock(_)
+                            | Op::CondWait { .. }
+                            | Op::SemWait(_)
+                            | Op::Suspend(_)
+                            | Op::Recv { .. }
+                            | Op::Send { .. }
+                            | Op::Barrier(_)
+                            | Op::BarrierSpin { .. }
+                            | Op::WaitChildren
+                            | Op::Io { .. }
+                    )
+                })
+        })
+        .map(|t| t.name.chars().filter(|c| !c.is_ascii_digit()).collect())
+        .collect()
+}
+
+/// Compares a simulated and a real report of the same workload; wakeup latencies only for the
+/// kinds in `timer_only` (see [`timer_only_kinds`]).
+pub fn compare(sim: &RunReport, real: &RunReport, timer_only: &[String]) -> Validation {
     let mut rows = Vec::new();
     let mut push = |metric: String, s: Option<f64>, r: Option<f64>| {
         if let (Some(s), Some(r)) = (s, r) {
@@ -105,9 +136,9 @@ pub fn compare(sim: &RunReport, real: &RunReport) -> Validation {
         for (name, get) in per_task {
             push(format!("{tpl}: {name}"), mean(s.iter().map(get)), mean(r.iter().map(get)));
         }
-        // Latency only where the real threads slept or waited on timers.
+        // Latency only where both sides measure the same wakeups: sleeps and timers alone.
         let timed: Vec<&TaskReport> = r.iter().filter(|t| t.wakeup_latency.count > 0).collect();
-        if !timed.is_empty() {
+        if !timed.is_empty() && timer_only.contains(tpl) {
             let lat = |v: &[&TaskReport], p50: bool| {
                 mean(v.iter().map(|t| {
                     let l = &t.wakeup_latency;

@@ -5,7 +5,8 @@
 //! one CPU (two switches per round trip) and to two CPUs (two cross-CPU wakeups), the same pipe
 //! writes and reads done by one thread (the system calls without a switch), and a thread sleeping on
 //! an absolute timer with its timer slack set to 1 ns (the wake-up path from idle). Each number is the
-//! median of five runs. How they map onto the simulator's costs is in [`Calibration::costs`].
+//! median of five runs. How they map onto the simulator's costs is in [`Calibration::costs`]; the
+//! default timer slack of a thread (`PR_GET_TIMERSLACK`) becomes `timer_slack_ns`.
 
 use crate::sys::{self, now_ns, Pipe};
 use std::sync::atomic::AtomicBool;
@@ -212,7 +213,8 @@ impl Calibration {
              \n[costs]\n\
              context_switch_ns = {switch}\n\
              idle_exit_ns = {idle_exit}\n\
-             wakeup_ipi_ns = {ipi}\n",
+             wakeup_ipi_ns = {ipi}\n\
+             timer_slack_ns = {slack}\n",
             host = self.host,
             kernel = self.kernel,
             pair = self.pipe_pair_ns,

@@ -146,7 +146,7 @@ impl<'a> Sim<'a> {
                     if ns == 0 {
                         continue;
                     }
-                    return self.block_until(t, now + ns);
+                    return self.block_until_timer(t, now + ns);
                 }
                 Op::Timer { timer, period_ns, absolute } => {
                     self.tasks[t.idx()].pc += 1;
@@ -172,7 +172,7 @@ impl<'a> Sim<'a> {
                     if expiry <= now {
                         continue;
                     }
-                    return self.block_until(t, expiry);
+                    return self.block_until_timer(t, expiry);
                 }
                 Op::Yield => {
                     self.tasks[t.idx()].pc += 1;
@@ -427,6 +427,17 @@ impl<'a> Sim<'a> {
         tk.wait_gen = tk.wait_gen.wrapping_add(1);
         self.q.push(at, crate::event::Ev::Wake { task: t, gen: tk.wait_gen });
         Step::Block
+    }
+
+    /// Blocks `t` on a sleep or timer expiring at `at`: non-real-time tasks wake their timer slack
+    /// later (`CostModel::timer_slack_ns`), with the latency counted from `at`.
+    fn block_until_timer(&mut self, t: TaskId, at: Ns) -> Step {
+        let slack = if self.views[t.idx()].class.is_rt() { 0 } else { self.machine.costs.timer_slack_ns };
+        if slack == 0 {
+            return self.block_until(t, at);
+        }
+        self.tasks[t.idx()].due_at = Some(at);
+        self.block_until(t, at + slack)
     }
 
     /// Unlocks mutex `m` held by `t`, handing it to the first waiter.

@@ -40,6 +40,12 @@ pub struct CostModel {
     pub evict_after_ns: Ns,
     /// Cold time after such an eviction (same CPU). Default 50 us.
     pub refill_evicted_ns: Ns,
+    /// Timer slack of non-real-time tasks: Linux lets their sleeps and timers expire up to this late
+    /// (`prctl(PR_SET_TIMERSLACK)`, 50 us by default) to batch wakeups, and in practice they wake
+    /// about that late. Sleep and timer wakeups of normal, batch and idle tasks happen this long after
+    /// their expiry, and their wakeup latency counts from the expiry, as a thread timing itself sees
+    /// it. Default 0 (the seed papers' kernels); `schedlab calibrate` measures it.
+    pub timer_slack_ns: Ns,
 }
 
 impl Default for CostModel {
@@ -58,6 +64,7 @@ impl Default for CostModel {
             refill_machine_ns: 250 * NSEC_PER_USEC,
             evict_after_ns: 2 * NSEC_PER_MSEC,
             refill_evicted_ns: 50 * NSEC_PER_USEC,
+            timer_slack_ns: 0,
         }
     }
 }

@@ -162,6 +162,8 @@ pub(crate) struct Task {
     /// When the current runnable or blocked stretch began.
     pub since: Ns,
     pub woke_at: Option<Ns>,
+    /// The expiry a slackened sleep or timer wakeup was due at (its latency counts from there).
+    pub due_at: Option<Ns>,
     pub children_alive: u32,
     pub waiting_children: bool,
     /// A spin-then-sleep barrier released this task while it spun.
@@ -831,7 +833,7 @@ impl<'a> Sim<'a> {
         let tk = &mut self.tasks[t.idx()];
         tk.sleep_ns += now - tk.since;
         tk.since = now;
-        tk.woke_at = Some(now);
+        tk.woke_at = Some(tk.due_at.take().unwrap_or(now));
         tk.last_wakeup = Some(now);
         tk.nr_wakeups += 1;
         self.counters.nr_wakeups += 1;
