@@ -57,17 +57,21 @@ fn hackbench_time_and_the_executed_model_agree() {
     // bytes from each sender to each receiver through 64 KiB pipes. schedlab's model of it executed
     // for real does the same with the model's per-call CPU cost set to 0 (the real calls cost their
     // own time); its threads also count messages and check for the stop between ops.
-    let out = tool("hackbench", &["-g", "2", "-l", "100", "-T", "-p"]);
-    let real_s: f64 = out
-        .lines()
-        .find_map(|l| l.strip_prefix("Time:"))
-        .expect("hackbench prints Time:")
-        .trim()
-        .parse()
-        .unwrap();
-    let r = exec("hackbench[groups=2,loops=100,threads=true,pipe=true,msg_cost=0s]");
-    assert_eq!(r.counters[0].value, 2 * 20 * 20 * 100, "every message was received");
-    let ours_s = r.summary.makespan_ns.expect("all finished") as f64 / 1e9;
+    // The least of three runs each: a transient disturbance only ever makes a run slower.
+    let real_s = (0..3)
+        .map(|_| {
+            let out = tool("hackbench", &["-g", "2", "-l", "100", "-T", "-p"]);
+            let t = out.lines().find_map(|l| l.strip_prefix("Time:")).expect("hackbench prints Time:");
+            t.trim().parse::<f64>().unwrap()
+        })
+        .fold(f64::MAX, f64::min);
+    let ours_s = (0..3)
+        .map(|_| {
+            let r = exec("hackbench[groups=2,loops=100,threads=true,pipe=true,msg_cost=0s]");
+            assert_eq!(r.counters[0].value, 2 * 20 * 20 * 100, "every message was received");
+            r.summary.makespan_ns.expect("all finished") as f64 / 1e9
+        })
+        .fold(f64::MAX, f64::min);
     let ratio = ours_s / real_s;
     // Measured here: 0.052-0.058 s against 0.081-0.100 s (1.4-1.8x).
     assert!((0.4..=2.5).contains(&ratio), "hackbench Time {real_s} s, schedlab exec {ours_s:.3} s");
