@@ -225,3 +225,58 @@ fn real_time_classes_and_too_many_threads_are_refused_before_anything_runs() {
     let e = run(&w, &cfg).err().expect("too many forks");
     assert!(e.to_string().contains("more than 3 threads"), "{e}");
 }
+
+#[test]
+fn every_rt_app_example_runs_for_real_and_stops_cleanly() {
+    // rt-app's own example files (Debian's rt-app package; .ci/run installs it), 300 ms each: every
+    // file runs its threads and stops with all of them joined, except files asking for real-time
+    // classes, which are refused without --allow-rt.
+    let _one = ONE_AT_A_TIME.lock();
+    let dir = std::path::Path::new("/usr/share/doc/rt-app/examples");
+    assert!(dir.is_dir(), "{} is missing: install Debian's rt-app package (.ci/run does)", dir.display());
+    let mut files = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "json") {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    assert!(files.len() >= 15, "{} example files", files.len());
+    let (mut ran, mut refused) = (0, 0);
+    for f in &files {
+        let src = std::fs::read_to_string(f).unwrap();
+        let w = schedlab_workload::rtapp::import(&f.display().to_string(), &src).unwrap().workload;
+        if w.tasks.is_empty() {
+            continue; // merge/global.json and the like: fragments without tasks
+        }
+        let cfg = ExecConfig { duration_ns: 300_000_000, ..ExecConfig::default() };
+        match run(&w, &cfg) {
+            Ok(out) => {
+                let r = out.report;
+                assert!(
+                    ["duration", "all_done", "task_done"].contains(&r.stop_reason),
+                    "{}: {}",
+                    f.display(),
+                    r.stop_reason
+                );
+                assert!(r.duration_ns <= 400_000_000, "{}: ran {} ns", f.display(), r.duration_ns);
+                assert!(
+                    !r.tasks.is_empty() && r.tasks.iter().all(|t| t.started_ns.is_some()),
+                    "{}",
+                    f.display()
+                );
+                ran += 1;
+            }
+            Err(ExecError::Refused(m)) if m.contains("--allow-rt") => refused += 1,
+            Err(e) => panic!("{}: {e}", f.display()),
+        }
+    }
+    eprintln!("rt-app examples run for real: {ran} ran, {refused} refused (real-time classes)");
+    assert!(ran >= 8, "{ran} of {} files ran", files.len());
+}
