@@ -169,8 +169,12 @@ fn run_thread(shared: &Arc<Shared>, id: u32, s: Spawn) {
         yields: 0,
         last_wakeup_ns: None,
     };
+    // The timers' anchor: the intended start (rt-app's t_first: the common start plus the delay), or
+    // now for a forked thread (rt-app anchors those at the run's start too; see docs/exec.md).
+    let anchor_ns = if s.parent.is_some() { now_ns() } else { s.start_at };
     let before = thread_self();
-    let finished = started && !shared.stop.load(Ordering::Relaxed) && Interp::new(shared, id, &mut r).run();
+    let finished =
+        started && !shared.stop.load(Ordering::Relaxed) && Interp::new(shared, id, anchor_ns, &mut r).run();
     let after = thread_self();
     r.stat = ThreadStat {
         run_ns: after.run_ns.saturating_sub(before.run_ns),
@@ -200,12 +204,14 @@ struct Interp<'a> {
     rng: RunRng,
     held: Vec<u32>,
     timers: HashMap<u32, u64>,
+    /// Where a timer's grid starts: the thread's start, monotonic ns.
+    anchor_ns: u64,
     children: Arc<Children>,
     buf: Vec<u8>,
 }
 
 impl<'a> Interp<'a> {
-    fn new(shared: &'a Arc<Shared>, id: u32, r: &'a mut TaskResult) -> Interp<'a> {
+    fn new(shared: &'a Arc<Shared>, id: u32, anchor_ns: u64, r: &'a mut TaskResult) -> Interp<'a> {
         let rng = RunRng::new(shared.cfg.seed ^ (id as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
         Interp {
             shared,
@@ -213,6 +219,7 @@ impl<'a> Interp<'a> {
             rng,
             held: Vec::new(),
             timers: HashMap::new(),
+            anchor_ns,
             children: Arc::default(),
             buf: Vec::new(),
         }
@@ -402,19 +409,19 @@ impl<'a> Interp<'a> {
         complete
     }
 
-    /// The next expiry of a periodic timer (see `Op::Timer`): the first one period after the first
-    /// use, each later one period after the previous; after an overrun the task continues at once and,
-    /// in relative mode, the grid restarts from now.
+    /// The next expiry of a periodic timer (see `Op::Timer`): the first one period after the thread's
+    /// start, each later one period after the previous; after an overrun the task continues at once
+    /// and, in relative mode, the grid restarts from now.
     fn timer(&mut self, timer: u32, period: u64, absolute: bool) -> bool {
         let now = now_ns();
         let shared_timer = self.shared.w.timers.get(timer as usize).is_some_and(|t| t.shared);
         let expiry = if shared_timer {
             let Ok(mut next) = self.shared.objects.timers[timer as usize].lock() else { return false };
-            let e = next.unwrap_or(now + period);
+            let e = next.unwrap_or(self.anchor_ns + period);
             *next = Some(if e < now && !absolute { now + period } else { e + period });
             e
         } else {
-            let e = *self.timers.get(&timer).unwrap_or(&(now + period));
+            let e = *self.timers.get(&timer).unwrap_or(&(self.anchor_ns + period));
             let next = if e < now && !absolute { now + period } else { e + period };
             self.timers.insert(timer, next);
             e

@@ -157,7 +157,9 @@ impl<'a> Sim<'a> {
                     } else {
                         self.tasks[t.idx()].timers.iter().find(|x| x.0 == timer).map(|x| x.1)
                     };
-                    let expiry = last.unwrap_or(now) + period_ns;
+                    // The grid starts at the task's start (rt-app's t_first), not at its first use.
+                    let anchor = self.tasks[t.idx()].started_at.unwrap_or(now);
+                    let expiry = last.unwrap_or(anchor) + period_ns;
                     // Overrun: continue at once; relative mode restarts the grid from now.
                     let next = if expiry <= now && !absolute { now } else { expiry };
                     if shared {

@@ -143,6 +143,23 @@ fn periodic_timers_do_not_drift_and_overruns_follow_the_mode() {
 }
 
 #[test]
+fn a_timer_grid_starts_at_the_task_start_not_at_its_first_use() {
+    // rt-app's `run` then `timer`: the 4 ms of work before the first wait fall inside the first
+    // 10 ms period (rt-app anchors a timer at the thread's start, t_first), so 5 loops end at 50 ms,
+    // not 54 ms. A task started at 7 ms has its grid at 17, 27, 37 ms.
+    let mut w = WorkloadBuilder::new("timer-anchor");
+    w.task("first", P::new().repeat(5, |b| b.compute(4 * MS).timer(10 * MS)).build());
+    w.task("late", P::new().repeat(3, |b| b.compute(4 * MS).timer(10 * MS)).build()).start_ns = 7 * MS;
+    w.stop(StopWhen::AllDone);
+    let r = run(&Machine::flat(2), &w.build().unwrap(), "cfs", 1_000 * MS);
+    let first = task(&r, "first");
+    assert!(near(first.exited_ns.unwrap(), 50 * MS, MS / 2), "{:?}", first.exited_ns);
+    assert_eq!(first.nr_wakeups, 5);
+    let late = task(&r, "late");
+    assert!(near(late.exited_ns.unwrap(), 37 * MS, MS / 2), "{:?}", late.exited_ns);
+}
+
+#[test]
 fn fork_and_exit_are_accounted() {
     let build = || {
         let mut w = WorkloadBuilder::new("fork");

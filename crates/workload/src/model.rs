@@ -162,7 +162,9 @@ pub enum Op {
         time: Dist,
     },
     /// Wait for the next expiry of this task's periodic timer. The first expiry is one period after the
-    /// task first reaches a timer; each later expiry is one period after the previous expiry, so the
+    /// task started (as rt-app anchors its timers at the thread's start, `t_first`; for a shared timer,
+    /// the start of the first task to use it), so work before the first wait falls inside the first
+    /// period; each later expiry is one period after the previous expiry, so the
     /// period does not drift with run time. If the expiry has already passed (an overrun), the task
     /// continues at once; in `absolute` mode the expiries stay on the original grid (the task may then
     /// catch up several periods back to back), in relative mode the grid restarts from now.
