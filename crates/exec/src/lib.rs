@@ -230,6 +230,7 @@ pub fn run(w: &Workload, cfg: &ExecConfig) -> Result<Outcome, ExecError> {
     check(w, cfg)?;
     sys::install_handlers();
     let objects = Objects::new(w).map_err(|e| ExecError::System(format!("cannot create a pipe: {e}")))?;
+    let (_, pipe_notes) = objects::pipe_plan(w);
     let ps_per_loop = calibrate::ps_per_loop(5);
     let cpu_before = measure::cpu_times();
     // A short lead so every thread exists before the common start.
@@ -248,7 +249,7 @@ pub fn run(w: &Workload, cfg: &ExecConfig) -> Result<Outcome, ExecError> {
         live_cv: Condvar::new(),
         registry: Mutex::new(Vec::new()),
         forks: Mutex::new(vec![0; w.tasks.len()]),
-        warnings: Mutex::new(Vec::new()),
+        warnings: Mutex::new(pipe_notes),
         failure: Mutex::new(None),
     });
     let mut spawn_error = None;

@@ -8,7 +8,7 @@
 //! median of five runs. How they map onto the simulator's costs is in [`Calibration::costs`]; the
 //! default timer slack of a thread (`PR_GET_TIMERSLACK`) becomes `timer_slack_ns`.
 
-use crate::sys::{self, now_ns, Pipe};
+use crate::sys::{self, now_ns, Pipe, PipeMode};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -51,7 +51,10 @@ const ROUND_TRIPS: u64 = 20_000;
 /// Ping-pong between a thread on `a` and one on `b`: ns per round trip.
 fn ping_pong(a: u32, b: u32) -> u64 {
     let stop = Arc::new(AtomicBool::new(false));
-    let (ping, pong) = (Arc::new(Pipe::new(4096).expect("pipe")), Arc::new(Pipe::new(4096).expect("pipe")));
+    let (ping, pong) = (
+        Arc::new(Pipe::new(PipeMode::Stream { bytes: 4096 }).expect("pipe")),
+        Arc::new(Pipe::new(PipeMode::Stream { bytes: 4096 }).expect("pipe")),
+    );
     let (p2, q2, s2) = (ping.clone(), pong.clone(), stop.clone());
     let echo = std::thread::spawn(move || {
         let _ = sys::set_affinity(0, &[b]);
@@ -81,7 +84,7 @@ fn ping_pong(a: u32, b: u32) -> u64 {
 /// A 4-byte write and read by one thread: ns per pair.
 fn pipe_pair() -> u64 {
     let stop = AtomicBool::new(false);
-    let p = Pipe::new(4096).expect("pipe");
+    let p = Pipe::new(PipeMode::Stream { bytes: 4096 }).expect("pipe");
     let mut buf = [0u8; 4];
     let t0 = now_ns();
     for _ in 0..ROUND_TRIPS {

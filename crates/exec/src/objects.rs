@@ -3,7 +3,8 @@
 //! an optional spin phase, rt-app's suspend/resume events, devices served one request at a time, and
 //! shared periodic timers. Every blocking wait gives up when the run stops.
 
-use crate::sys::{now_ns, PCond, PMutex, PSem, Pipe};
+use crate::sys::{now_ns, PCond, PMutex, PSem, Pipe, PipeMode};
+use schedlab_workload::{Op, Workload};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 
@@ -129,17 +130,58 @@ pub struct Objects {
     pub timers: Vec<Mutex<Option<u64>>>,
 }
 
+/// How each pipe of `w` is made real, with a note for each pipe whose real buffer differs from the
+/// model's. The model lets a send in when the bytes buffered plus the message fit the capacity, so
+/// `capacity / size` messages of one size are in flight at most. A real pipe buffers a power of two
+/// pages: a capacity of that form is exact as a byte stream; otherwise, when every send and receive
+/// on the pipe moves the same size (at most a page) and the number in flight is a power of two, a
+/// packet-mode pipe with that many slots is exact (stress-ng's `switch` stressor uses one slot);
+/// anything else is a stream rounded up, and noted.
+pub fn pipe_plan(w: &Workload) -> (Vec<PipeMode>, Vec<String>) {
+    const PAGE: u32 = 4096;
+    let mut notes = Vec::new();
+    let modes = w
+        .pipes
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let pages = p.capacity / PAGE;
+            if p.capacity % PAGE == 0 && pages.is_power_of_two() {
+                return PipeMode::Stream { bytes: p.capacity };
+            }
+            let mut sizes = w.tasks.iter().flat_map(|t| &t.program.ops).filter_map(|op| match *op {
+                Op::Send { pipe, bytes } | Op::Recv { pipe, bytes } if pipe as usize == i => Some(bytes),
+                _ => None,
+            });
+            let first = sizes.next();
+            if let Some(m) = first.filter(|&m| m > 0 && m <= PAGE && m <= p.capacity) {
+                let in_flight = p.capacity / m;
+                if sizes.all(|b| b == m) && in_flight.is_power_of_two() {
+                    return PipeMode::Packets { slots: in_flight };
+                }
+            }
+            let real = p.capacity.max(PAGE).next_power_of_two();
+            notes.push(format!(
+                "pipe `{}`: the model buffers {} bytes; the real pipe buffers {real} (a power of two pages)",
+                p.name, p.capacity
+            ));
+            PipeMode::Stream { bytes: real }
+        })
+        .collect();
+    (modes, notes)
+}
+
 impl Objects {
-    /// Real objects for a workload.
-    pub fn new(w: &schedlab_workload::Workload) -> std::io::Result<Objects> {
+    /// Real objects for a workload; pipes as [`pipe_plan`] says.
+    pub fn new(w: &Workload) -> std::io::Result<Objects> {
+        let (pipe_modes, _) = pipe_plan(w);
         Ok(Objects {
             mutexes: w.mutexes.iter().map(|_| PMutex::new()).collect(),
             conds: w.conds.iter().map(|_| PCond::new()).collect(),
             sems: w.semaphores.iter().map(|s| PSem::new(s.initial)).collect(),
-            pipes: w
-                .pipes
-                .iter()
-                .map(|p| Ok((Pipe::new(p.capacity)?, AtomicU64::new(0), AtomicU64::new(0))))
+            pipes: pipe_modes
+                .into_iter()
+                .map(|m| Ok((Pipe::new(m)?, AtomicU64::new(0), AtomicU64::new(0))))
                 .collect::<std::io::Result<_>>()?,
             barriers: w.barriers.iter().map(|b| Barrier::new(b.parties)).collect(),
             events: w.events.iter().map(|_| Event::default()).collect(),
@@ -210,5 +252,57 @@ mod tests {
         stop.store(true, Ordering::SeqCst);
         b.wake_all();
         assert!(!h.join().unwrap());
+    }
+
+    /// A workload with one pipe of `capacity` bytes, a writer sending `sends` sizes and a reader
+    /// receiving `recvs` sizes.
+    fn one_pipe(capacity: u32, sends: &[u32], recvs: &[u32]) -> Workload {
+        use schedlab_workload::{ProgramBuilder as P, WorkloadBuilder};
+        let mut w = WorkloadBuilder::new("pipes");
+        let p = w.pipe("p", capacity);
+        w.task("w", sends.iter().fold(P::new(), |b, &n| b.send(p, n)).build());
+        w.task("r", recvs.iter().fold(P::new(), |b, &n| b.recv(p, n)).build());
+        w.build().unwrap()
+    }
+
+    #[test]
+    fn pipes_are_made_exact_where_a_real_pipe_can_be() {
+        // Linux's default 64 KiB: a stream, exact.
+        assert_eq!(
+            pipe_plan(&one_pipe(65536, &[100], &[100])),
+            (vec![PipeMode::Stream { bytes: 65536 }], vec![])
+        );
+        // One message in flight (stress-ng switch's 1-byte pipe): one packet slot.
+        assert_eq!(pipe_plan(&one_pipe(1, &[1], &[1])).0, vec![PipeMode::Packets { slots: 1 }]);
+        // Two 100-byte messages fit in 250 bytes: two slots.
+        assert_eq!(pipe_plan(&one_pipe(250, &[100, 100], &[100])).0, vec![PipeMode::Packets { slots: 2 }]);
+        // Three in flight cannot be a power-of-two slot count; mixed sizes cannot be packets; a 12 KiB
+        // capacity is not a power of two pages: all streams rounded up, each noted.
+        for (w, real) in [
+            (one_pipe(300, &[100], &[100]), 4096),
+            (one_pipe(100, &[100], &[50, 50]), 4096),
+            (one_pipe(12288, &[100], &[100]), 16384),
+        ] {
+            let (modes, notes) = pipe_plan(&w);
+            assert_eq!(modes, vec![PipeMode::Stream { bytes: real }]);
+            assert_eq!(notes.len(), 1, "{notes:?}");
+            assert!(notes[0].contains(&format!("buffers {real}")), "{notes:?}");
+        }
+    }
+
+    #[test]
+    fn a_one_slot_packet_pipe_holds_one_message() {
+        let p = Pipe::new(PipeMode::Packets { slots: 1 }).unwrap();
+        let stop = AtomicBool::new(false);
+        assert!(p.write_all(&[7], &stop));
+        // The second write would block: the pipe is full after one packet.
+        // SAFETY: a valid descriptor; O_NONBLOCK only changes whether a full pipe blocks.
+        unsafe { libc::fcntl(p.wr, libc::F_SETFL, libc::O_NONBLOCK) };
+        // SAFETY: a one-byte buffer.
+        let n = unsafe { libc::write(p.wr, [8u8].as_ptr().cast(), 1) };
+        assert_eq!(n, -1, "a second packet found room");
+        let mut b = [0u8; 1];
+        assert!(p.read_exact(&mut b, &stop));
+        assert_eq!(b, [7]);
     }
 }

@@ -185,6 +185,21 @@ pub fn wake(tid: i32) {
     unsafe { libc::syscall(libc::SYS_tgkill, getpid(), tid, WAKE_SIGNAL) };
 }
 
+/// How a workload pipe is made real.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PipeMode {
+    /// A byte stream with a buffer of at least this many bytes.
+    Stream {
+        /// Buffer size asked for, bytes.
+        bytes: u32,
+    },
+    /// Packet mode with this many one-message slots.
+    Packets {
+        /// Slots (pages), a power of two.
+        slots: u32,
+    },
+}
+
 /// A pipe with its two ends.
 pub struct Pipe {
     /// Read end.
@@ -194,16 +209,21 @@ pub struct Pipe {
 }
 
 impl Pipe {
-    /// A new pipe whose buffer is at least `capacity` bytes (`F_SETPIPE_SZ`; the kernel rounds up to a
-    /// power of two pages and caps unprivileged sizes at /proc/sys/fs/pipe-max-size).
-    pub fn new(capacity: u32) -> io::Result<Pipe> {
+    /// A new pipe as `mode` says: a byte stream of at least `bytes` (`F_SETPIPE_SZ`; the kernel rounds
+    /// up to a power of two pages and caps unprivileged sizes at /proc/sys/fs/pipe-max-size), or a
+    /// packet-mode pipe (`O_DIRECT`: each write is one packet in one page-sized slot) of `slots` slots.
+    pub fn new(mode: PipeMode) -> io::Result<Pipe> {
         let mut fds = [0i32; 2];
+        let (flags, size) = match mode {
+            PipeMode::Stream { bytes } => (libc::O_CLOEXEC, bytes.max(4096)),
+            PipeMode::Packets { slots } => (libc::O_CLOEXEC | libc::O_DIRECT, slots.max(1) * 4096),
+        };
         // SAFETY: fds has room for two descriptors.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), flags) } != 0 {
             return Err(io::Error::last_os_error());
         }
-        // SAFETY: a valid descriptor; failure leaves the default size, which is reported by size().
-        unsafe { libc::fcntl(fds[1], libc::F_SETPIPE_SZ, capacity.max(4096) as libc::c_int) };
+        // SAFETY: a valid descriptor; failure leaves the default size.
+        unsafe { libc::fcntl(fds[1], libc::F_SETPIPE_SZ, size as libc::c_int) };
         Ok(Pipe { rd: fds[0], wr: fds[1] })
     }
 

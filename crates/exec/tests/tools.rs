@@ -1,6 +1,7 @@
-//! Cross-checks against the real tools of Debian's rt-tests package (.ci/run installs it): cyclictest
-//! and hackbench run on this machine beside `schedlab exec` running schedlab's model of the same
-//! benchmark. The tests run one at a time, as parallel runs would share the CPUs they measure.
+//! Cross-checks against real tools from Debian's packages (.ci/run installs them): cyclictest and
+//! hackbench (rt-tests), rt-app, sysbench and stress-ng run on this machine beside `schedlab exec`
+//! running schedlab's model of the same benchmark. The tests run one at a time, as parallel runs
+//! would share the CPUs they measure.
 
 use schedlab_exec::{run, ExecConfig};
 use schedlab_workload::generators::builtin;
@@ -9,18 +10,46 @@ use std::sync::Mutex;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// Runs a tool of rt-tests and returns its standard output.
+/// The Debian package that has each tool.
+fn package(tool: &str) -> &'static str {
+    match tool {
+        "cyclictest" | "hackbench" => "rt-tests",
+        "sysbench" => "sysbench",
+        "stress-ng" => "stress-ng",
+        _ => "rt-app",
+    }
+}
+
+/// Runs a real tool and returns its standard output followed by its standard error.
 fn tool(name: &str, args: &[&str]) -> String {
     let out = Command::new(name).args(args).output().unwrap_or_else(|e| {
-        panic!("{name} is needed for this cross-check: install Debian's rt-tests package (.ci/run does): {e}")
+        let pkg = package(name);
+        panic!("{name} is needed for this cross-check: install Debian's {pkg} package (.ci/run does): {e}")
     });
     assert!(out.status.success(), "{name} failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    // Both streams: stress-ng prints its metrics on standard error.
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
 fn exec(spec: &str) -> schedlab_sim::RunReport {
+    exec_for(spec, 20_000_000_000)
+}
+
+fn exec_for(spec: &str, duration_ns: u64) -> schedlab_sim::RunReport {
     let w = builtin(spec).unwrap().unwrap();
-    run(&w, &ExecConfig { duration_ns: 20_000_000_000, ..ExecConfig::default() }).unwrap().report
+    run(&w, &ExecConfig { duration_ns, ..ExecConfig::default() }).unwrap().report
+}
+
+/// The number after `label` on the first line that has it (`    events per second:  1863.77`).
+fn number_after(out: &str, label: &str) -> f64 {
+    let line = out.lines().find(|l| l.contains(label)).unwrap_or_else(|| panic!("no `{label}` in:\n{out}"));
+    let rest = &line[line.find(label).unwrap() + label.len()..];
+    let num: String = rest
+        .trim_start_matches(|c: char| c == ':' || c.is_whitespace())
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect();
+    num.parse().unwrap_or_else(|_| panic!("no number after `{label}` in `{line}`"))
 }
 
 /// `T: 0 ( 1234) P: 0 I:1000 C:   1000 Min:   54 Act:   58 Avg:   74 Max:  203` -> Avg.
@@ -89,10 +118,7 @@ struct RtAppRow {
 fn rt_app(dir: &std::path::Path, name: &str, json: &str, threads: &[&str]) -> Vec<Vec<RtAppRow>> {
     let file = dir.join(format!("{name}.json"));
     std::fs::write(&file, json).unwrap();
-    let out = Command::new("rt-app").arg(&file).output().unwrap_or_else(|e| {
-        panic!("rt-app is needed for this cross-check: install Debian's rt-app package (.ci/run does): {e}")
-    });
-    assert!(out.status.success(), "rt-app failed: {}", String::from_utf8_lossy(&out.stderr));
+    tool("rt-app", &[&file.display().to_string()]);
     threads
         .iter()
         .enumerate()
@@ -199,4 +225,97 @@ fn rt_app_and_exec_run_the_same_json_file_alike() {
          end {real_end_s:.4}/{ours_end_s:.4} s; worker sleep gap {real_gap_ms:.3}/{ours_gap_ms:.3} ms, \
          work {real_work_ms:.3}/{ours_work_ms:.3} ms"
     );
+}
+
+#[test]
+fn sysbench_cpu_and_the_executed_model_use_both_cpus_alike() {
+    let _one = ONE_AT_A_TIME.lock();
+    // sysbench cpu: one thread gives the cost of an event (trial division up to 10000) on this
+    // machine; four threads on the two CPUs then do twice the one-thread rate, split evenly. The
+    // model, given the measured event cost, must do the same when executed.
+    let one = tool("sysbench", &["cpu", "--threads=1", "--time=1", "run"]);
+    let rate1 = number_after(&one, "events per second");
+    let four = tool("sysbench", &["cpu", "--threads=4", "--time=2", "run"]);
+    let rate4 = number_after(&four, "events per second");
+    let per_thread = four.lines().find(|l| l.contains("events (avg/stddev)")).expect("events (avg/stddev)");
+    let (avg, sd) = per_thread.split(':').nth(1).unwrap().trim().split_once('/').unwrap();
+    let real_spread = sd.parse::<f64>().unwrap() / avg.parse::<f64>().unwrap();
+    let cost_ns = (1e9 / rate1).round() as u64;
+    let r = exec_for(&format!("sysbench-cpu[threads=4,event_cost={cost_ns}ns]"), 2_000_000_000);
+    let ours4 = r.counters[0].value as f64 / (r.duration_ns as f64 / 1e9);
+    let work: Vec<f64> = r.tasks.iter().map(|t| t.work_ns as f64).collect();
+    let mean_work = work.iter().sum::<f64>() / work.len() as f64;
+    let ours_spread =
+        (work.iter().map(|w| (w - mean_work).powi(2)).sum::<f64>() / work.len() as f64).sqrt() / mean_work;
+    eprintln!(
+        "sysbench cpu: 1 thread {rate1:.0} events/s ({cost_ns} ns each); 4 threads {rate4:.0}/s (spread {:.1} %), \
+         exec {ours4:.0}/s (spread {:.1} %)",
+        100.0 * real_spread,
+        100.0 * ours_spread
+    );
+    // Both use both CPUs (measured: 1.91x and 2.0x)...
+    assert!((1.5..2.2).contains(&(rate4 / rate1)), "sysbench: 4 threads {rate4}/s vs 1 thread {rate1}/s");
+    let ours_cpus = ours4 * cost_ns as f64 / 1e9;
+    assert!(
+        (1.5..2.2).contains(&ours_cpus),
+        "exec did {ours4:.0} events/s of {cost_ns} ns: {ours_cpus:.2} CPUs"
+    );
+    // ...at about the same rate (the VM's speed drifts between the runs)...
+    assert!((0.67..1.5).contains(&(ours4 / rate4)), "sysbench {rate4:.0}/s, exec {ours4:.0}/s");
+    // ...and split evenly among the four threads (measured: 6 % and 4 %).
+    assert!(
+        real_spread < 0.25 && ours_spread < 0.25,
+        "spread sysbench {real_spread:.3}, exec {ours_spread:.3}"
+    );
+}
+
+#[test]
+fn sysbench_threads_and_the_executed_model_yield_at_the_same_rate() {
+    let _one = ONE_AT_A_TIME.lock();
+    // sysbench threads: 2 threads, events of 100 x {lock one of 8 mutexes; sched_yield; unlock}. The
+    // model with op_cost=0s makes exactly those calls. The best of two runs each.
+    let real = (0..2)
+        .map(|_| {
+            let out = tool(
+                "sysbench",
+                &["threads", "--threads=2", "--thread-yields=100", "--thread-locks=8", "--time=1", "run"],
+            );
+            number_after(&out, "total number of events") / number_after(&out, "total time")
+        })
+        .fold(0.0, f64::max);
+    let ours = (0..2)
+        .map(|_| {
+            let r = exec_for("sysbench-threads[threads=2,yields=100,locks=8,op_cost=0s]", 1_000_000_000);
+            r.counters[0].value as f64 / (r.duration_ns as f64 / 1e9)
+        })
+        .fold(0.0, f64::max);
+    eprintln!("sysbench threads: {real:.0} events/s, exec {ours:.0} events/s");
+    // Measured here: 38,500-41,500 against 33,700-35,900 events/s.
+    assert!((0.5..2.0).contains(&(ours / real)), "sysbench threads {real:.0}/s, exec {ours:.0}/s");
+}
+
+#[test]
+fn stress_ng_switch_and_a_one_slot_pipe_cost_the_same_per_switch() {
+    use schedlab_workload::{ProgramBuilder as P, WorkloadBuilder};
+    let _one = ONE_AT_A_TIME.lock();
+    // stress-ng --switch: a parent writes 1-byte messages into a pipe with room for one, a child
+    // reads them; it reports the parent's time per write ("nanosecs per context switch"). The same
+    // model: a pipe of capacity 1 (made a one-slot packet pipe for real), a writer and a reader.
+    let out = tool("stress-ng", &["--switch", "1", "-t", "2", "--metrics"]);
+    // `stress-ng: metrc: [42] switch  11397.55 nanosecs per context switch (pipe method) ...`
+    let line =
+        out.lines().find(|l| l.contains("nanosecs per context switch")).expect("stress-ng's switch metric");
+    let before = &line[..line.find("nanosecs").unwrap()];
+    let real_ns: f64 = before.split_whitespace().last().unwrap().parse().unwrap();
+    let mut w = WorkloadBuilder::new("switch");
+    let p = w.pipe("p", 1);
+    let c = w.counter("writes");
+    w.task("writer", P::new().forever(|b| b.send(p, 1).count(c)).build());
+    w.task("reader", P::new().forever(|b| b.recv(p, 1)).build());
+    let w = w.build().unwrap();
+    let r = run(&w, &ExecConfig { duration_ns: 2_000_000_000, ..ExecConfig::default() }).unwrap().report;
+    let ours_ns = r.duration_ns as f64 / r.counters[0].value as f64;
+    eprintln!("stress-ng switch: {real_ns:.0} ns per switch, exec {ours_ns:.0} ns per write");
+    // Measured here: 11,400-12,700 against 12,200-12,550 ns.
+    assert!((0.5..2.0).contains(&(ours_ns / real_ns)), "stress-ng {real_ns:.0} ns, exec {ours_ns:.0} ns");
 }
