@@ -196,6 +196,10 @@ struct ExecArgs {
     /// Write the report as JSON (schema `schedlab.run/1`, `source` = `real`) to this file.
     #[arg(long)]
     json: Option<String>,
+    /// Do not trace `sched_migrate_task` events (tracefs, root) to count migrations; use the kernel's
+    /// per-thread count or sampling instead.
+    #[arg(long)]
+    no_trace: bool,
     /// Print nothing but errors and warnings.
     #[arg(long, short)]
     quiet: bool,
@@ -605,10 +609,16 @@ fn exec_cmd(args: ExecArgs) -> Result<()> {
         max_threads: args.max_threads,
         allow_rt: args.allow_rt,
         seed: args.seed,
+        trace_migrations: !args.no_trace,
     };
     let out = schedlab_exec::run(&workload, &cfg).map_err(|e| anyhow::anyhow!("{}: {e}", args.workload))?;
     for w in &out.warnings {
         eprintln!("warning: {w}");
+    }
+    if !args.quiet {
+        for n in &out.notes {
+            eprintln!("note: {n}");
+        }
     }
     if let Some(path) = &args.json {
         std::fs::write(path, out.report.to_json()).with_context(|| format!("cannot write {path}"))?;
@@ -638,6 +648,7 @@ fn validate_cmd(args: ValidateArgs) -> Result<()> {
         max_threads: args.max_threads,
         allow_rt: args.allow_rt,
         seed: args.seed,
+        ..schedlab_exec::ExecConfig::default()
     };
     let real = schedlab_exec::run(&workload, &cfg).map_err(|e| anyhow::anyhow!("{}: {e}", args.workload))?;
     for w in &real.warnings {

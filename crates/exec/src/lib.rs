@@ -11,15 +11,15 @@
 //!   pipes are pipes (`F_SETPIPE_SZ` to the workload's capacity), barriers and events are futex-based
 //!   ([`objects`]), `yield` is `sched_yield`, `nice` is `setpriority` on the thread, classes are
 //!   `sched_setscheduler` (FIFO and RR only when allowed), `cpus` and the timed affinity changes are
-//!   `sched_setaffinity`, `fork` creates a thread running the template.
+//!   `sched_setaffinity`, `fork` creates a thread running the template, task groups are cgroups
+//!   with CPU weights where the machine has the `cpu` controller ([`cgroups`]).
 //! * **Measurement** ([`measure`]): per thread, run time, run-queue wait and timeslices from
 //!   `/proc/thread-self/schedstat` and voluntary/involuntary switches from `/proc/thread-self/status`,
 //!   read by the thread itself at its end; wakeup latency as the thread's own actual minus intended
 //!   wake time of each sleep and timer (rt-app's `wu_lat`, cyclictest's method); migrations as changes
 //!   of `sched_getcpu()` seen between ops; per-CPU busy and idle time from `/proc/stat`.
 //! * **Simplifications**, stated in docs/exec.md: every task is a thread of this one process (a
-//!   workload's `process` grouping and `threads = false` are not made into processes), task groups
-//!   (cgroups) are not created, a device is a mutex held for the service time, and the kernel's
+//!   workload's `process` grouping and `threads = false` are not made into processes), a device is a mutex held for the service time, and the kernel's
 //!   internals the simulator reports (decisions, tasks examined, balancing, overhead, energy, counters
 //!   per CPU) are left at 0.
 //! * **Safety**: the number of threads and the duration are bounded ([`ExecConfig`]); real-time
@@ -28,12 +28,14 @@
 #![warn(missing_docs)]
 
 pub mod calibrate;
+pub mod cgroups;
 pub mod machine_file;
 pub mod measure;
 pub mod objects;
 pub mod report;
 pub mod runner;
 pub mod sys;
+pub mod tracing;
 
 use objects::Objects;
 use runner::{Spawn, TaskResult};
@@ -53,11 +55,19 @@ pub struct ExecConfig {
     pub allow_rt: bool,
     /// Seed of the random durations.
     pub seed: u64,
+    /// Count migrations from tracefs `sched_migrate_task` events where possible (root).
+    pub trace_migrations: bool,
 }
 
 impl Default for ExecConfig {
     fn default() -> Self {
-        ExecConfig { duration_ns: 10_000_000_000, max_threads: 256, allow_rt: false, seed: 1 }
+        ExecConfig {
+            duration_ns: 10_000_000_000,
+            max_threads: 256,
+            allow_rt: false,
+            seed: 1,
+            trace_migrations: true,
+        }
     }
 }
 
@@ -95,6 +105,8 @@ pub struct Shared {
     pub stop: AtomicBool,
     /// Calibration: picoseconds per compute loop.
     pub ps_per_loop: u64,
+    /// The workload's task groups as real cgroups, when it has groups and the machine allows.
+    pub groups: Option<cgroups::TaskGroups>,
     /// Threads created.
     pub created: AtomicU32,
     /// Join handles of every thread.
@@ -195,6 +207,8 @@ pub struct Outcome {
     pub report: schedlab_sim::RunReport,
     /// What could not be done as asked (a nice level refused, an affinity not allowed...).
     pub warnings: Vec<String>,
+    /// How things were measured where there is a choice (where the migration counts come from).
+    pub notes: Vec<String>,
 }
 
 /// Checks what a run would need before starting anything.
@@ -230,8 +244,14 @@ pub fn run(w: &Workload, cfg: &ExecConfig) -> Result<Outcome, ExecError> {
     check(w, cfg)?;
     sys::install_handlers();
     let objects = Objects::new(w).map_err(|e| ExecError::System(format!("cannot create a pipe: {e}")))?;
-    let (_, pipe_notes) = objects::pipe_plan(w);
+    let (_, mut early_warnings) = objects::pipe_plan(w);
+    let groups = cgroups::TaskGroups::create(w).unwrap_or_else(|why| {
+        early_warnings
+            .push(format!("task groups are not created ({why}); the threads share the CPU as one group"));
+        None
+    });
     let ps_per_loop = calibrate::ps_per_loop(5);
+    let trace = if cfg.trace_migrations { Some(tracing::MigrationTrace::start()) } else { None };
     let cpu_before = measure::cpu_times();
     // A short lead so every thread exists before the common start.
     let t0 = sys::now_ns() + 20_000_000;
@@ -242,6 +262,7 @@ pub fn run(w: &Workload, cfg: &ExecConfig) -> Result<Outcome, ExecError> {
         t0,
         stop: AtomicBool::new(false),
         ps_per_loop,
+        groups,
         created: AtomicU32::new(0),
         handles: Mutex::new(Vec::new()),
         results: Mutex::new(Vec::new()),
@@ -249,7 +270,7 @@ pub fn run(w: &Workload, cfg: &ExecConfig) -> Result<Outcome, ExecError> {
         live_cv: Condvar::new(),
         registry: Mutex::new(Vec::new()),
         forks: Mutex::new(vec![0; w.tasks.len()]),
-        warnings: Mutex::new(pipe_notes),
+        warnings: Mutex::new(early_warnings),
         failure: Mutex::new(None),
     });
     let mut spawn_error = None;
@@ -272,10 +293,45 @@ pub fn run(w: &Workload, cfg: &ExecConfig) -> Result<Outcome, ExecError> {
         return Err(ExecError::System(e));
     }
     let warnings = shared.warnings.lock().map(|w| w.clone()).unwrap_or_default();
-    let results = shared.results.lock().map(|r| r.clone()).unwrap_or_default();
+    let mut results = shared.results.lock().map(|r| r.clone()).unwrap_or_default();
+    let notes = vec![count_migrations(trace, &mut results)];
     let duration_ns = finished_at.saturating_sub(t0).min(cfg.duration_ns);
     let report = report::build(&shared, results, stop_reason, duration_ns, &cpu_before, &cpu_after);
-    Ok(Outcome { report, warnings })
+    Ok(Outcome { report, warnings, notes })
+}
+
+/// Sets each thread's migrations from the best source there is: the trace's `sched_migrate_task`
+/// events, else the kernel's per-thread count, else the CPU changes sampled between ops; returns a
+/// note naming the source (and why a better one was not used).
+fn count_migrations(
+    trace: Option<Result<tracing::MigrationTrace, String>>,
+    results: &mut [TaskResult],
+) -> String {
+    let traced = match trace {
+        None => Err("not asked for".to_string()),
+        Some(t) => {
+            let windows = results.iter().map(|r| (r.tid, r.measured)).collect();
+            t.and_then(|t| t.finish(&windows))
+        }
+    };
+    match traced {
+        Ok(counts) => {
+            for r in results.iter_mut() {
+                r.migrations = counts.get(&r.tid).copied().unwrap_or(0);
+            }
+            "migrations: counted from tracefs sched:sched_migrate_task events".to_string()
+        }
+        Err(why) if results.iter().all(|r| r.stat.nr_migrations.is_some()) => {
+            for r in results.iter_mut() {
+                r.migrations = r.stat.nr_migrations.unwrap_or(0);
+            }
+            format!("migrations: the kernel's se.nr_migrations from /proc/<tid>/sched (tracing: {why})")
+        }
+        Err(why) => format!(
+            "migrations: sampled as CPU changes between ops (tracing: {why}; /proc/<tid>/sched has no \
+             se.nr_migrations without CONFIG_SCHED_DEBUG)"
+        ),
+    }
 }
 
 /// Applies the timed affinity changes and waits for the stop condition; returns the stop reason.

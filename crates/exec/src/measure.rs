@@ -17,6 +17,17 @@ pub struct ThreadStat {
     pub nivcsw: u64,
     /// Whether schedstat could be read.
     pub have_schedstat: bool,
+    /// The kernel's count of the thread's migrations, `se.nr_migrations` of `/proc/thread-self/sched`
+    /// (`None` without CONFIG_SCHED_DEBUG).
+    pub nr_migrations: Option<u64>,
+}
+
+/// Parses `se.nr_migrations` of a `/proc/<pid>/task/<tid>/sched` file.
+pub fn parse_sched_migrations(text: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let (key, value) = l.split_once(':')?;
+        (key.trim() == "se.nr_migrations").then(|| value.trim().parse().ok())?
+    })
 }
 
 /// Parses the three numbers of a schedstat file.
@@ -43,7 +54,9 @@ pub fn thread_self() -> ThreadStat {
         .map(|t| parse_status_switches(&t))
         .unwrap_or((0, 0));
     let (run_ns, wait_ns, timeslices) = sched.unwrap_or((0, 0, 0));
-    ThreadStat { run_ns, wait_ns, timeslices, nvcsw, nivcsw, have_schedstat: sched.is_some() }
+    let nr_migrations =
+        std::fs::read_to_string("/proc/thread-self/sched").ok().and_then(|t| parse_sched_migrations(&t));
+    ThreadStat { run_ns, wait_ns, timeslices, nvcsw, nivcsw, have_schedstat: sched.is_some(), nr_migrations }
 }
 
 /// Busy and idle clock ticks of each CPU.
@@ -96,6 +109,9 @@ mod tests {
         assert_eq!(parse_schedstat("garbage"), None);
         let status = "Name:\tx\nvoluntary_ctxt_switches:\t17\nnonvoluntary_ctxt_switches:\t3\n";
         assert_eq!(parse_status_switches(status), (17, 3));
+        let sched = "x (42, #threads: 2)\n----\nse.exec_start    :   1.5\nse.nr_migrations       :     7\nnr_switches : 9\n";
+        assert_eq!(parse_sched_migrations(sched), Some(7));
+        assert_eq!(parse_sched_migrations("nr_switches : 9\n"), None);
         let stat =
             "cpu  10 1 5 100 2 0 1 0 0 0\ncpu0 4 1 2 50 1 0 1 0 0 0\ncpu1 6 0 3 50 1 0 0 0 0 0\nintr 5\n";
         assert_eq!(parse_proc_stat(stat).per_cpu, vec![(8, 51), (9, 51)]);

@@ -19,6 +19,10 @@ use std::sync::{Arc, Condvar, Mutex};
 pub struct TaskResult {
     /// Creation order.
     pub id: u32,
+    /// Kernel thread id.
+    pub tid: i32,
+    /// The span the kernel counters cover, monotonic ns (from the first reading to the last).
+    pub measured: (u64, u64),
     /// Instance name.
     pub name: String,
     /// Template index.
@@ -35,7 +39,7 @@ pub struct TaskResult {
     pub spin_ns: u64,
     /// Wakeup latency of sleeps and timer waits: actual minus intended wake time.
     pub latency: Histogram,
-    /// Changes of CPU seen at op boundaries.
+    /// Changes of CPU seen at op boundaries (sampled).
     pub migrations: u64,
     /// The CPU it was last seen on.
     pub cpu: u32,
@@ -128,6 +132,11 @@ fn run_thread(shared: &Arc<Shared>, id: u32, s: Spawn) {
     let tid = sys::gettid();
     let spec = &shared.w.tasks[s.template as usize];
     shared.register(id, s.template, tid);
+    if let Some(groups) = &shared.groups {
+        if let Err(e) = groups.attach(spec.group, tid) {
+            shared.warn(format!("{}: task group: {e}", s.name));
+        }
+    }
     if let Some(cpus) = &spec.cpus {
         if let Err(e) = sys::set_affinity(0, cpus) {
             shared.warn(format!("{}: sched_setaffinity({cpus:?}): {e}", s.name));
@@ -156,6 +165,8 @@ fn run_thread(shared: &Arc<Shared>, id: u32, s: Spawn) {
     }
     let mut r = TaskResult {
         id,
+        tid,
+        measured: (0, 0),
         name: s.name.clone(),
         template: s.template,
         started_ns: now_ns().saturating_sub(shared.t0),
@@ -172,11 +183,14 @@ fn run_thread(shared: &Arc<Shared>, id: u32, s: Spawn) {
     // The timers' anchor: the intended start (rt-app's t_first: the common start plus the delay), or
     // now for a forked thread (rt-app anchors those at the run's start too; see docs/exec.md).
     let anchor_ns = if s.parent.is_some() { now_ns() } else { s.start_at };
+    let measured_from = now_ns();
     let before = thread_self();
     let finished =
         started && !shared.stop.load(Ordering::Relaxed) && Interp::new(shared, id, anchor_ns, &mut r).run();
     let after = thread_self();
+    r.measured = (measured_from, now_ns());
     r.stat = ThreadStat {
+        nr_migrations: after.nr_migrations.zip(before.nr_migrations).map(|(a, b)| a.saturating_sub(b)),
         run_ns: after.run_ns.saturating_sub(before.run_ns),
         wait_ns: after.wait_ns.saturating_sub(before.wait_ns),
         timeslices: after.timeslices.saturating_sub(before.timeslices),

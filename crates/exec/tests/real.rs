@@ -133,6 +133,98 @@ fn spinners_pinned_to_cpu0_spread_when_unpinned() {
 }
 
 #[test]
+fn a_thread_hopping_between_cpus_counts_each_hop_from_the_trace_and_from_the_kernel() {
+    let _one = ONE_AT_A_TIME.lock();
+    if schedlab_exec::sys::nr_cpus() < 2 {
+        eprintln!("one CPU: nothing to hop to");
+        return;
+    }
+    // 20 rounds of {pin to CPU 0, spin, pin to CPU 1, spin}: 40 migrations, or 39 if the thread
+    // started on CPU 0. Counted once from tracefs sched_migrate_task events (where this runs as root;
+    // tracefs is mounted for the run if needed) and once from the kernel's se.nr_migrations.
+    let w = parse_toml(
+        "hop.toml",
+        r#"
+        [[task]]
+        name = "hop"
+        ops = [ { loop = 20, ops = [ { cpus = [0] }, { spin = "1ms" }, { cpus = [1] }, { spin = "1ms" } ] } ]
+        "#,
+    )
+    .unwrap();
+    for trace in [true, false] {
+        let cfg = ExecConfig { duration_ns: 2_000_000_000, trace_migrations: trace, ..ExecConfig::default() };
+        let out = run(&w, &cfg).unwrap();
+        let note = out.notes.join("; ");
+        eprintln!("trace={trace}: {note}");
+        let hop = task(&out.report, "hop");
+        assert!(hop.exited_ns.is_some());
+        assert!((39..=40).contains(&hop.nr_migrations), "{} migrations ({note})", hop.nr_migrations);
+        if trace && !note.contains("tracefs") {
+            eprintln!("tracefs is not usable here ({note}); only the fallback was checked");
+        }
+        if !trace {
+            assert!(!note.contains("counted from tracefs"), "{note}");
+        }
+    }
+    assert!(
+        !std::path::Path::new("/sys/kernel/tracing/instances")
+            .read_dir()
+            .map(|d| d.flatten().any(|e| e.file_name().to_string_lossy().starts_with("schedlab-")))
+            .unwrap_or(false),
+        "the trace instance is removed"
+    );
+}
+
+#[test]
+fn task_groups_divide_the_cpu_by_their_shares_first() {
+    let _one = ONE_AT_A_TIME.lock();
+    // Group `a` (2048 shares) has one spinner, group `b` (1024) two; all pinned to CPU 0. The kernel's
+    // group scheduling gives `a` 2/3 of the CPU and each of `b`'s threads 1/6: a 4:1 ratio per thread
+    // (without groups it would be 1:1:1).
+    let out = exec(
+        r#"
+        [[group]]
+        name = "a"
+        shares = 2048
+        [[group]]
+        name = "b"
+        shares = 1024
+        [[task]]
+        name = "a"
+        group = "a"
+        cpus = [0]
+        ops = [ { loop = "forever", ops = [ { spin = "1ms" } ] } ]
+        [[task]]
+        name = "b"
+        instances = 2
+        group = "b"
+        cpus = [0]
+        ops = [ { loop = "forever", ops = [ { spin = "1ms" } ] } ]
+        "#,
+        2000,
+    );
+    if let Some(w) = out.warnings.iter().find(|w| w.contains("task groups are not created")) {
+        eprintln!("skipped: {w}");
+        return;
+    }
+    assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+    let r = &out.report;
+    let a = task(r, "a").run_ns as f64;
+    let b: Vec<f64> = ["b-0", "b-1"].iter().map(|n| task(r, n).run_ns as f64).collect();
+    for bi in &b {
+        let ratio = a / bi;
+        assert!((3.6..4.4).contains(&ratio), "a ran {a} ns, a b thread {bi} ns: ratio {ratio:.2}, want 4");
+    }
+    // The groups are removed at the end.
+    let left = ["/sys/fs/cgroup/cpu", "/sys/fs/cgroup"]
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flat_map(|d| d.flatten())
+        .any(|e| e.file_name().to_string_lossy().starts_with("schedlab-"));
+    assert!(!left, "a schedlab cgroup was left behind");
+}
+
+#[test]
 fn the_stop_releases_threads_blocked_in_every_kind_of_wait_and_leaves_none() {
     let _one = ONE_AT_A_TIME.lock();
     // The names of this process's threads (other tests' threads come and go; ours are named).
