@@ -18,8 +18,11 @@
 //!   read by the thread itself at its end; wakeup latency as the thread's own actual minus intended
 //!   wake time of each sleep and timer (rt-app's `wu_lat`, cyclictest's method); migrations as changes
 //!   of `sched_getcpu()` seen between ops; per-CPU busy and idle time from `/proc/stat`.
-//! * **Simplifications**, stated in docs/exec.md: every task is a thread of this one process (a
-//!   workload's `process` grouping and `threads = false` are not made into processes), a device is a mutex held for the service time, and the kernel's
+//! * **Processes** ([`process`]): a template the model makes a process per instance (neither
+//!   `threads = true` nor a named `process`) is forked as one when its program shares only pipes and
+//!   counters with others; otherwise it runs as threads, with a warning.
+//! * **Simplifications**, stated in docs/exec.md: tasks of a named `process` are threads of this
+//!   process (not of a process of their own), a device is a mutex held for the service time, and the kernel's
 //!   internals the simulator reports (decisions, tasks examined, balancing, overhead, energy, counters
 //!   per CPU) are left at 0.
 //! * **Safety**: the number of threads and the duration are bounded ([`ExecConfig`]); real-time
@@ -32,8 +35,10 @@ pub mod cgroups;
 pub mod machine_file;
 pub mod measure;
 pub mod objects;
+pub mod process;
 pub mod report;
 pub mod runner;
+pub mod shm;
 pub mod sys;
 pub mod tracing;
 
@@ -85,10 +90,11 @@ pub enum ExecError {
     System(String),
 }
 
-/// A live thread: template, kernel tid.
+/// A live task: template, kernel tid (a task process's pid), whether it is a process.
 struct Entry {
     template: TemplateId,
     tid: i32,
+    process: bool,
 }
 
 /// State shared by the controller and every thread.
@@ -99,12 +105,10 @@ pub struct Shared {
     pub cfg: ExecConfig,
     /// Real objects.
     pub objects: Objects,
-    /// The run's start, monotonic ns.
-    pub t0: u64,
-    /// Set when the run ends; every thread stops at its next op.
-    pub stop: AtomicBool,
     /// Calibration: picoseconds per compute loop.
     pub ps_per_loop: u64,
+    /// Per template: whether its instances run as processes ([`process`]).
+    pub as_process: Vec<bool>,
     /// The workload's task groups as real cgroups, when it has groups and the machine allows.
     pub groups: Option<cgroups::TaskGroups>,
     /// Threads created.
@@ -128,6 +132,16 @@ struct Live {
 }
 
 impl Shared {
+    /// The run's common start, monotonic ns (0 until the gate opens).
+    pub fn t0(&self) -> u64 {
+        self.objects.start().load(Ordering::Acquire)
+    }
+
+    /// Set when the run ends; every thread (and task process) stops at its next op.
+    pub fn stop(&self) -> &AtomicBool {
+        self.objects.stop()
+    }
+
     fn live_add(&self, t: TemplateId) {
         if let Ok(mut l) = self.live.lock() {
             l.threads += 1;
@@ -135,12 +149,12 @@ impl Shared {
         }
     }
 
-    fn register(&self, id: u32, template: TemplateId, tid: i32) {
+    fn register(&self, id: u32, template: TemplateId, tid: i32, process: bool) {
         if let Ok(mut r) = self.registry.lock() {
             if r.len() <= id as usize {
                 r.resize_with(id as usize + 1, || None);
             }
-            r[id as usize] = Some(Entry { template, tid });
+            r[id as usize] = Some(Entry { template, tid, process });
         }
     }
 
@@ -174,7 +188,7 @@ impl Shared {
         if let Ok(mut f) = self.failure.lock() {
             f.get_or_insert(msg);
         }
-        self.stop.store(true, Ordering::SeqCst);
+        self.stop().store(true, Ordering::SeqCst);
         self.live_cv.notify_all();
     }
 
@@ -193,10 +207,10 @@ impl Shared {
         format!("{}-{}", spec.name, spec.instances + k)
     }
 
-    fn live_tids(&self) -> Vec<(TemplateId, i32)> {
+    fn live_tids(&self) -> Vec<(TemplateId, i32, bool)> {
         self.registry
             .lock()
-            .map(|r| r.iter().flatten().map(|e| (e.template, e.tid)).collect())
+            .map(|r| r.iter().flatten().map(|e| (e.template, e.tid, e.process)).collect())
             .unwrap_or_default()
     }
 }
@@ -245,6 +259,8 @@ pub fn run(w: &Workload, cfg: &ExecConfig) -> Result<Outcome, ExecError> {
     sys::install_handlers();
     let objects = Objects::new(w).map_err(|e| ExecError::System(format!("cannot create a pipe: {e}")))?;
     let (_, mut early_warnings) = objects::pipe_plan(w);
+    let (as_process, process_warnings) = process::plan(w);
+    early_warnings.extend(process_warnings);
     let groups = cgroups::TaskGroups::create(w).unwrap_or_else(|why| {
         early_warnings
             .push(format!("task groups are not created ({why}); the threads share the CPU as one group"));
@@ -252,16 +268,12 @@ pub fn run(w: &Workload, cfg: &ExecConfig) -> Result<Outcome, ExecError> {
     });
     let ps_per_loop = calibrate::ps_per_loop(5);
     let trace = if cfg.trace_migrations { Some(tracing::MigrationTrace::start()) } else { None };
-    let cpu_before = measure::cpu_times();
-    // A short lead so every thread exists before the common start.
-    let t0 = sys::now_ns() + 20_000_000;
     let shared = std::sync::Arc::new(Shared {
         w: w.clone(),
         cfg: cfg.clone(),
         objects,
-        t0,
-        stop: AtomicBool::new(false),
         ps_per_loop,
+        as_process,
         groups,
         created: AtomicU32::new(0),
         handles: Mutex::new(Vec::new()),
@@ -274,16 +286,31 @@ pub fn run(w: &Workload, cfg: &ExecConfig) -> Result<Outcome, ExecError> {
         failure: Mutex::new(None),
     });
     let mut spawn_error = None;
+    let mut spawned = 0;
     'spawn: for (ti, t) in w.tasks.iter().enumerate() {
         for i in 0..t.instances {
             let name = if t.instances > 1 { format!("{}-{i}", t.name) } else { t.name.clone() };
-            let s = Spawn { template: ti as TemplateId, name, start_at: t0 + t.start_ns, parent: None };
+            let s = Spawn { template: ti as TemplateId, name, delay_ns: Some(t.start_ns), parent: None };
             if let Err(e) = runner::spawn(&shared, s) {
                 spawn_error = Some(e);
                 break 'spawn;
             }
+            spawned += 1;
         }
     }
+    // The common start: once every initial thread and task process waits at the gate (forking many
+    // processes from a large one takes milliseconds each), or after 10 s.
+    let gate_deadline = sys::now_ns() + 10_000_000_000;
+    while shared.objects.ready().load(Ordering::Acquire) < spawned
+        && sys::now_ns() < gate_deadline
+        && !shared.stop().load(Ordering::Relaxed)
+        && !sys::interrupted()
+    {
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    let cpu_before = measure::cpu_times();
+    let t0 = sys::now_ns() + 1_000_000;
+    shared.objects.start().store(t0, Ordering::Release);
     let end = t0 + cfg.duration_ns;
     let stop_reason = if spawn_error.is_some() { "error" } else { control(&shared, end) };
     let finished_at = sys::now_ns();
@@ -341,10 +368,10 @@ fn control(shared: &Shared, end: u64) -> &'static str {
     let mut next_change = 0;
     loop {
         let now = sys::now_ns();
-        while next_change < changes.len() && shared.t0 + changes[next_change].at_ns <= now {
+        while next_change < changes.len() && shared.t0() + changes[next_change].at_ns <= now {
             let a = changes[next_change];
             let cpus = a.cpus.clone().unwrap_or_default();
-            for (t, tid) in shared.live_tids() {
+            for (t, tid, _) in shared.live_tids() {
                 if t == a.template {
                     if let Err(e) = sys::set_affinity(tid, &cpus) {
                         shared.warn(format!("taskset at {} ns: sched_setaffinity: {e}", a.at_ns));
@@ -356,14 +383,14 @@ fn control(shared: &Shared, end: u64) -> &'static str {
         if sys::interrupted() {
             return "interrupted";
         }
-        if shared.stop.load(Ordering::Relaxed) {
+        if shared.stop().load(Ordering::Relaxed) {
             return "error";
         }
         if now >= end {
             return "duration";
         }
         let Ok(live) = shared.live.lock() else { return "error" };
-        let started = now >= shared.t0;
+        let started = now >= shared.t0();
         match shared.w.stop {
             StopWhen::AllDone if started && live.threads == 0 => return "all_done",
             StopWhen::TemplateDone(t) if started && live.per_template[t as usize] == 0 => return "task_done",
@@ -372,7 +399,7 @@ fn control(shared: &Shared, end: u64) -> &'static str {
         // Wake for the next affinity change, the end, or at least every 50 ms to notice Ctrl-C.
         let mut until = end.min(now + 50_000_000);
         if let Some(a) = changes.get(next_change) {
-            until = until.min(shared.t0 + a.at_ns);
+            until = until.min(shared.t0() + a.at_ns);
         }
         let _ = shared.live_cv.wait_timeout(live, std::time::Duration::from_nanos(until.saturating_sub(now)));
     }
@@ -381,7 +408,7 @@ fn control(shared: &Shared, end: u64) -> &'static str {
 /// Stops every thread and joins it: the stop flag, then repeated wake-ups of whatever a thread may
 /// block on, until all have finished (or 10 s pass, an error).
 fn stop_all(shared: &Shared) -> Result<(), ExecError> {
-    shared.stop.store(true, Ordering::SeqCst);
+    shared.stop().store(true, Ordering::SeqCst);
     let deadline = sys::now_ns() + 10_000_000_000;
     loop {
         let live = shared.live.lock().map(|l| l.threads).unwrap_or(0);
@@ -392,8 +419,12 @@ fn stop_all(shared: &Shared) -> Result<(), ExecError> {
             return Err(ExecError::System(format!("{live} thread(s) did not stop within 10 s")));
         }
         shared.objects.release_waiters(live);
-        for (_, tid) in shared.live_tids() {
-            sys::wake(tid);
+        for (_, tid, process) in shared.live_tids() {
+            if process {
+                sys::wake_process(tid);
+            } else {
+                sys::wake(tid);
+            }
         }
         std::thread::sleep(std::time::Duration::from_millis(2));
     }

@@ -3,7 +3,7 @@
 //! involuntary context switches) and `/proc/stat` (per-CPU busy and idle time).
 
 /// A thread's counters from the kernel.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ThreadStat {
     /// Time on a CPU, ns (schedstat field 1).
     pub run_ns: u64,

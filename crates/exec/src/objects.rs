@@ -3,6 +3,7 @@
 //! an optional spin phase, rt-app's suspend/resume events, devices served one request at a time, and
 //! shared periodic timers. Every blocking wait gives up when the run stops.
 
+use crate::shm::ShmCells;
 use crate::sys::{now_ns, PCond, PMutex, PSem, Pipe, PipeMode};
 use schedlab_workload::{Op, Workload};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -116,18 +117,20 @@ pub struct Objects {
     pub conds: Vec<PCond>,
     /// Semaphores.
     pub sems: Vec<PSem>,
-    /// Pipes, with sends and bytes counted.
-    pub pipes: Vec<(Pipe, AtomicU64, AtomicU64)>,
+    /// Pipes.
+    pub pipes: Vec<Pipe>,
     /// Barriers.
     pub barriers: Vec<Barrier>,
     /// Events.
     pub events: Vec<Event>,
     /// Devices: one request at a time.
     pub devices: Vec<Mutex<()>>,
-    /// Counters.
-    pub counters: Vec<AtomicU64>,
+    /// The stop flag, the counters, and each pipe's sends and bytes, in memory shared with the tasks
+    /// run as processes.
+    pub cells: ShmCells,
     /// The next expiry of each shared timer (monotonic ns), set at first use.
     pub timers: Vec<Mutex<Option<u64>>>,
+    counters_len: usize,
 }
 
 /// How each pipe of `w` is made real, with a note for each pipe whose real buffer differs from the
@@ -140,6 +143,7 @@ pub struct Objects {
 pub fn pipe_plan(w: &Workload) -> (Vec<PipeMode>, Vec<String>) {
     const PAGE: u32 = 4096;
     let mut notes = Vec::new();
+    let mut rounded: std::collections::BTreeMap<(u32, u32), Vec<String>> = Default::default();
     let modes = w
         .pipes
         .iter()
@@ -161,13 +165,20 @@ pub fn pipe_plan(w: &Workload) -> (Vec<PipeMode>, Vec<String>) {
                 }
             }
             let real = p.capacity.max(PAGE).next_power_of_two();
-            notes.push(format!(
-                "pipe `{}`: the model buffers {} bytes; the real pipe buffers {real} (a power of two pages)",
-                p.name, p.capacity
-            ));
+            rounded.entry((p.capacity, real)).or_default().push(p.name.clone());
             PipeMode::Stream { bytes: real }
         })
         .collect();
+    // One note per (model, real) size, naming the pipes (hackbench's model has one per receiver).
+    for ((model, real), names) in rounded {
+        let which = match names.len() {
+            1 => format!("pipe `{}`", names[0]),
+            n => format!("{n} pipes (`{}`, ...)", names[0]),
+        };
+        notes.push(format!(
+            "{which}: the model buffers {model} bytes; the real pipe buffers {real} (a power of two pages)"
+        ));
+    }
     (modes, notes)
 }
 
@@ -179,16 +190,40 @@ impl Objects {
             mutexes: w.mutexes.iter().map(|_| PMutex::new()).collect(),
             conds: w.conds.iter().map(|_| PCond::new()).collect(),
             sems: w.semaphores.iter().map(|s| PSem::new(s.initial)).collect(),
-            pipes: pipe_modes
-                .into_iter()
-                .map(|m| Ok((Pipe::new(m)?, AtomicU64::new(0), AtomicU64::new(0))))
-                .collect::<std::io::Result<_>>()?,
+            pipes: pipe_modes.into_iter().map(Pipe::new).collect::<std::io::Result<_>>()?,
             barriers: w.barriers.iter().map(|b| Barrier::new(b.parties)).collect(),
             events: w.events.iter().map(|_| Event::default()).collect(),
             devices: w.devices.iter().map(|_| Mutex::new(())).collect(),
-            counters: w.counters.iter().map(|_| AtomicU64::new(0)).collect(),
+            cells: ShmCells::new(w.counters.len() + 2 * w.pipes.len() + 2)?,
             timers: w.timers.iter().map(|_| Mutex::new(None)).collect(),
+            counters_len: w.counters.len(),
         })
+    }
+
+    /// The run's stop flag (shared with child processes).
+    pub fn stop(&self) -> &AtomicBool {
+        self.cells.flag()
+    }
+
+    /// The common start, monotonic ns; 0 until the controller opens the start gate.
+    pub fn start(&self) -> &AtomicU64 {
+        self.cells.cell(self.counters_len + 2 * self.pipes.len())
+    }
+
+    /// Initial tasks waiting at the start gate.
+    pub fn ready(&self) -> &AtomicU64 {
+        self.cells.cell(self.counters_len + 2 * self.pipes.len() + 1)
+    }
+
+    /// Counter `c`.
+    pub fn counter(&self, c: u32) -> &AtomicU64 {
+        self.cells.cell(c as usize)
+    }
+
+    /// Pipe `p`'s whole messages sent and bytes sent.
+    pub fn pipe_counts(&self, p: u32) -> (&AtomicU64, &AtomicU64) {
+        let first = self.counters_len + 2 * p as usize;
+        (self.cells.cell(first), self.cells.cell(first + 1))
     }
 
     /// Wakes everything a thread may wait on, so that waiters see the stop: condition variables are

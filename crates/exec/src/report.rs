@@ -36,7 +36,7 @@ pub fn build(
                 id: r.id,
                 name: r.name.clone(),
                 template: spec.name.clone(),
-                tgid: pid,
+                tgid: if shared.as_process[r.template as usize] { r.tid as u32 } else { pid },
                 class: spec.class,
                 nice: spec.nice,
                 state: if r.exited_ns.is_some() { TaskState::Exited } else { TaskState::Running },
@@ -128,20 +128,23 @@ pub fn build(
     let counters = w
         .counters
         .iter()
-        .zip(&shared.objects.counters)
-        .map(|(name, c)| {
-            let value = c.load(std::sync::atomic::Ordering::Relaxed);
+        .enumerate()
+        .map(|(i, name)| {
+            let value = shared.objects.counter(i as u32).load(std::sync::atomic::Ordering::Relaxed);
             CounterReport { name: name.clone(), value, per_sec: per_sec(value, duration_ns) }
         })
         .collect();
     let pipes = w
         .pipes
         .iter()
-        .zip(&shared.objects.pipes)
-        .map(|(spec, (_, sends, bytes))| PipeReport {
-            name: spec.name.clone(),
-            nr_sends: sends.load(std::sync::atomic::Ordering::Relaxed),
-            bytes: bytes.load(std::sync::atomic::Ordering::Relaxed),
+        .enumerate()
+        .map(|(i, spec)| {
+            let (sends, bytes) = shared.objects.pipe_counts(i as u32);
+            PipeReport {
+                name: spec.name.clone(),
+                nr_sends: sends.load(std::sync::atomic::Ordering::Relaxed),
+                bytes: bytes.load(std::sync::atomic::Ordering::Relaxed),
+            }
         })
         .collect();
     RunReport {

@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 
 /// What one thread measured.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct TaskResult {
     /// Creation order.
     pub id: u32,
@@ -47,6 +47,8 @@ pub struct TaskResult {
     pub yields: u64,
     /// Last wakeup from a sleep or timer, ns after the start.
     pub last_wakeup_ns: Option<u64>,
+    /// What could not be done as asked.
+    pub warnings: Vec<String>,
 }
 
 /// Children forked by one thread, for `wait_children`.
@@ -98,8 +100,8 @@ pub struct Spawn {
     pub template: TemplateId,
     /// Instance name.
     pub name: String,
-    /// Start, monotonic ns.
-    pub start_at: u64,
+    /// For an initial instance, its delay after the common start; `None` for a forked one (now).
+    pub delay_ns: Option<u64>,
     /// The forking parent's children, if forked.
     pub parent: Option<Arc<Children>>,
 }
@@ -120,9 +122,12 @@ pub fn spawn(shared: &Arc<Shared>, s: Spawn) -> Result<(), String> {
     let sh = shared.clone();
     // Linux thread names hold 15 bytes.
     let os_name: String = s.name.chars().take(15).collect();
+    let as_process = shared.as_process[s.template as usize];
     let handle = std::thread::Builder::new()
         .name(os_name)
-        .spawn(move || run_thread(&sh, id, s))
+        .spawn(
+            move || if as_process { crate::process::run_process(&sh, id, s) } else { run_thread(&sh, id, s) },
+        )
         .map_err(|e| format!("cannot create a thread: {e}"))?;
     shared.handles.lock().map_err(|_| "poisoned".to_string())?.push(handle);
     Ok(())
@@ -130,16 +135,40 @@ pub fn spawn(shared: &Arc<Shared>, s: Spawn) -> Result<(), String> {
 
 fn run_thread(shared: &Arc<Shared>, id: u32, s: Spawn) {
     let tid = sys::gettid();
+    shared.register(id, s.template, tid, false);
+    let r = task_body(shared, id, &s, tid);
+    for w in &r.warnings {
+        shared.warn(w.clone());
+    }
+    finish(shared, &s, id, r);
+}
+
+/// The controller's side of a task's end: its result recorded, its parent and the run told.
+pub(crate) fn finish(shared: &Arc<Shared>, s: &Spawn, id: u32, r: TaskResult) {
+    shared.deregister(id, s.template);
+    if let Ok(mut v) = shared.results.lock() {
+        v.push(r);
+    }
+    if let Some(p) = &s.parent {
+        p.done();
+    }
+    shared.thread_done();
+}
+
+/// One task instance from its start to its end, in the calling thread (of this process or of a task
+/// process): scheduling properties, start time, program, counters. Touches no lock of `shared`, so a
+/// forked task process can run it; what could not be done is in the result's `warnings`.
+pub(crate) fn task_body(shared: &Arc<Shared>, id: u32, s: &Spawn, tid: i32) -> TaskResult {
     let spec = &shared.w.tasks[s.template as usize];
-    shared.register(id, s.template, tid);
+    let mut warnings = Vec::new();
     if let Some(groups) = &shared.groups {
         if let Err(e) = groups.attach(spec.group, tid) {
-            shared.warn(format!("{}: task group: {e}", s.name));
+            warnings.push(format!("{}: task group: {e}", s.name));
         }
     }
     if let Some(cpus) = &spec.cpus {
         if let Err(e) = sys::set_affinity(0, cpus) {
-            shared.warn(format!("{}: sched_setaffinity({cpus:?}): {e}", s.name));
+            warnings.push(format!("{}: sched_setaffinity({cpus:?}): {e}", s.name));
         }
     }
     let policy = match spec.class {
@@ -151,17 +180,26 @@ fn run_thread(shared: &Arc<Shared>, id: u32, s: Spawn) {
     };
     if let Some(p) = policy {
         if let Err(e) = sys::set_policy(0, p) {
-            shared.warn(format!("{}: sched_setscheduler({p:?}): {e}", s.name));
+            warnings.push(format!("{}: sched_setscheduler({p:?}): {e}", s.name));
         }
     }
     if spec.nice != 0 && !spec.class.is_rt() {
         if let Err(e) = sys::set_nice(tid, spec.nice as i32) {
-            shared.warn(format!("{}: setpriority(nice {}): {e}", s.name, spec.nice));
+            warnings.push(format!("{}: setpriority(nice {}): {e}", s.name, spec.nice));
         }
     }
     let mut started = true;
-    if s.start_at > now_ns() {
-        started = sys::sleep_until(s.start_at) || !shared.stop.load(Ordering::Relaxed);
+    let mut start_at = now_ns();
+    if let Some(delay) = s.delay_ns {
+        // The start gate: count in, wait for the common start, then for this instance's delay.
+        shared.objects.ready().fetch_add(1, Ordering::AcqRel);
+        while shared.t0() == 0 && !shared.stop().load(Ordering::Relaxed) {
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+        start_at = shared.t0() + delay;
+        if start_at > now_ns() {
+            started = sys::sleep_until(start_at) || !shared.stop().load(Ordering::Relaxed);
+        }
     }
     let mut r = TaskResult {
         id,
@@ -169,7 +207,7 @@ fn run_thread(shared: &Arc<Shared>, id: u32, s: Spawn) {
         measured: (0, 0),
         name: s.name.clone(),
         template: s.template,
-        started_ns: now_ns().saturating_sub(shared.t0),
+        started_ns: now_ns().saturating_sub(shared.t0()),
         exited_ns: None,
         stat: ThreadStat::default(),
         work_ns: 0,
@@ -179,14 +217,15 @@ fn run_thread(shared: &Arc<Shared>, id: u32, s: Spawn) {
         cpu: sys::current_cpu(),
         yields: 0,
         last_wakeup_ns: None,
+        warnings,
     };
     // The timers' anchor: the intended start (rt-app's t_first: the common start plus the delay), or
-    // now for a forked thread (rt-app anchors those at the run's start too; see docs/exec.md).
-    let anchor_ns = if s.parent.is_some() { now_ns() } else { s.start_at };
+    // the fork for a forked thread (rt-app anchors those at the run's start; see docs/exec.md).
+    let anchor_ns = start_at;
     let measured_from = now_ns();
     let before = thread_self();
     let finished =
-        started && !shared.stop.load(Ordering::Relaxed) && Interp::new(shared, id, anchor_ns, &mut r).run();
+        started && !shared.stop().load(Ordering::Relaxed) && Interp::new(shared, id, anchor_ns, &mut r).run();
     let after = thread_self();
     r.measured = (measured_from, now_ns());
     r.stat = ThreadStat {
@@ -199,16 +238,9 @@ fn run_thread(shared: &Arc<Shared>, id: u32, s: Spawn) {
         have_schedstat: after.have_schedstat,
     };
     if finished {
-        r.exited_ns = Some(now_ns().saturating_sub(shared.t0));
+        r.exited_ns = Some(now_ns().saturating_sub(shared.t0()));
     }
-    shared.deregister(id, s.template);
-    if let Ok(mut v) = shared.results.lock() {
-        v.push(r);
-    }
-    if let Some(p) = &s.parent {
-        p.done();
-    }
-    shared.thread_done();
+    r
 }
 
 /// The interpreter of one thread's program.
@@ -240,13 +272,13 @@ impl<'a> Interp<'a> {
     }
 
     fn stopped(&self) -> bool {
-        self.shared.stop.load(Ordering::Relaxed)
+        self.shared.stop().load(Ordering::Relaxed)
     }
 
     fn woke(&mut self, intended: u64) {
         let now = now_ns();
         self.r.latency.record(now.saturating_sub(intended));
-        self.r.last_wakeup_ns = Some(now.saturating_sub(self.shared.t0));
+        self.r.last_wakeup_ns = Some(now.saturating_sub(self.shared.t0()));
     }
 
     fn compute(&mut self, work_ns: u64) {
@@ -334,12 +366,12 @@ impl<'a> Interp<'a> {
                     self.shared.objects.conds[c as usize].broadcast();
                     true
                 }
-                Op::SemWait(s) => self.shared.objects.sems[s as usize].wait(&self.shared.stop),
+                Op::SemWait(s) => self.shared.objects.sems[s as usize].wait(self.shared.stop()),
                 Op::SemPost(s) => {
                     self.shared.objects.sems[s as usize].post();
                     true
                 }
-                Op::Suspend(e) => self.shared.objects.events[e as usize].suspend(&self.shared.stop),
+                Op::Suspend(e) => self.shared.objects.events[e as usize].suspend(self.shared.stop()),
                 Op::Resume(e) => {
                     self.shared.objects.events[e as usize].resume();
                     true
@@ -347,14 +379,16 @@ impl<'a> Interp<'a> {
                 Op::SetCpus(l) => {
                     let cpus = &self.shared.w.cpu_lists[l as usize];
                     if let Err(e) = sys::set_affinity(0, cpus) {
-                        self.shared.warn(format!("{}: sched_setaffinity({cpus:?}): {e}", self.r.name));
+                        let msg = format!("{}: sched_setaffinity({cpus:?}): {e}", self.r.name);
+                        self.r.warnings.push(msg);
                     }
                     true
                 }
                 Op::Send { pipe, bytes } => {
                     self.buf.resize(bytes as usize, 0);
-                    let (p, sends, total) = &self.shared.objects.pipes[pipe as usize];
-                    let ok = p.write_all(&self.buf, &self.shared.stop);
+                    let p = &self.shared.objects.pipes[pipe as usize];
+                    let (sends, total) = self.shared.objects.pipe_counts(pipe);
+                    let ok = p.write_all(&self.buf, self.shared.stop());
                     if ok {
                         sends.fetch_add(1, Ordering::Relaxed);
                         total.fetch_add(bytes as u64, Ordering::Relaxed);
@@ -363,20 +397,20 @@ impl<'a> Interp<'a> {
                 }
                 Op::Recv { pipe, bytes } => {
                     self.buf.resize(bytes as usize, 0);
-                    let p = &self.shared.objects.pipes[pipe as usize].0;
-                    p.read_exact(&mut self.buf, &self.shared.stop)
+                    let p = &self.shared.objects.pipes[pipe as usize];
+                    p.read_exact(&mut self.buf, self.shared.stop())
                 }
-                Op::Barrier(b) => self.shared.objects.barriers[b as usize].wait(0, &self.shared.stop),
+                Op::Barrier(b) => self.shared.objects.barriers[b as usize].wait(0, self.shared.stop()),
                 Op::BarrierSpin { barrier, spin_ns } => {
-                    self.shared.objects.barriers[barrier as usize].wait(spin_ns, &self.shared.stop)
+                    self.shared.objects.barriers[barrier as usize].wait(spin_ns, self.shared.stop())
                 }
                 Op::Count(c) => {
-                    self.shared.objects.counters[c as usize].fetch_add(1, Ordering::Relaxed);
+                    self.shared.objects.counter(c).fetch_add(1, Ordering::Relaxed);
                     true
                 }
                 Op::Fork(t) => {
                     let name = self.shared.child_name(t);
-                    let s = Spawn { template: t, name, start_at: 0, parent: Some(self.children.clone()) };
+                    let s = Spawn { template: t, name, delay_ns: None, parent: Some(self.children.clone()) };
                     match spawn(self.shared, s) {
                         Ok(()) => true,
                         Err(e) => {
@@ -385,7 +419,7 @@ impl<'a> Interp<'a> {
                         }
                     }
                 }
-                Op::WaitChildren => self.children.wait(&self.shared.stop),
+                Op::WaitChildren => self.children.wait(self.shared.stop()),
                 Op::Io { device, service } => {
                     let t = self.rng.draw(service);
                     match self.shared.objects.devices[device as usize].lock() {

@@ -185,6 +185,13 @@ pub fn wake(tid: i32) {
     unsafe { libc::syscall(libc::SYS_tgkill, getpid(), tid, WAKE_SIGNAL) };
 }
 
+/// Interrupts whatever task process `pid` is blocked in (its inherited handler of the same signal
+/// does nothing), so it sees the stop.
+pub fn wake_process(pid: i32) {
+    // SAFETY: plain integer arguments; a process already gone gives ESRCH, which is fine.
+    unsafe { libc::kill(pid, WAKE_SIGNAL) };
+}
+
 /// How a workload pipe is made real.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PipeMode {

@@ -71,6 +71,51 @@ fn a_10ms_timer_wakes_about_100_times_a_second_and_measures_its_latency() {
 }
 
 #[test]
+fn tasks_are_processes_where_the_model_says_and_none_is_left_behind() {
+    let _one = ONE_AT_A_TIME.lock();
+    // `proc` (two instances) is a process per instance in the model; `thr` is threads; `locker` would
+    // be a process but shares a mutex, so it runs as a thread with a warning; `reader` is a process
+    // blocked reading a pipe nobody writes until the run's end stops it.
+    let out = exec(
+        r#"
+        [[pipe]]
+        name = "never"
+        [[mutex]]
+        name = "m"
+        [[task]]
+        name = "proc"
+        instances = 2
+        ops = [ { compute = "20ms" } ]
+        [[task]]
+        name = "thr"
+        threads = true
+        ops = [ { compute = "20ms" } ]
+        [[task]]
+        name = "locker"
+        ops = [ { lock = "m" }, { compute = "1ms" }, { unlock = "m" } ]
+        [[task]]
+        name = "reader"
+        ops = [ { recv = "never", bytes = 1 } ]
+        "#,
+        300,
+    );
+    let r = &out.report;
+    let me = std::process::id();
+    let (p0, p1) = (task(r, "proc-0"), task(r, "proc-1"));
+    assert!(p0.tgid != me && p1.tgid != me && p0.tgid != p1.tgid, "{} {} {me}", p0.tgid, p1.tgid);
+    assert!(p0.exited_ns.is_some() && p0.run_ns >= 15_000_000, "a task process measures its own run time");
+    assert_eq!(task(r, "thr").tgid, me);
+    assert_eq!(task(r, "locker").tgid, me);
+    assert!(out.warnings.iter().any(|w| w.contains("`locker`") && w.contains("mutex")), "{:?}", out.warnings);
+    let reader = task(r, "reader");
+    assert!(reader.tgid != me && reader.exited_ns.is_none(), "stopped, not finished");
+    // Every task process was reaped: this process has no child left.
+    // SAFETY: a non-blocking wait for any child.
+    let left = unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) };
+    assert_eq!(left, -1, "a child process was left");
+}
+
+#[test]
 fn pipe_ping_pong_counts_round_trips_exactly() {
     let _one = ONE_AT_A_TIME.lock();
     let out = exec(

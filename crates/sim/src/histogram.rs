@@ -10,8 +10,9 @@ use serde::Serialize;
 const SUB_BITS: u32 = 5; // 32 sub-buckets per power of two
 const LINEAR: u64 = 64; // exact below this
 
-/// A histogram of nanosecond values.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// A histogram of nanosecond values (serialisable whole, so a real run's task process can send its
+/// histogram to the controlling process).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Histogram {
     counts: Vec<u32>,
     total: u64,

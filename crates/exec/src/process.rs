@@ -1,0 +1,198 @@
+//! Tasks run as processes: a template that is neither `threads = true` nor part of a named `process`
+//! is, in the model as in Linux, a process of its own per instance (its own tgid and address space,
+//! so switching to it changes the memory map). `exec` forks such an instance from a keeper thread: the
+//! child runs the task (the same [`task_body`] as a thread) and sends its result back through a pipe
+//! as JSON; the keeper waits for it, reaps it and records the result.
+//!
+//! What a task process can share with the others is what survives a fork: pipes (inherited
+//! descriptors) and the stop flag, counters and pipe statistics (a `MAP_SHARED` mapping,
+//! [`crate::shm`]). A template whose program uses anything else (mutexes, condition variables,
+//! semaphores, barriers, events, devices, shared timers, fork, wait_children) runs as threads, with a
+//! warning saying why.
+//!
+//! The child only runs code that takes no lock another thread of this process may hold at the fork
+//! (no printing, no shared mutex; glibc's allocator is reset in the child by its own fork handlers),
+//! asks to be killed if the keeper thread dies (`PR_SET_PDEATHSIG`), and ends with `_exit`.
+
+use crate::runner::{finish, task_body, Spawn, TaskResult};
+use crate::{sys, Shared};
+use schedlab_workload::{Op, TaskSpec, Workload};
+use std::io::Read;
+use std::os::fd::FromRawFd;
+use std::sync::Arc;
+
+/// The first op of `spec`'s program that a task process cannot share with others, if any.
+pub fn unshareable_op(w: &Workload, spec: &TaskSpec) -> Option<&'static str> {
+    spec.program.ops.iter().find_map(|op| match *op {
+        Op::Lock(_) | Op::Unlock(_) => Some("a mutex"),
+        Op::CondWait { .. } | Op::Signal(_) | Op::Broadcast(_) => Some("a condition variable"),
+        Op::SemWait(_) | Op::SemPost(_) => Some("a semaphore"),
+        Op::Suspend(_) | Op::Resume(_) => Some("suspend/resume"),
+        Op::Barrier(_) | Op::BarrierSpin { .. } => Some("a barrier"),
+        Op::Io { .. } => Some("a device"),
+        Op::Fork(_) | Op::WaitChildren => Some("fork/wait_children"),
+        Op::Timer { timer, .. } if w.timers.get(timer as usize).is_some_and(|t| t.shared) => {
+            Some("a shared timer")
+        }
+        _ => None,
+    })
+}
+
+/// For each template, whether its instances run as processes, and a warning for each template that
+/// the model makes processes but that runs as threads.
+pub fn plan(w: &Workload) -> (Vec<bool>, Vec<String>) {
+    let mut warnings = Vec::new();
+    let as_process = w
+        .tasks
+        .iter()
+        .map(|t| {
+            if t.threads || t.process.is_some() {
+                return false;
+            }
+            match unshareable_op(w, t) {
+                None => true,
+                Some(what) => {
+                    warnings.push(format!(
+                        "task `{}` is a process in the model, but its program uses {what}, which exec shares \
+                         only between threads: it runs as threads of one process",
+                        t.name
+                    ));
+                    false
+                }
+            }
+        })
+        .collect();
+    (as_process, warnings)
+}
+
+/// The keeper thread of one task process: forks it, waits for its result and its end, records both.
+pub fn run_process(shared: &Arc<Shared>, id: u32, s: Spawn) {
+    let mut fds = [0i32; 2];
+    // SAFETY: fds has room for two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        shared.fail(format!("{}: cannot create a result pipe: {}", s.name, std::io::Error::last_os_error()));
+        finish_without_result(shared, &s, id);
+        return;
+    }
+    let (rd, wr) = (fds[0], fds[1]);
+    // SAFETY: fork; the child runs `child` only and ends with _exit (see the module notes).
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        child(shared, id, &s, rd, wr);
+    }
+    // SAFETY: the parent's copy of the write end, not used here.
+    unsafe { libc::close(wr) };
+    if pid < 0 {
+        // SAFETY: the read end made above.
+        unsafe { libc::close(rd) };
+        shared.fail(format!("{}: fork: {}", s.name, std::io::Error::last_os_error()));
+        finish_without_result(shared, &s, id);
+        return;
+    }
+    shared.register(id, s.template, pid, true);
+    let mut bytes = Vec::new();
+    // SAFETY: the read end, owned from here on and closed by the File.
+    let _ = unsafe { std::fs::File::from_raw_fd(rd) }.read_to_end(&mut bytes);
+    let mut status = 0;
+    // SAFETY: reaps the child made above.
+    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
+        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            break;
+        }
+    }
+    match serde_json::from_slice::<TaskResult>(&bytes) {
+        Ok(r) => {
+            for w in &r.warnings {
+                shared.warn(w.clone());
+            }
+            finish(shared, &s, id, r);
+        }
+        Err(_) => {
+            shared.fail(format!(
+                "task process `{}` (pid {pid}) ended without its result (wait status {status})",
+                s.name
+            ));
+            finish_without_result(shared, &s, id);
+        }
+    }
+}
+
+/// Tells the run a task ended without a result (the failure is already recorded).
+fn finish_without_result(shared: &Arc<Shared>, s: &Spawn, id: u32) {
+    shared.deregister(id, s.template);
+    if let Some(p) = &s.parent {
+        p.done();
+    }
+    shared.thread_done();
+}
+
+/// The task process: runs the instance, writes its result, ends.
+fn child(shared: &Arc<Shared>, id: u32, s: &Spawn, rd: i32, wr: i32) -> ! {
+    // SAFETY: plain system calls on this (single-threaded) child: the parent's read end closed, death
+    // signal set, name set (15 bytes and a NUL).
+    unsafe {
+        libc::close(rd);
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        let mut name = [0u8; 16];
+        for (d, c) in name.iter_mut().zip(s.name.bytes().take(15)) {
+            *d = c;
+        }
+        libc::prctl(libc::PR_SET_NAME, name.as_ptr());
+    }
+    let pid = sys::getpid();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task_body(shared, id, s, pid)));
+    let code = match outcome.ok().and_then(|r| serde_json::to_vec(&r).ok()) {
+        Some(bytes) => {
+            let mut rest = &bytes[..];
+            while !rest.is_empty() {
+                // SAFETY: writes from a valid buffer to the result pipe.
+                let n = unsafe { libc::write(wr, rest.as_ptr().cast(), rest.len()) };
+                if n > 0 {
+                    rest = &rest[n as usize..];
+                } else if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                    continue;
+                } else {
+                    break;
+                }
+            }
+            0
+        }
+        None => 101,
+    };
+    // SAFETY: ends the child at once: no destructor of the parent's state runs here.
+    unsafe { libc::_exit(code) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use schedlab_workload::parse_toml;
+
+    #[test]
+    fn processes_where_the_model_says_and_the_objects_allow() {
+        let w = parse_toml(
+            "p.toml",
+            r#"
+            [[pipe]]
+            name = "p"
+            [[mutex]]
+            name = "m"
+            [[task]]
+            name = "proc"
+            ops = [ { send = "p", bytes = 4 }, { compute = "1ms" } ]
+            [[task]]
+            name = "thr"
+            threads = true
+            ops = [ { recv = "p", bytes = 4 } ]
+            [[task]]
+            name = "locker"
+            ops = [ { lock = "m" }, { unlock = "m" } ]
+            "#,
+        )
+        .unwrap();
+        let (as_process, warnings) = plan(&w);
+        assert_eq!(as_process, vec![true, false, false]);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("`locker`") && warnings[0].contains("a mutex"), "{warnings:?}");
+    }
+}
