@@ -6,7 +6,8 @@
 //! writes and reads done by one thread (the system calls without a switch), and a thread sleeping on
 //! an absolute timer with its timer slack set to 1 ns (the wake-up path from idle). Each number is the
 //! median of five runs. How they map onto the simulator's costs is in [`Calibration::costs`]; the
-//! default timer slack of a thread (`PR_GET_TIMERSLACK`) becomes `timer_slack_ns`.
+//! default timer slack of a thread (`PR_GET_TIMERSLACK`) becomes `timer_slack_ns`, and half the pipe
+//! write + read pair (one light system call) becomes `syscall_ns`.
 
 use crate::sys::{self, now_ns, Pipe, PipeMode};
 use std::sync::atomic::AtomicBool;
@@ -217,7 +218,9 @@ impl Calibration {
              context_switch_ns = {switch}\n\
              idle_exit_ns = {idle_exit}\n\
              wakeup_ipi_ns = {ipi}\n\
-             timer_slack_ns = {slack}\n",
+             timer_slack_ns = {slack}\n\
+             syscall_ns = {syscall}\n",
+            syscall = self.pipe_pair_ns / 2,
             host = self.host,
             kernel = self.kernel,
             pair = self.pipe_pair_ns,
@@ -277,5 +280,6 @@ mod tests {
             (m.costs.context_switch_ns, m.costs.idle_exit_ns, m.costs.wakeup_ipi_ns),
             (1_750, 2_000, 4_000)
         );
+        assert_eq!((m.costs.timer_slack_ns, m.costs.syscall_ns), (50_000, 500), "half the 1000 ns pipe pair");
     }
 }

@@ -78,6 +78,25 @@ pub(crate) struct Device {
     pub nr_requests: u64,
 }
 
+/// Whether an op always makes a system call (and so is charged `CostModel::syscall_ns`); mutexes,
+/// semaphores, barriers, signal and resume enter the kernel only when contended or awaited.
+fn enters_kernel(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Sleep { .. }
+            | Op::Timer { .. }
+            | Op::Yield
+            | Op::Send { .. }
+            | Op::Recv { .. }
+            | Op::CondWait { .. }
+            | Op::Suspend(_)
+            | Op::Io { .. }
+            | Op::Fork(_)
+            | Op::WaitChildren
+            | Op::SetCpus(_)
+    )
+}
+
 impl<'a> Sim<'a> {
     fn fail_workload(&mut self, t: TaskId, msg: String) -> Step {
         if self.error.is_none() {
@@ -97,6 +116,9 @@ impl<'a> Sim<'a> {
         let ops = &w.tasks[self.tasks[t.idx()].template as usize].program.ops;
         {
             let tk = &mut self.tasks[t.idx()];
+            if tk.syscall_left > 0 {
+                return Step::Run;
+            }
             if tk.in_op {
                 if tk.op_left > 0 {
                     return Step::Run;
@@ -128,6 +150,17 @@ impl<'a> Sim<'a> {
             let pc = self.tasks[t.idx()].pc;
             let Some(&op) = ops.get(pc as usize) else { return Step::Exit };
             let now = self.now;
+            let syscall_ns = self.machine.costs.syscall_ns;
+            if syscall_ns > 0 && enters_kernel(&op) {
+                let tk = &mut self.tasks[t.idx()];
+                if !tk.syscall_paid {
+                    // Run the call's kernel time first, then come back to do the op.
+                    tk.syscall_paid = true;
+                    tk.syscall_left = syscall_ns;
+                    return Step::Run;
+                }
+                tk.syscall_paid = false;
+            }
             match op {
                 Op::Compute { work: d } | Op::Spin { time: d } => {
                     let n = self.rng.draw(d);

@@ -46,6 +46,13 @@ pub struct CostModel {
     /// their expiry, and their wakeup latency counts from the expiry, as a thread timing itself sees
     /// it. Default 0 (the seed papers' kernels); `schedlab calibrate` measures it.
     pub timer_slack_ns: Ns,
+    /// CPU time of one system call, charged to the calling task before each op that always enters
+    /// the kernel (sleep, timer, yield, send, recv, condition wait, suspend, io, fork, wait_children,
+    /// cpus): entry, the call's own work and exit, which Linux counts as the thread's run time. Ops
+    /// that enter the kernel only when contended (mutexes, semaphores, barriers, signal, resume) are
+    /// not charged. Default 0 (the workload generators' own per-call costs stand for it);
+    /// `schedlab calibrate` measures it as half a 4-byte pipe write + read.
+    pub syscall_ns: Ns,
 }
 
 impl Default for CostModel {
@@ -65,6 +72,7 @@ impl Default for CostModel {
             evict_after_ns: 2 * NSEC_PER_MSEC,
             refill_evicted_ns: 50 * NSEC_PER_USEC,
             timer_slack_ns: 0,
+            syscall_ns: 0,
         }
     }
 }

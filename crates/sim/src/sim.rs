@@ -153,6 +153,10 @@ pub(crate) struct Task {
     /// The timed op at `pc` is in progress with `op_left` work (Compute) or ns (Spin) to go.
     pub in_op: bool,
     pub op_left: Ns,
+    /// System-call time still to run before the op at `pc` (`CostModel::syscall_ns`).
+    pub syscall_left: Ns,
+    /// The op at `pc` has had its system-call time charged.
+    pub syscall_paid: bool,
     pub cold_ns: Ns,
     pub last_cpu_ran: Option<CpuId>,
     pub evict_stamp: Ns,
@@ -603,7 +607,10 @@ impl<'a> Sim<'a> {
         let tk = &mut self.tasks[t.idx()];
         tk.run_ns += useful;
         self.views[t.idx()].sum_exec_ns += useful;
-        if tk.in_op {
+        if tk.syscall_left > 0 {
+            // Kernel time before the op: run time, but neither work nor spin.
+            tk.syscall_left -= useful.min(tk.syscall_left);
+        } else if tk.in_op {
             match self.w.tasks[tk.template as usize].program.ops[tk.pc as usize] {
                 Op::Compute { .. } => {
                     let done = progress.min(tk.op_left);
@@ -624,6 +631,9 @@ impl<'a> Sim<'a> {
     /// Wall time the running task `t` on `cpu` needs to finish its timed op.
     fn time_to_finish(&self, cpu: CpuId, t: TaskId) -> Ns {
         let tk = &self.tasks[t.idx()];
+        if tk.syscall_left > 0 {
+            return tk.syscall_left;
+        }
         if !tk.in_op {
             return 0;
         }
@@ -682,7 +692,7 @@ impl<'a> Sim<'a> {
         }
         let t = self.cpu_views[cpu.idx()].curr.expect("segment on a busy CPU");
         let tk = &self.tasks[t.idx()];
-        if self.now < c.useful_start || (tk.in_op && tk.op_left > 0) {
+        if self.now < c.useful_start || tk.syscall_left > 0 || (tk.in_op && tk.op_left > 0) {
             self.program_segment(cpu);
             return;
         }

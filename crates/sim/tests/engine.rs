@@ -160,6 +160,33 @@ fn a_timer_grid_starts_at_the_task_start_not_at_its_first_use() {
 }
 
 #[test]
+fn a_system_call_runs_its_cpu_time_before_its_op() {
+    // 100 x {sleep 1 ms} with 10 us of system-call time per call: the task runs 1 ms in all (kernel
+    // time, not work) and each sleep starts 10 us later, so it ends at 100 x 1.01 ms. A task of
+    // mutex operations (not charged: they enter the kernel only when contended) runs nothing.
+    let build = || {
+        let mut w = WorkloadBuilder::new("syscalls");
+        let m = w.mutex("m");
+        w.task("sleeper", P::new().repeat(100, |b| b.sleep(MS)).build());
+        w.task("locker", P::new().repeat(100, |b| b.lock(m).unlock(m)).build());
+        w.stop(StopWhen::AllDone);
+        w.build().unwrap()
+    };
+    let mut m = Machine::flat(2);
+    m.costs.syscall_ns = 10 * US;
+    let r = run(&m, &build(), "cfs", 1_000 * MS);
+    let sleeper = task(&r, "sleeper");
+    assert_eq!(sleeper.run_ns, 100 * 10 * US, "exactly the charged kernel time");
+    assert_eq!(sleeper.work_ns, 0);
+    assert!(near(sleeper.exited_ns.unwrap(), 101 * MS, MS / 2), "{:?}", sleeper.exited_ns);
+    assert_eq!(task(&r, "locker").run_ns, 0);
+    // Without the cost (the default) the sleeper runs nothing.
+    let r0 = run(&Machine::flat(2), &build(), "cfs", 1_000 * MS);
+    assert_eq!(task(&r0, "sleeper").run_ns, 0);
+    assert!(near(task(&r0, "sleeper").exited_ns.unwrap(), 100 * MS, MS / 2));
+}
+
+#[test]
 fn fork_and_exit_are_accounted() {
     let build = || {
         let mut w = WorkloadBuilder::new("fork");
