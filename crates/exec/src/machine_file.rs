@@ -7,7 +7,9 @@
 //! an absolute timer with its timer slack set to 1 ns (the wake-up path from idle). Each number is the
 //! median of five runs. How they map onto the simulator's costs is in [`Calibration::costs`]; the
 //! default timer slack of a thread (`PR_GET_TIMERSLACK`) becomes `timer_slack_ns`, and half the pipe
-//! write + read pair (one light system call) becomes `syscall_ns`.
+//! write + read pair (one light system call) becomes `syscall_ns`. A write pass over a 256 KiB working
+//! set right after a move between CPUs 0 and 1, against one on the CPU that just touched it, gives the
+//! refill time of such a move (`refill_smt_ns` or `refill_llc_ns`, by how the two share caches).
 
 use crate::sys::{self, now_ns, Pipe, PipeMode};
 use std::sync::atomic::AtomicBool;
@@ -40,6 +42,86 @@ pub struct Calibration {
     pub timer_latency_ns: u64,
     /// The default timer slack of a thread (`PR_GET_TIMERSLACK`).
     pub timer_slack_ns: u64,
+    /// The extra time of one pass over a 256 KiB working set right after moving between CPUs 0 and 1,
+    /// and how those CPUs share caches (`None` with one CPU).
+    pub migration: Option<(u64, CacheSharing)>,
+}
+
+/// How CPUs 0 and 1 share caches, from /sys/devices/system/cpu/cpu0/{topology,cache}.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheSharing {
+    /// SMT siblings of one core.
+    Smt,
+    /// Different cores sharing the last-level cache.
+    Llc,
+    /// No shared cache.
+    None,
+}
+
+impl CacheSharing {
+    /// The machine file's refill key for a move between such CPUs.
+    pub fn refill_key(self) -> Option<&'static str> {
+        match self {
+            CacheSharing::Smt => Some("refill_smt_ns"),
+            CacheSharing::Llc => Some("refill_llc_ns"),
+            CacheSharing::None => None,
+        }
+    }
+}
+
+fn cpu_list_has(path: &str, cpu: u32) -> bool {
+    let Ok(text) = std::fs::read_to_string(path) else { return false };
+    text.trim().split(',').any(|part| match part.split_once('-') {
+        Some((a, b)) => a.parse::<u32>().is_ok_and(|a| a <= cpu) && b.parse::<u32>().is_ok_and(|b| cpu <= b),
+        None => part.parse::<u32>() == Ok(cpu),
+    })
+}
+
+fn cache_sharing_0_1() -> CacheSharing {
+    let base = "/sys/devices/system/cpu/cpu0";
+    if cpu_list_has(&format!("{base}/topology/thread_siblings_list"), 1) {
+        return CacheSharing::Smt;
+    }
+    let shared_llc = (0..8).rev().any(|i| cpu_list_has(&format!("{base}/cache/index{i}/shared_cpu_list"), 1));
+    if shared_llc {
+        CacheSharing::Llc
+    } else {
+        CacheSharing::None
+    }
+}
+
+/// The working set of the migration measurement: 256 KiB, a task's hot data that fits a core's
+/// private L2 on current CPUs (the model's refill is one number for every task; a larger working set
+/// refills for longer).
+const WORKING_SET_BYTES: usize = 256 << 10;
+
+/// Median over 21 moves of the extra time of one write pass over the working set (one word per
+/// 64-byte line) right after moving between CPUs `a` and `b`, against a pass on the CPU that just
+/// touched it: the lines then come from the other core's cache instead of this one's.
+fn migration_extra(a: u32, b: u32) -> u64 {
+    std::thread::spawn(move || {
+        let mut buf = vec![0u64; WORKING_SET_BYTES / 8];
+        let pass = |buf: &mut Vec<u64>| {
+            let t0 = now_ns();
+            for x in buf.iter_mut().step_by(8) {
+                *x = std::hint::black_box(x.wrapping_add(1));
+            }
+            now_ns() - t0
+        };
+        let mut extra = Vec::with_capacity(21);
+        for i in 0..21 {
+            let (from, to) = if i % 2 == 0 { (a, b) } else { (b, a) };
+            let _ = sys::set_affinity(0, &[from]);
+            pass(&mut buf);
+            let warm = pass(&mut buf);
+            let _ = sys::set_affinity(0, &[to]);
+            let cold = pass(&mut buf);
+            extra.push(cold.saturating_sub(warm));
+        }
+        median(extra)
+    })
+    .join()
+    .unwrap_or(0)
 }
 
 fn median(mut v: Vec<u64>) -> u64 {
@@ -157,6 +239,7 @@ pub fn measure() -> Calibration {
     let same_cpu_half_rt_ns = five(&|| ping_pong(0, 0)) / 2;
     let cross_cpu_half_rt_ns = (nr_cpus > 1).then(|| five(&|| ping_pong(0, 1)) / 2);
     let timer_latency_ns = timer_latency(nr_cpus.saturating_sub(1) as u32);
+    let migration = (nr_cpus > 1).then(|| (migration_extra(0, 1), cache_sharing_0_1()));
     Calibration {
         host: crate::measure::hostname(),
         hz: config_hz(&kernel),
@@ -170,6 +253,7 @@ pub fn measure() -> Calibration {
         cross_cpu_half_rt_ns,
         timer_latency_ns,
         timer_slack_ns: timer_slack(),
+        migration,
     }
 }
 
@@ -194,9 +278,26 @@ impl Calibration {
         (switch, idle_exit, ipi)
     }
 
+    /// The refill time of a move between CPUs 0 and 1 and its machine-file key: the model runs a task
+    /// at `cold_speed_pct` (50 %) for the refill time after a move, which costs it half that time, so
+    /// the refill is twice the measured extra time (at least 100 ns).
+    pub fn refill(&self) -> Option<(&'static str, u64)> {
+        let (extra, sharing) = self.migration?;
+        Some((sharing.refill_key()?, (2 * extra).max(100)))
+    }
+
     /// A machine file (docs/architecture.md#machines) for the simulator.
     pub fn to_toml(&self) -> String {
         let (switch, idle_exit, ipi) = self.costs();
+        let refill = match (self.migration, self.refill()) {
+            (Some((extra, _)), Some((key, ns))) => {
+                format!(
+                    "# A {} KiB working set after a move between CPUs 0 and 1: {extra} ns more per pass.\n{key} = {ns}\n",
+                    WORKING_SET_BYTES >> 10
+                )
+            }
+            _ => String::new(),
+        };
         // The simulator takes 100, 250, 300 or 1000 Hz.
         let hz = self.hz.filter(|h| [100, 250, 300, 1000].contains(h)).unwrap_or(250);
         let cores_per_socket = (self.nr_cpus / self.sockets / self.threads_per_core).max(1);
@@ -219,7 +320,8 @@ impl Calibration {
              idle_exit_ns = {idle_exit}\n\
              wakeup_ipi_ns = {ipi}\n\
              timer_slack_ns = {slack}\n\
-             syscall_ns = {syscall}\n",
+             syscall_ns = {syscall}\n\
+             {refill}",
             syscall = self.pipe_pair_ns / 2,
             host = self.host,
             kernel = self.kernel,
@@ -254,6 +356,7 @@ mod tests {
             cross_cpu_half_rt_ns: Some(9_000),
             timer_latency_ns: 4_000,
             timer_slack_ns: 50_000,
+            migration: Some((3_000, CacheSharing::Llc)),
         }
     }
 
@@ -281,5 +384,11 @@ mod tests {
             (1_750, 2_000, 4_000)
         );
         assert_eq!((m.costs.timer_slack_ns, m.costs.syscall_ns), (50_000, 500), "half the 1000 ns pipe pair");
+        assert_eq!(m.costs.refill_llc_ns, 6_000, "twice the 3 us extra: half speed while refilling");
+        let smt = Calibration { migration: Some((3_000, CacheSharing::Smt)), ..sample() };
+        let m = schedlab_sim::Machine::from_toml("smt.toml", &smt.to_toml()).unwrap();
+        assert_eq!((m.costs.refill_smt_ns, m.costs.refill_llc_ns), (6_000, 10_000), "the LLC default kept");
+        let apart = Calibration { migration: Some((3_000, CacheSharing::None)), ..sample() };
+        assert!(!apart.to_toml().contains("refill_"), "no shared cache: no key");
     }
 }
