@@ -7,11 +7,11 @@
 //!
 //! * **Execution** ([`runner`]): `compute` runs a loop calibrated at start ([`calibrate`], like
 //!   rt-app's ns-per-loop), `spin` busy-waits on the clock, sleeps and periodic timers use
-//!   `clock_nanosleep(TIMER_ABSTIME)`, mutexes, condition variables and semaphores are POSIX ones,
-//!   pipes are pipes (`F_SETPIPE_SZ` to the workload's capacity), barriers and events are futex-based
-//!   ([`objects`]), `yield` is `sched_yield`, `nice` is `setpriority` on the thread, classes are
+//!   `clock_nanosleep(TIMER_ABSTIME)`, mutexes, condition variables and semaphores are process-shared
+//!   POSIX ones, pipes are pipes (sized, or packet-mode for small ones), barriers and events are built
+//!   on those ([`objects`]), `yield` is `sched_yield`, `nice` is `setpriority` on the thread, classes are
 //!   `sched_setscheduler` (FIFO and RR only when allowed), `cpus` and the timed affinity changes are
-//!   `sched_setaffinity`, `fork` creates a thread running the template, task groups are cgroups
+//!   `sched_setaffinity`, `fork` creates a thread or process running the template, task groups are cgroups
 //!   with CPU weights where the machine has the `cpu` controller ([`cgroups`]).
 //! * **Measurement** ([`measure`]): per thread, run time, run-queue wait and timeslices from
 //!   `/proc/thread-self/schedstat` and voluntary/involuntary switches from `/proc/thread-self/status`,
@@ -19,8 +19,9 @@
 //!   wake time of each sleep and timer (rt-app's `wu_lat`, cyclictest's method); migrations as changes
 //!   of `sched_getcpu()` seen between ops; per-CPU busy and idle time from `/proc/stat`.
 //! * **Processes** ([`process`]): a template the model makes a process per instance (neither
-//!   `threads = true` nor a named `process`) is forked as one when its program shares only pipes and
-//!   counters with others; otherwise it runs as threads, with a warning.
+//!   `threads = true` nor a named `process`) is forked as one (its shared objects are process-shared,
+//!   in shared memory) unless its program forks or waits for children; then it runs as threads,
+//!   with a warning.
 //! * **Simplifications**, stated in docs/exec.md: tasks of a named `process` are threads of this
 //!   process (not of a process of their own), a device is a mutex held for the service time, and the kernel's
 //!   internals the simulator reports (decisions, tasks examined, balancing, overhead, energy, counters

@@ -1,50 +1,56 @@
 //! The workload's shared objects as real ones: POSIX mutexes, condition variables and semaphores,
-//! pipes, and (built on a std mutex and condition variable, which are futexes underneath) barriers with
-//! an optional spin phase, rt-app's suspend/resume events, devices served one request at a time, and
-//! shared periodic timers. Every blocking wait gives up when the run stops.
+//! pipes, and (built on those) barriers with an optional spin phase, rt-app's suspend/resume events,
+//! devices served one request at a time, and shared periodic timers. Everything but the pipes lives in
+//! shared memory and is process-shared, so task processes use the same objects as threads. Every
+//! blocking wait gives up when the run stops.
 
-use crate::shm::ShmCells;
+use crate::shm::{SharedU64, ShmArena, ShmCells};
 use crate::sys::{now_ns, PCond, PMutex, PSem, Pipe, PipeMode};
 use schedlab_workload::{Op, Workload};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex};
 
-/// A barrier for `parties` threads; the generation counter lets a spinning waiter see the release.
+/// A barrier for `parties` tasks (threads or task processes): a process-shared mutex and condition
+/// variable, an arrival count and a generation word, all in shared memory; the generation lets a
+/// spinning waiter see the release.
 pub struct Barrier {
-    parties: u32,
-    state: Mutex<(u32, u64)>,
-    cv: Condvar,
-    generation: AtomicU64,
+    parties: u64,
+    m: PMutex,
+    cv: PCond,
+    count: SharedU64,
+    generation: SharedU64,
 }
 
 impl Barrier {
-    /// A barrier that opens when `parties` threads wait.
-    pub fn new(parties: u32) -> Barrier {
+    /// A barrier that opens when `parties` tasks wait.
+    pub fn new(arena: &mut ShmArena, parties: u32) -> Barrier {
         Barrier {
-            parties: parties.max(1),
-            state: Mutex::new((0, 0)),
-            cv: Condvar::new(),
-            generation: AtomicU64::new(0),
+            parties: parties.max(1) as u64,
+            m: PMutex::new(arena),
+            cv: PCond::new(arena),
+            count: SharedU64::new(arena),
+            generation: SharedU64::new(arena),
         }
     }
 
     /// Waits, busy-polling up to `spin_ns` first (libgomp style); false if the run stopped.
     pub fn wait(&self, spin_ns: u64, stop: &AtomicBool) -> bool {
-        let Ok(mut st) = self.state.lock() else { return false };
-        st.0 += 1;
-        if st.0 >= self.parties {
-            st.0 = 0;
-            st.1 += 1;
-            self.generation.store(st.1, Ordering::Release);
-            self.cv.notify_all();
+        let (count, generation) = (self.count.get(), self.generation.get());
+        self.m.lock();
+        let arrived = count.load(Ordering::Relaxed) + 1;
+        if arrived >= self.parties {
+            count.store(0, Ordering::Relaxed);
+            generation.fetch_add(1, Ordering::Release);
+            self.cv.broadcast();
+            self.m.unlock();
             return true;
         }
-        let gen = st.1;
+        count.store(arrived, Ordering::Relaxed);
+        let gen = generation.load(Ordering::Acquire);
         if spin_ns > 0 {
-            drop(st);
+            self.m.unlock();
             let until = now_ns() + spin_ns;
             while now_ns() < until {
-                if self.generation.load(Ordering::Acquire) != gen {
+                if generation.load(Ordering::Acquire) != gen {
                     return true;
                 }
                 if stop.load(Ordering::Relaxed) {
@@ -52,60 +58,90 @@ impl Barrier {
                 }
                 std::hint::spin_loop();
             }
-            let Ok(s) = self.state.lock() else { return false };
-            st = s;
+            self.m.lock();
         }
-        while st.1 == gen {
+        let mut released = true;
+        while generation.load(Ordering::Acquire) == gen {
             if stop.load(Ordering::Relaxed) {
-                return false;
+                released = false;
+                break;
             }
-            let Ok(s) = self.cv.wait(st) else { return false };
-            st = s;
+            self.cv.wait(&self.m);
         }
-        true
+        self.m.unlock();
+        released
     }
 
     /// Wakes every waiter so it can see the stop.
     pub fn wake_all(&self) {
-        let _g = self.state.lock();
-        self.cv.notify_all();
+        self.m.lock();
+        self.cv.broadcast();
+        self.m.unlock();
     }
 }
 
 /// rt-app's event: `suspend` blocks until a `resume`; a resume with nobody suspended is lost.
-#[derive(Default)]
 pub struct Event {
-    generation: Mutex<u64>,
-    cv: Condvar,
+    m: PMutex,
+    cv: PCond,
+    generation: SharedU64,
 }
 
 impl Event {
-    /// Blocks until the next resume; false if the run stopped.
-    pub fn suspend(&self, stop: &AtomicBool) -> bool {
-        let Ok(mut g) = self.generation.lock() else { return false };
-        let mine = *g;
-        while *g == mine {
-            if stop.load(Ordering::Relaxed) {
-                return false;
-            }
-            let Ok(x) = self.cv.wait(g) else { return false };
-            g = x;
-        }
-        true
+    /// An event in shared memory.
+    pub fn new(arena: &mut ShmArena) -> Event {
+        Event { m: PMutex::new(arena), cv: PCond::new(arena), generation: SharedU64::new(arena) }
     }
 
-    /// Wakes every suspended thread.
-    pub fn resume(&self) {
-        if let Ok(mut g) = self.generation.lock() {
-            *g += 1;
-            self.cv.notify_all();
+    /// Blocks until the next resume; false if the run stopped.
+    pub fn suspend(&self, stop: &AtomicBool) -> bool {
+        let generation = self.generation.get();
+        self.m.lock();
+        let mine = generation.load(Ordering::Relaxed);
+        let mut resumed = true;
+        while generation.load(Ordering::Relaxed) == mine {
+            if stop.load(Ordering::Relaxed) {
+                resumed = false;
+                break;
+            }
+            self.cv.wait(&self.m);
         }
+        self.m.unlock();
+        resumed
+    }
+
+    /// Wakes every suspended task.
+    pub fn resume(&self) {
+        self.m.lock();
+        self.generation.get().fetch_add(1, Ordering::Relaxed);
+        self.cv.broadcast();
+        self.m.unlock();
     }
 
     /// Wakes waiters so they can see the stop (without resuming them).
     pub fn wake_all(&self) {
-        let _g = self.generation.lock();
-        self.cv.notify_all();
+        self.m.lock();
+        self.cv.broadcast();
+        self.m.unlock();
+    }
+}
+
+/// A shared periodic timer's next expiry (monotonic ns; 0 until first use), under a process-shared
+/// mutex.
+pub struct SharedTimer {
+    m: PMutex,
+    next: SharedU64,
+}
+
+impl SharedTimer {
+    /// Runs `f` on the next expiry (`None` before first use) and stores what it returns.
+    pub fn update(&self, f: impl FnOnce(Option<u64>) -> (u64, u64)) -> u64 {
+        self.m.lock();
+        let cur = self.next.get().load(Ordering::Relaxed);
+        let (expiry, next) = f((cur != 0).then_some(cur));
+        self.next.get().store(next.max(1), Ordering::Relaxed);
+        self.m.unlock();
+        expiry
     }
 }
 
@@ -124,13 +160,15 @@ pub struct Objects {
     /// Events.
     pub events: Vec<Event>,
     /// Devices: one request at a time.
-    pub devices: Vec<Mutex<()>>,
+    pub devices: Vec<PMutex>,
     /// The stop flag, the counters, and each pipe's sends and bytes, in memory shared with the tasks
     /// run as processes.
     pub cells: ShmCells,
-    /// The next expiry of each shared timer (monotonic ns), set at first use.
-    pub timers: Vec<Mutex<Option<u64>>>,
+    /// The next expiry of each shared timer, set at first use.
+    pub timers: Vec<SharedTimer>,
     counters_len: usize,
+    /// The shared memory the synchronisation objects live in (dropped last).
+    _arena: ShmArena,
 }
 
 /// How each pipe of `w` is made real, with a note for each pipe whose real buffer differs from the
@@ -186,17 +224,32 @@ impl Objects {
     /// Real objects for a workload; pipes as [`pipe_plan`] says.
     pub fn new(w: &Workload) -> std::io::Result<Objects> {
         let (pipe_modes, _) = pipe_plan(w);
+        // Slots: a mutex, condition variable, semaphore or word each.
+        let slots = w.mutexes.len()
+            + w.conds.len()
+            + w.semaphores.len()
+            + 4 * w.barriers.len()
+            + 3 * w.events.len()
+            + w.devices.len()
+            + 2 * w.timers.len();
+        let mut arena = ShmArena::new(slots)?;
+        let a = &mut arena;
         Ok(Objects {
-            mutexes: w.mutexes.iter().map(|_| PMutex::new()).collect(),
-            conds: w.conds.iter().map(|_| PCond::new()).collect(),
-            sems: w.semaphores.iter().map(|s| PSem::new(s.initial)).collect(),
+            mutexes: w.mutexes.iter().map(|_| PMutex::new(a)).collect(),
+            conds: w.conds.iter().map(|_| PCond::new(a)).collect(),
+            sems: w.semaphores.iter().map(|s| PSem::new(a, s.initial)).collect(),
             pipes: pipe_modes.into_iter().map(Pipe::new).collect::<std::io::Result<_>>()?,
-            barriers: w.barriers.iter().map(|b| Barrier::new(b.parties)).collect(),
-            events: w.events.iter().map(|_| Event::default()).collect(),
-            devices: w.devices.iter().map(|_| Mutex::new(())).collect(),
+            barriers: w.barriers.iter().map(|b| Barrier::new(a, b.parties)).collect(),
+            events: w.events.iter().map(|_| Event::new(a)).collect(),
+            devices: w.devices.iter().map(|_| PMutex::new(a)).collect(),
             cells: ShmCells::new(w.counters.len() + 2 * w.pipes.len() + 2)?,
-            timers: w.timers.iter().map(|_| Mutex::new(None)).collect(),
+            timers: w
+                .timers
+                .iter()
+                .map(|_| SharedTimer { m: PMutex::new(a), next: SharedU64::new(a) })
+                .collect(),
             counters_len: w.counters.len(),
+            _arena: arena,
         })
     }
 
@@ -253,8 +306,9 @@ mod tests {
 
     #[test]
     fn a_barrier_opens_for_its_parties_and_events_lose_early_resumes() {
+        let mut arena = ShmArena::new(16).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
-        let b = Arc::new(Barrier::new(3));
+        let b = Arc::new(Barrier::new(&mut arena, 3));
         let passed = Arc::new(AtomicU64::new(0));
         let hs: Vec<_> = (0..3)
             .map(|i| {
@@ -271,7 +325,7 @@ mod tests {
         }
         assert_eq!(passed.load(Ordering::SeqCst), 3);
         // A resume before anyone suspends is lost: the suspender then waits for the next one.
-        let e = Arc::new(Event::default());
+        let e = Arc::new(Event::new(&mut arena));
         e.resume();
         let (e2, stop2) = (e.clone(), stop.clone());
         let h = std::thread::spawn(move || e2.suspend(&stop2));
@@ -280,13 +334,38 @@ mod tests {
         e.resume();
         assert!(h.join().unwrap());
         // The stop releases a waiter with `false`.
-        let b = Arc::new(Barrier::new(2));
+        let b = Arc::new(Barrier::new(&mut arena, 2));
         let (b2, stop3) = (b.clone(), stop.clone());
         let h = std::thread::spawn(move || b2.wait(0, &stop3));
         std::thread::sleep(std::time::Duration::from_millis(20));
         stop.store(true, Ordering::SeqCst);
         b.wake_all();
         assert!(!h.join().unwrap());
+    }
+
+    #[test]
+    fn a_barrier_and_a_semaphore_work_across_a_fork() {
+        // The objects are process-shared in shared memory: a forked child arrives at the barrier and
+        // posts the semaphore; the parent passes both.
+        let mut arena = ShmArena::new(16).unwrap();
+        let b = Barrier::new(&mut arena, 2);
+        let sem = PSem::new(&mut arena, 0);
+        let stop = AtomicBool::new(false);
+        // SAFETY: the child only waits at the barrier, posts and _exits.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            let ok = b.wait(0, &stop);
+            sem.post();
+            // SAFETY: ends the child without running the parent's destructors.
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        assert!(b.wait(0, &stop), "the child's arrival opened the barrier");
+        assert!(sem.wait(&stop), "the child's post arrived");
+        let mut status = 0;
+        // SAFETY: reaps the child made above.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "status {status}");
     }
 
     /// A workload with one pipe of `capacity` bytes, a writer sending `sends` sizes and a reader

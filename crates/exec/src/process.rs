@@ -4,11 +4,11 @@
 //! child runs the task (the same [`task_body`] as a thread) and sends its result back through a pipe
 //! as JSON; the keeper waits for it, reaps it and records the result.
 //!
-//! What a task process can share with the others is what survives a fork: pipes (inherited
-//! descriptors) and the stop flag, counters and pipe statistics (a `MAP_SHARED` mapping,
-//! [`crate::shm`]). A template whose program uses anything else (mutexes, condition variables,
-//! semaphores, barriers, events, devices, shared timers, fork, wait_children) runs as threads, with a
-//! warning saying why.
+//! What a task process shares with the others survives the fork: pipes (inherited descriptors), and
+//! in `MAP_SHARED` memory ([`crate::shm`]) the stop flag, counters, pipe statistics, and the
+//! process-shared mutexes, condition variables, semaphores, barriers, events, devices and shared
+//! timers ([`crate::objects`]). A template whose program forks or waits for children runs as threads
+//! (a task process's children would be processes of their own to track), with a warning saying why.
 //!
 //! The child only runs code that takes no lock another thread of this process may hold at the fork
 //! (no printing, no shared mutex; glibc's allocator is reset in the child by its own fork handlers),
@@ -21,19 +21,10 @@ use std::io::Read;
 use std::os::fd::FromRawFd;
 use std::sync::Arc;
 
-/// The first op of `spec`'s program that a task process cannot share with others, if any.
-pub fn unshareable_op(w: &Workload, spec: &TaskSpec) -> Option<&'static str> {
+/// The first op of `spec`'s program that keeps it from running as a task process, if any.
+pub fn unshareable_op(spec: &TaskSpec) -> Option<&'static str> {
     spec.program.ops.iter().find_map(|op| match *op {
-        Op::Lock(_) | Op::Unlock(_) => Some("a mutex"),
-        Op::CondWait { .. } | Op::Signal(_) | Op::Broadcast(_) => Some("a condition variable"),
-        Op::SemWait(_) | Op::SemPost(_) => Some("a semaphore"),
-        Op::Suspend(_) | Op::Resume(_) => Some("suspend/resume"),
-        Op::Barrier(_) | Op::BarrierSpin { .. } => Some("a barrier"),
-        Op::Io { .. } => Some("a device"),
         Op::Fork(_) | Op::WaitChildren => Some("fork/wait_children"),
-        Op::Timer { timer, .. } if w.timers.get(timer as usize).is_some_and(|t| t.shared) => {
-            Some("a shared timer")
-        }
         _ => None,
     })
 }
@@ -49,12 +40,12 @@ pub fn plan(w: &Workload) -> (Vec<bool>, Vec<String>) {
             if t.threads || t.process.is_some() {
                 return false;
             }
-            match unshareable_op(w, t) {
+            match unshareable_op(t) {
                 None => true,
                 Some(what) => {
                     warnings.push(format!(
-                        "task `{}` is a process in the model, but its program uses {what}, which exec shares \
-                         only between threads: it runs as threads of one process",
+                        "task `{}` is a process in the model, but its program uses {what}, which exec runs \
+                         only in threads: it runs as threads of one process",
                         t.name
                     ));
                     false
@@ -187,12 +178,15 @@ mod tests {
             [[task]]
             name = "locker"
             ops = [ { lock = "m" }, { unlock = "m" } ]
+            [[task]]
+            name = "forker"
+            ops = [ { fork = "proc" }, { wait_children = true } ]
             "#,
         )
         .unwrap();
         let (as_process, warnings) = plan(&w);
-        assert_eq!(as_process, vec![true, false, false]);
+        assert_eq!(as_process, vec![true, false, true, false], "a mutex is process-shared; fork is not");
         assert_eq!(warnings.len(), 1, "{warnings:?}");
-        assert!(warnings[0].contains("`locker`") && warnings[0].contains("a mutex"), "{warnings:?}");
+        assert!(warnings[0].contains("`forker`") && warnings[0].contains("fork"), "{warnings:?}");
     }
 }

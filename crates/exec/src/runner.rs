@@ -422,10 +422,11 @@ impl<'a> Interp<'a> {
                 Op::WaitChildren => self.children.wait(self.shared.stop()),
                 Op::Io { device, service } => {
                     let t = self.rng.draw(service);
-                    match self.shared.objects.devices[device as usize].lock() {
-                        Ok(_g) => sys::sleep_until(now_ns() + t),
-                        Err(_) => false,
-                    }
+                    let d = &self.shared.objects.devices[device as usize];
+                    d.lock();
+                    let ok = sys::sleep_until(now_ns() + t);
+                    d.unlock();
+                    ok
                 }
                 Op::Loop { count, .. } => {
                     loops.push(count);
@@ -464,10 +465,11 @@ impl<'a> Interp<'a> {
         let now = now_ns();
         let shared_timer = self.shared.w.timers.get(timer as usize).is_some_and(|t| t.shared);
         let expiry = if shared_timer {
-            let Ok(mut next) = self.shared.objects.timers[timer as usize].lock() else { return false };
-            let e = next.unwrap_or(self.anchor_ns + period);
-            *next = Some(if e < now && !absolute { now + period } else { e + period });
-            e
+            let anchor = self.anchor_ns;
+            self.shared.objects.timers[timer as usize].update(|next| {
+                let e = next.unwrap_or(anchor + period);
+                (e, if e < now && !absolute { now + period } else { e + period })
+            })
         } else {
             let e = *self.timers.get(&timer).unwrap_or(&(self.anchor_ns + period));
             let next = if e < now && !absolute { now + period } else { e + period };

@@ -5,6 +5,25 @@
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 
+/// An anonymous shared mapping of `len` bytes, zero-filled by the kernel and page-aligned.
+fn map_shared(len: usize) -> io::Result<*mut u8> {
+    // SAFETY: an anonymous shared mapping of `len` bytes; the kernel zero-fills it.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(ptr.cast())
+}
+
 /// A stop flag and `n` 64-bit counters in shared memory, zeroed.
 pub struct ShmCells {
     ptr: *mut u8,
@@ -22,21 +41,7 @@ impl ShmCells {
     /// Maps a stop flag and `n` counters.
     pub fn new(n: usize) -> io::Result<ShmCells> {
         let len = 8 * (n + 1);
-        // SAFETY: an anonymous shared mapping of `len` bytes; the kernel zero-fills it.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(ShmCells { ptr: ptr.cast(), len, n })
+        Ok(ShmCells { ptr: map_shared(len)?, len, n })
     }
 
     /// The stop flag (offset 0).
@@ -58,6 +63,70 @@ impl Drop for ShmCells {
     fn drop(&mut self) {
         // SAFETY: the mapping made in `new`, unmapped once.
         unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// Shared memory for the workload's synchronisation objects (process-shared mutexes, condition
+/// variables, semaphores and their state words), allocated in 64-byte slots while the objects are
+/// made, before any fork. The memory lives as long as the arena.
+pub struct ShmArena {
+    ptr: *mut u8,
+    len: usize,
+    used: usize,
+}
+
+// SAFETY: the arena hands out memory only through `alloc` (with `&mut self`); what lives in it is
+// made for sharing (process-shared pthread objects and atomics).
+unsafe impl Send for ShmArena {}
+// SAFETY: as above.
+unsafe impl Sync for ShmArena {}
+
+/// The slot size and alignment of the arena.
+pub const SLOT: usize = 64;
+
+impl ShmArena {
+    /// An arena of `slots` zeroed 64-byte slots.
+    pub fn new(slots: usize) -> io::Result<ShmArena> {
+        let len = SLOT * slots.max(1);
+        Ok(ShmArena { ptr: map_shared(len)?, len, used: 0 })
+    }
+
+    /// The next slot, zeroed, for a `T` of at most 64 bytes.
+    pub fn alloc<T>(&mut self) -> *mut T {
+        assert!(std::mem::size_of::<T>() <= SLOT && std::mem::align_of::<T>() <= SLOT, "a slot holds it");
+        assert!(self.used + SLOT <= self.len, "the arena was sized for every object");
+        // SAFETY: inside the mapping (checked above), 64-byte aligned (the mapping is page-aligned).
+        let p = unsafe { self.ptr.add(self.used) };
+        self.used += SLOT;
+        p.cast()
+    }
+}
+
+impl Drop for ShmArena {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, unmapped once, after every object in it is dropped.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// An atomic word in a [`ShmArena`].
+pub struct SharedU64(*const AtomicU64);
+
+// SAFETY: an atomic, made for sharing.
+unsafe impl Send for SharedU64 {}
+// SAFETY: as above.
+unsafe impl Sync for SharedU64 {}
+
+impl SharedU64 {
+    /// A zeroed word in `arena`.
+    pub fn new(arena: &mut ShmArena) -> SharedU64 {
+        SharedU64(arena.alloc::<AtomicU64>())
+    }
+
+    /// The word (valid while its arena lives; its owner keeps both).
+    pub fn get(&self) -> &AtomicU64 {
+        // SAFETY: a zero-initialised, aligned slot used only as an AtomicU64.
+        unsafe { &*self.0 }
     }
 }
 

@@ -1,11 +1,12 @@
 //! Thin, safe wrappers over the Linux calls the executor needs: thread ids, affinity, nice and
 //! scheduling classes, the monotonic clock and absolute sleeps, signals to interrupt blocked threads,
-//! pipes with a capacity, and POSIX mutexes, condition variables and semaphores.
+//! pipes with a capacity, and process-shared POSIX mutexes, condition variables and semaphores.
 //!
 //! Every `unsafe` block here calls one libc function with arguments it documents as valid; the
-//! objects that wrap pthread and semaphore state live in boxes that never move once initialised.
+//! pthread and semaphore objects live in a shared-memory arena ([`ShmArena`]) that never moves and
+//! outlives them.
 
-use std::cell::UnsafeCell;
+use crate::shm::ShmArena;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -273,115 +274,107 @@ impl Drop for Pipe {
     }
 }
 
-/// A POSIX mutex (`pthread_mutex_t`), boxed so its address is stable.
-pub struct PMutex(Box<UnsafeCell<libc::pthread_mutex_t>>);
+/// A process-shared POSIX mutex (`pthread_mutex_t` with `PTHREAD_PROCESS_SHARED`) in a
+/// [`ShmArena`], so task processes and threads share it.
+pub struct PMutex(*mut libc::pthread_mutex_t);
 
-// SAFETY: pthread mutexes are made to be shared between threads.
+// SAFETY: pthread mutexes are made to be shared between threads (and, process-shared, processes).
 unsafe impl Send for PMutex {}
 // SAFETY: as above.
 unsafe impl Sync for PMutex {}
 
 impl PMutex {
-    /// A default (fast, non-recursive) mutex.
-    pub fn new() -> PMutex {
-        PMutex(Box::new(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER)))
+    /// A default (fast, non-recursive) process-shared mutex in `arena`.
+    pub fn new(arena: &mut ShmArena) -> PMutex {
+        let m = arena.alloc::<libc::pthread_mutex_t>();
+        // SAFETY: a zeroed attribute object initialised before use; `m` is a valid, aligned slot.
+        unsafe {
+            let mut attr: libc::pthread_mutexattr_t = std::mem::zeroed();
+            libc::pthread_mutexattr_init(&mut attr);
+            libc::pthread_mutexattr_setpshared(&mut attr, libc::PTHREAD_PROCESS_SHARED);
+            libc::pthread_mutex_init(m, &attr);
+            libc::pthread_mutexattr_destroy(&mut attr);
+        }
+        PMutex(m)
     }
 
     /// `pthread_mutex_lock`.
     pub fn lock(&self) {
-        // SAFETY: an initialised mutex at a stable address.
-        unsafe { libc::pthread_mutex_lock(self.0.get()) };
+        // SAFETY: an initialised mutex in a live arena.
+        unsafe { libc::pthread_mutex_lock(self.0) };
     }
 
     /// `pthread_mutex_unlock`; the caller holds it.
     pub fn unlock(&self) {
         // SAFETY: as above.
-        unsafe { libc::pthread_mutex_unlock(self.0.get()) };
+        unsafe { libc::pthread_mutex_unlock(self.0) };
     }
 }
 
-impl Default for PMutex {
-    fn default() -> Self {
-        PMutex::new()
-    }
-}
+/// A process-shared POSIX condition variable in a [`ShmArena`].
+pub struct PCond(*mut libc::pthread_cond_t);
 
-impl Drop for PMutex {
-    fn drop(&mut self) {
-        // SAFETY: no thread uses the mutex any more.
-        unsafe { libc::pthread_mutex_destroy(self.0.get()) };
-    }
-}
-
-/// A POSIX condition variable.
-pub struct PCond(Box<UnsafeCell<libc::pthread_cond_t>>);
-
-// SAFETY: condition variables are made to be shared between threads.
+// SAFETY: condition variables are made to be shared between threads (and processes).
 unsafe impl Send for PCond {}
 // SAFETY: as above.
 unsafe impl Sync for PCond {}
 
 impl PCond {
-    /// A default condition variable.
-    pub fn new() -> PCond {
-        PCond(Box::new(UnsafeCell::new(libc::PTHREAD_COND_INITIALIZER)))
+    /// A process-shared condition variable in `arena`.
+    pub fn new(arena: &mut ShmArena) -> PCond {
+        let c = arena.alloc::<libc::pthread_cond_t>();
+        // SAFETY: a zeroed attribute object initialised before use; `c` is a valid, aligned slot.
+        unsafe {
+            let mut attr: libc::pthread_condattr_t = std::mem::zeroed();
+            libc::pthread_condattr_init(&mut attr);
+            libc::pthread_condattr_setpshared(&mut attr, libc::PTHREAD_PROCESS_SHARED);
+            libc::pthread_cond_init(c, &attr);
+            libc::pthread_condattr_destroy(&mut attr);
+        }
+        PCond(c)
     }
 
     /// `pthread_cond_wait` with `m` held.
     pub fn wait(&self, m: &PMutex) {
         // SAFETY: both initialised, the caller holds m.
-        unsafe { libc::pthread_cond_wait(self.0.get(), m.0.get()) };
+        unsafe { libc::pthread_cond_wait(self.0, m.0) };
     }
 
     /// `pthread_cond_signal`.
     pub fn signal(&self) {
         // SAFETY: initialised.
-        unsafe { libc::pthread_cond_signal(self.0.get()) };
+        unsafe { libc::pthread_cond_signal(self.0) };
     }
 
     /// `pthread_cond_broadcast`.
     pub fn broadcast(&self) {
         // SAFETY: initialised.
-        unsafe { libc::pthread_cond_broadcast(self.0.get()) };
+        unsafe { libc::pthread_cond_broadcast(self.0) };
     }
 }
 
-impl Default for PCond {
-    fn default() -> Self {
-        PCond::new()
-    }
-}
+/// A process-shared POSIX unnamed semaphore (`sem_t`, `pshared` = 1) in a [`ShmArena`].
+pub struct PSem(*mut libc::sem_t);
 
-impl Drop for PCond {
-    fn drop(&mut self) {
-        // SAFETY: no thread waits any more.
-        unsafe { libc::pthread_cond_destroy(self.0.get()) };
-    }
-}
-
-/// A POSIX unnamed semaphore (`sem_t`).
-pub struct PSem(Box<UnsafeCell<libc::sem_t>>);
-
-// SAFETY: semaphores are made to be shared between threads.
+// SAFETY: semaphores are made to be shared between threads (and processes).
 unsafe impl Send for PSem {}
 // SAFETY: as above.
 unsafe impl Sync for PSem {}
 
 impl PSem {
-    /// A semaphore with `initial` units.
-    pub fn new(initial: u32) -> PSem {
-        // SAFETY: a zeroed sem_t is initialised by sem_init before any use.
-        let s = PSem(Box::new(UnsafeCell::new(unsafe { std::mem::zeroed() })));
-        // SAFETY: valid pointer, not shared between processes.
-        unsafe { libc::sem_init(s.0.get(), 0, initial) };
-        s
+    /// A semaphore with `initial` units in `arena`.
+    pub fn new(arena: &mut ShmArena, initial: u32) -> PSem {
+        let s = arena.alloc::<libc::sem_t>();
+        // SAFETY: a valid, aligned slot; shared between processes.
+        unsafe { libc::sem_init(s, 1, initial) };
+        PSem(s)
     }
 
     /// `sem_wait`; false if interrupted by the stop.
     pub fn wait(&self, stop: &AtomicBool) -> bool {
         loop {
             // SAFETY: initialised.
-            if unsafe { libc::sem_wait(self.0.get()) } == 0 {
+            if unsafe { libc::sem_wait(self.0) } == 0 {
                 return true;
             }
             if stop.load(Ordering::Relaxed) {
@@ -393,13 +386,6 @@ impl PSem {
     /// `sem_post`.
     pub fn post(&self) {
         // SAFETY: initialised.
-        unsafe { libc::sem_post(self.0.get()) };
-    }
-}
-
-impl Drop for PSem {
-    fn drop(&mut self) {
-        // SAFETY: no thread waits any more.
-        unsafe { libc::sem_destroy(self.0.get()) };
+        unsafe { libc::sem_post(self.0) };
     }
 }

@@ -73,15 +73,18 @@ fn a_10ms_timer_wakes_about_100_times_a_second_and_measures_its_latency() {
 #[test]
 fn tasks_are_processes_where_the_model_says_and_none_is_left_behind() {
     let _one = ONE_AT_A_TIME.lock();
-    // `proc` (two instances) is a process per instance in the model; `thr` is threads; `locker` would
-    // be a process but shares a mutex, so it runs as a thread with a warning; `reader` is a process
-    // blocked reading a pipe nobody writes until the run's end stops it.
+    // `proc` (two instances) is a process per instance in the model; `thr` is threads; the two
+    // `locker` processes contend for one process-shared mutex; `forker` forks, which a task process
+    // cannot, so it runs as a thread with a warning, and its forked `child` is a process; `reader`
+    // is a process blocked reading a pipe nobody writes until the run's end stops it.
     let out = exec(
         r#"
         [[pipe]]
         name = "never"
         [[mutex]]
         name = "m"
+        [[counter]]
+        name = "held"
         [[task]]
         name = "proc"
         instances = 2
@@ -92,26 +95,49 @@ fn tasks_are_processes_where_the_model_says_and_none_is_left_behind() {
         ops = [ { compute = "20ms" } ]
         [[task]]
         name = "locker"
-        ops = [ { lock = "m" }, { compute = "1ms" }, { unlock = "m" } ]
+        instances = 2
+        ops = [ { loop = 20, ops = [ { lock = "m" }, { spin = "1ms" }, { count = "held" }, { unlock = "m" } ] } ]
+        [[task]]
+        name = "child"
+        instances = 0
+        ops = [ { compute = "5ms" } ]
+        [[task]]
+        name = "forker"
+        ops = [ { fork = "child" }, { wait_children = true } ]
         [[task]]
         name = "reader"
         ops = [ { recv = "never", bytes = 1 } ]
         "#,
-        300,
+        500,
     );
     let r = &out.report;
     let me = std::process::id();
     let (p0, p1) = (task(r, "proc-0"), task(r, "proc-1"));
     assert!(p0.tgid != me && p1.tgid != me && p0.tgid != p1.tgid, "{} {} {me}", p0.tgid, p1.tgid);
-    // 20 ms of calibrated work; this VM's speed drifts by up to 1.5x, so at least 10 ms of run time.
+    // The task process's own counters came back: it ran its 20 ms of calibrated work (how long that
+    // takes follows the VM's speed, which drifts; the nice-ratio test checks run times closely), and
+    // no longer than it lived.
+    let life = p0.exited_ns.expect("proc-0 finished") - p0.started_ns.unwrap_or(0);
     assert!(
-        p0.exited_ns.is_some() && p0.run_ns >= 10_000_000,
-        "a task process measures its own run time: {}",
-        p0.run_ns
+        p0.work_ns == 20_000_000 && p0.run_ns > 1_000_000,
+        "run {} ns, work {} ns",
+        p0.run_ns,
+        p0.work_ns
     );
+    assert!(p0.run_ns <= life + 1_000_000, "run {} ns in a life of {life} ns", p0.run_ns);
     assert_eq!(task(r, "thr").tgid, me);
-    assert_eq!(task(r, "locker").tgid, me);
-    assert!(out.warnings.iter().any(|w| w.contains("`locker`") && w.contains("mutex")), "{:?}", out.warnings);
+    // The lockers are processes sharing the mutex: 40 critical sections of 1 ms, one at a time, so
+    // the last ends at least 40 ms after the start.
+    let (l0, l1) = (task(r, "locker-0"), task(r, "locker-1"));
+    assert!(l0.tgid != me && l1.tgid != me && l0.tgid != l1.tgid);
+    assert_eq!(r.counters[0].value, 40);
+    let last = l0.exited_ns.unwrap().max(l1.exited_ns.unwrap());
+    assert!(last >= 40_000_000, "the critical sections did not overlap: the last ended at {last} ns");
+    assert_eq!(task(r, "forker").tgid, me);
+    assert!(out.warnings.iter().any(|w| w.contains("`forker`") && w.contains("fork")), "{:?}", out.warnings);
+    let child = task(r, "child-0");
+    assert!(child.tgid != me && child.exited_ns.is_some(), "the forked child is a process and finished");
+    assert!(task(r, "forker").exited_ns.is_some(), "the forker saw its child end");
     let reader = task(r, "reader");
     assert!(reader.tgid != me && reader.exited_ns.is_none(), "stopped, not finished");
     // Every task process was reaped: this process has no child left.
