@@ -15,6 +15,7 @@ use std::path::Path;
 mod compare;
 mod report_html;
 mod reproduce;
+mod trace_cmd;
 mod validate;
 
 /// A laboratory for CPU schedulers: run classic and modern schedulers side by side on a simulated
@@ -74,6 +75,15 @@ enum Cmd {
         #[command(subcommand)]
         cmd: WorkloadCmd,
     },
+    /// Work with a recorded Linux scheduling trace: measure it, or turn it into a workload
+    /// (docs/traces.md).
+    Trace {
+        #[command(subcommand)]
+        cmd: trace_cmd::TraceCmd,
+    },
+    /// Replay a recorded trace under one or more policies and compare each with the recording:
+    /// "what if this run had used ULE?" (docs/traces.md).
+    Replay(trace_cmd::ReplayArgs),
 }
 
 #[derive(Subcommand)]
@@ -311,6 +321,8 @@ fn main() {
         Cmd::Workload { cmd: WorkloadCmd::Show { spec } } => {
             load_workload(&spec).map(|w| emit(&schedlab_workload::to_toml(&w)))
         }
+        Cmd::Trace { cmd } => trace_cmd::trace_cmd(cmd),
+        Cmd::Replay(args) => trace_cmd::replay_cmd(args),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

@@ -8,8 +8,8 @@ use crate::runner::TaskResult;
 use crate::{sys, Shared};
 use schedlab_core::TaskState;
 use schedlab_sim::report::{
-    fairness, makespan, per_sec, CounterReport, CpuReport, MachineSummary, PipeReport, PmcReport,
-    PolicyStatReport, Summary, TaskReport, SCHEMA,
+    measured_summary, per_sec, CounterReport, CpuReport, MachineSummary, PipeReport, PmcReport,
+    PolicyStatReport, TaskReport, SCHEMA,
 };
 use schedlab_sim::{Histogram, RunReport};
 
@@ -87,44 +87,8 @@ pub fn build(
             }
         })
         .collect();
-    let ncpus = cpus.len().max(1);
-    let nr_exited = tasks.iter().filter(|t| t.exited_ns.is_some()).count() as u64;
-    let makespan_ns = makespan(&tasks, stop_reason, duration_ns);
-    let work_ns: u64 = tasks.iter().map(|t| t.work_ns).sum();
     let nr_switches: u64 = tasks.iter().map(|t| t.nvcsw + t.nivcsw).sum();
-    let nr_migrations: u64 = tasks.iter().map(|t| t.nr_migrations).sum();
-    let nr_wakeups: u64 = tasks.iter().map(|t| t.nr_wakeups).sum();
-    let busy: u64 = cpus.iter().map(|c| c.busy_ns).sum();
-    let summary = Summary {
-        nr_events: 0,
-        nr_tasks: tasks.len() as u64,
-        nr_exited,
-        makespan_ns,
-        work_ns,
-        work_per_sec: if duration_ns == 0 { 0.0 } else { work_ns as f64 / duration_ns as f64 },
-        exits_per_sec: per_sec(nr_exited, duration_ns),
-        nr_switches,
-        switches_per_sec: per_sec(nr_switches, duration_ns),
-        nr_migrations,
-        migrations_per_sec: per_sec(nr_migrations, duration_ns),
-        nr_wakeups,
-        nr_balance_calls: 0,
-        nr_balance_migrations: 0,
-        nr_decisions: 0,
-        nr_examined: 0,
-        busy_ns: busy,
-        idle_ns: cpus.iter().map(|c| c.idle_ns).sum(),
-        overhead_ns: 0,
-        utilization: if duration_ns == 0 {
-            0.0
-        } else {
-            (busy as f64 / (duration_ns as f64 * ncpus as f64)).min(1.0)
-        },
-        wakeup_latency: all.summary(),
-        max_wait_ns: 0,
-        fairness: fairness(&tasks),
-        energy_uj: 0,
-    };
+    let summary = measured_summary(&tasks, &cpus, duration_ns, stop_reason, 0, nr_switches, all.summary());
     let counters = w
         .counters
         .iter()
@@ -152,7 +116,7 @@ pub fn build(
         source: "real",
         machine: MachineSummary {
             name: format!("{} (this machine)", crate::measure::hostname()),
-            nr_cpus: ncpus,
+            nr_cpus: cpus.len().max(1),
             hz: 0,
             numa: false,
         },

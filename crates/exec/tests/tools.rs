@@ -2,7 +2,7 @@
 //! hackbench (rt-tests), rt-app, sysbench and stress-ng run on this machine beside `schedlab exec`
 //! running schedlab's model of the same benchmark. The tests run one at a time, as parallel runs
 //! would share the CPUs they measure, and each comparison is judged only while the host gives this VM
-//! its CPUs ([`on_a_quiet_machine`]).
+//! its CPUs (`schedlab_exec::measure::on_a_quiet_machine`).
 
 use schedlab_exec::{run, ExecConfig};
 use schedlab_workload::generators::builtin;
@@ -63,7 +63,7 @@ fn cyclictest_avg_us(out: &str) -> f64 {
 #[test]
 fn cyclictest_and_exec_see_the_same_timer_latency() {
     let _one = ONE_AT_A_TIME.lock();
-    on_a_quiet_machine(cyclictest_attempt);
+    schedlab_exec::measure::on_a_quiet_machine(cyclictest_attempt);
 }
 
 fn cyclictest_attempt() {
@@ -87,7 +87,7 @@ fn cyclictest_attempt() {
 #[test]
 fn hackbench_time_and_the_executed_model_agree() {
     let _one = ONE_AT_A_TIME.lock();
-    on_a_quiet_machine(hackbench_time_and_the_executed_model_agree_attempt);
+    schedlab_exec::measure::on_a_quiet_machine(hackbench_time_and_the_executed_model_agree_attempt);
 }
 
 fn hackbench_time_and_the_executed_model_agree_attempt() {
@@ -151,69 +151,10 @@ fn mean(xs: impl Iterator<Item = f64>) -> f64 {
     v.iter().sum::<f64>() / v.len() as f64
 }
 
-/// The least share of wall time that a thread spinning for 100 ms on each CPU gets as run time by
-/// the kernel's own count: near 1 on a quiet machine. This VM's host has bursts (seconds long) in which
-/// a vCPU loses a quarter or more of its time without any steal time showing, which no comparison
-/// of timings can survive.
-fn cpu_share_now() -> f64 {
-    (0..schedlab_exec::sys::nr_cpus().min(2) as u32)
-        .map(|cpu| {
-            std::thread::spawn(move || {
-                let _ = schedlab_exec::sys::set_affinity(0, &[cpu]);
-                let before = schedlab_exec::measure::thread_self();
-                let t0 = schedlab_exec::sys::now_ns();
-                while schedlab_exec::sys::now_ns() - t0 < 100_000_000 {
-                    std::hint::spin_loop();
-                }
-                let wall = schedlab_exec::sys::now_ns() - t0;
-                let ran = schedlab_exec::measure::thread_self().run_ns - before.run_ns;
-                ran as f64 / wall as f64
-            })
-            .join()
-            .unwrap_or(0.0)
-        })
-        .fold(1.0, f64::min)
-}
-
-/// Runs a comparison on a quiet machine: up to five attempts, each after checking that the CPUs give
-/// a spinning thread at least 95 % of their time ([`cpu_share_now`]); an attempt that passes ends the
-/// test; a failed attempt counts if the machine is still quiet after it, and the last such failure is
-/// reported if none passes. If the host stays noisy
-/// through every check, the comparison cannot be judged and the test says so (on stderr) and passes.
-fn on_a_quiet_machine(attempt: fn()) {
-    let mut last = None;
-    let mut noisy = Vec::new();
-    for _ in 0..5 {
-        let share = cpu_share_now();
-        if share < 0.95 {
-            noisy.push(share);
-            std::thread::sleep(std::time::Duration::from_secs(1));
-            continue;
-        }
-        match std::panic::catch_unwind(attempt) {
-            Ok(()) => return,
-            // A failure counts only if the machine is still quiet after it (a burst may have begun
-            // during the attempt).
-            Err(e) => {
-                let after = cpu_share_now();
-                if after < 0.95 {
-                    noisy.push(after);
-                } else {
-                    last = Some(e);
-                }
-            }
-        }
-    }
-    match last {
-        Some(e) => std::panic::resume_unwind(e),
-        None => eprintln!("NOT JUDGED: the host kept taking CPU time from this VM (shares {noisy:.2?})"),
-    }
-}
-
 #[test]
 fn rt_app_and_exec_run_the_same_json_file_alike() {
     let _one = ONE_AT_A_TIME.lock();
-    on_a_quiet_machine(rt_app_attempt);
+    schedlab_exec::measure::on_a_quiet_machine(rt_app_attempt);
 }
 
 fn rt_app_attempt() {
@@ -305,7 +246,9 @@ fn rt_app_attempt() {
 #[test]
 fn sysbench_cpu_and_the_executed_model_use_both_cpus_alike() {
     let _one = ONE_AT_A_TIME.lock();
-    on_a_quiet_machine(sysbench_cpu_and_the_executed_model_use_both_cpus_alike_attempt);
+    schedlab_exec::measure::on_a_quiet_machine(
+        sysbench_cpu_and_the_executed_model_use_both_cpus_alike_attempt,
+    );
 }
 
 fn sysbench_cpu_and_the_executed_model_use_both_cpus_alike_attempt() {
@@ -351,7 +294,9 @@ fn sysbench_cpu_and_the_executed_model_use_both_cpus_alike_attempt() {
 #[test]
 fn sysbench_threads_and_the_executed_model_yield_at_the_same_rate() {
     let _one = ONE_AT_A_TIME.lock();
-    on_a_quiet_machine(sysbench_threads_and_the_executed_model_yield_at_the_same_rate_attempt);
+    schedlab_exec::measure::on_a_quiet_machine(
+        sysbench_threads_and_the_executed_model_yield_at_the_same_rate_attempt,
+    );
 }
 
 fn sysbench_threads_and_the_executed_model_yield_at_the_same_rate_attempt() {
@@ -380,7 +325,9 @@ fn sysbench_threads_and_the_executed_model_yield_at_the_same_rate_attempt() {
 #[test]
 fn stress_ng_switch_and_a_one_slot_pipe_cost_the_same_per_switch() {
     let _one = ONE_AT_A_TIME.lock();
-    on_a_quiet_machine(stress_ng_switch_and_a_one_slot_pipe_cost_the_same_per_switch_attempt);
+    schedlab_exec::measure::on_a_quiet_machine(
+        stress_ng_switch_and_a_one_slot_pipe_cost_the_same_per_switch_attempt,
+    );
 }
 
 fn stress_ng_switch_and_a_one_slot_pipe_cost_the_same_per_switch_attempt() {

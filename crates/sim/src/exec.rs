@@ -377,6 +377,8 @@ impl<'a> Sim<'a> {
                     let tgid = spec.threads.then_some(self.views[t.idx()].tgid);
                     let name = format!("{}-{}", spec.name, self.tasks.len());
                     let child = self.create_task(template, name, Some(t), tgid);
+                    let cpu = self.views[t.idx()].cpu;
+                    self.record(cpu, crate::trace::TraceKind::Fork { parent: t, child });
                     self.tasks[t.idx()].children_alive += 1;
                     self.start_task(child);
                 }

@@ -515,6 +515,55 @@ pub(crate) fn build(sim: &Sim, end: Ns, stop: &'static str) -> RunReport {
     }
 }
 
+/// The run-wide summary of a measured run (a real run or a recorded trace), from its tasks and CPUs:
+/// the counts the kernel or a trace gives, with the engine-only fields (decisions, balancing,
+/// overhead, energy) at 0. `nr_switches` is passed in, as each source counts switches its own way.
+pub fn measured_summary(
+    tasks: &[TaskReport],
+    cpus: &[CpuReport],
+    duration_ns: Ns,
+    stop_reason: &str,
+    nr_events: u64,
+    nr_switches: u64,
+    wakeup_latency: LatencySummary,
+) -> Summary {
+    let ncpus = cpus.len().max(1);
+    let nr_exited = tasks.iter().filter(|t| t.exited_ns.is_some()).count() as u64;
+    let work_ns: u64 = tasks.iter().map(|t| t.work_ns).sum();
+    let nr_migrations: u64 = tasks.iter().map(|t| t.nr_migrations).sum();
+    let busy: u64 = cpus.iter().map(|c| c.busy_ns).sum();
+    Summary {
+        nr_events,
+        nr_tasks: tasks.len() as u64,
+        nr_exited,
+        makespan_ns: makespan(tasks, stop_reason, duration_ns),
+        work_ns,
+        work_per_sec: if duration_ns == 0 { 0.0 } else { work_ns as f64 / duration_ns as f64 },
+        exits_per_sec: per_sec(nr_exited, duration_ns),
+        nr_switches,
+        switches_per_sec: per_sec(nr_switches, duration_ns),
+        nr_migrations,
+        migrations_per_sec: per_sec(nr_migrations, duration_ns),
+        nr_wakeups: tasks.iter().map(|t| t.nr_wakeups).sum(),
+        nr_balance_calls: 0,
+        nr_balance_migrations: 0,
+        nr_decisions: 0,
+        nr_examined: 0,
+        busy_ns: busy,
+        idle_ns: cpus.iter().map(|c| c.idle_ns).sum(),
+        overhead_ns: 0,
+        utilization: if duration_ns == 0 {
+            0.0
+        } else {
+            (busy as f64 / (duration_ns as f64 * ncpus as f64)).min(1.0)
+        },
+        wakeup_latency,
+        max_wait_ns: tasks.iter().map(|t| t.max_wait_ns).max().unwrap_or(0),
+        fairness: fairness(tasks),
+        energy_uj: 0,
+    }
+}
+
 /// The workload's completion: the last exit when every task exited, or the end of a run stopped
 /// because the stop task's instances were all done (a server that never exits, run until its load
 /// generator finishes); `None` otherwise.
@@ -582,6 +631,7 @@ impl RunReport {
         let s = &self.summary;
         let mut out = String::new();
         let real = self.source == "real";
+        let traced = self.source == "trace";
         let mut row = |k: &str, v: String| out.push_str(&format!("  {k:<28} {v}\n"));
         let hz = if self.machine.hz == 0 { String::new() } else { format!(", HZ={}", self.machine.hz) };
         row("machine", format!("{} ({} CPUs{hz})", self.machine.name, self.machine.nr_cpus));
@@ -589,7 +639,11 @@ impl RunReport {
         row("workload", self.workload.clone());
         row("seed", self.seed.to_string());
         row(
-            if real { "real time" } else { "simulated time" },
+            match self.source {
+                "real" => "real time",
+                "trace" => "recorded time",
+                _ => "simulated time",
+            },
             format!("{} (stopped by {})", fmt_ns(self.duration_ns), self.stop_reason),
         );
         row("tasks", format!("{} created, {} exited", s.nr_tasks, s.nr_exited));
@@ -610,6 +664,10 @@ impl RunReport {
             // The kernel does not expose these without tracing (docs/metrics.md, real runs).
             let wait: Ns = self.tasks.iter().map(|t| t.wait_ns).sum();
             row("waiting (runnable)", format!("{} in all (schedstat)", fmt_ns(wait)));
+        } else if traced {
+            let wait: Ns = self.tasks.iter().map(|t| t.wait_ns).sum();
+            row("waiting (runnable)", format!("{} in all", fmt_ns(wait)));
+            row("longest wait (runnable)", fmt_ns(s.max_wait_ns));
         } else {
             row("longest wait (runnable)", fmt_ns(s.max_wait_ns));
             row("scheduler decisions", format!("{} ({} tasks examined)", s.nr_decisions, s.nr_examined));

@@ -130,6 +130,8 @@ pub(crate) struct Cpu {
     pub idle_since: Ns,
     /// Context switches (task to task, task to idle, idle to task).
     pub nr_switches: u64,
+    /// The task leaving this CPU while the next one is being picked (the trace's current task).
+    pub leaving: Option<TaskId>,
     /// Cumulative time tasks ran here (for the eviction model).
     pub task_run_total: Ns,
     /// Speed of the running task, permille of nominal, after contention (see [`crate::contention`]).
@@ -671,9 +673,12 @@ impl<'a> Sim<'a> {
     pub(crate) fn set_task_cpu(&mut self, t: TaskId, cpu: CpuId) {
         let v = &mut self.views[t.idx()];
         if v.cpu != cpu {
+            let from = v.cpu;
             v.cpu = cpu;
             self.tasks[t.idx()].nr_migrations += 1;
             self.counters.nr_migrations += 1;
+            // Linux records the event on the CPU doing the move; the destination stands for it here.
+            self.record(cpu, crate::trace::TraceKind::Migrate { task: t, from, to: cpu });
         }
     }
 
@@ -934,6 +939,14 @@ impl<'a> Sim<'a> {
 
     /// Asks the policy for the next task on `cpu` (balancing if it has none) and switches to it.
     fn pick_and_switch(&mut self, cpu: CpuId, prev: Option<TaskId>, why: SwitchReason) {
+        // Until the switch, events on this CPU happen in the leaving task's context (as in Linux,
+        // where balancing inside `schedule()` runs as the previous task).
+        self.cpus[cpu.idx()].leaving = prev;
+        self.pick_and_switch_inner(cpu, prev, why);
+        self.cpus[cpu.idx()].leaving = None;
+    }
+
+    fn pick_and_switch_inner(&mut self, cpu: CpuId, prev: Option<TaskId>, why: SwitchReason) {
         let mut next = self.policy.pick_next(ctx!(self), cpu);
         if next.is_none() {
             self.balance(cpu, BalanceKind::NewlyIdle);
@@ -964,6 +977,16 @@ impl<'a> Sim<'a> {
                     ),
                 );
                 return;
+            }
+        }
+        if let Some(d) = next {
+            let old = self.views[d.task.idx()].cpu;
+            if old != cpu {
+                // A global-queue policy handed over a task last queued elsewhere: it moves here
+                // before the switch (and its trace event comes first, in the leaving task's context).
+                self.cpu_views[old.idx()].nr_running -= 1;
+                self.cpu_views[cpu.idx()].nr_running += 1;
+                self.set_task_cpu(d.task, cpu);
             }
         }
         let switched = next.map(|d| d.task) != prev;
@@ -1008,13 +1031,6 @@ impl<'a> Sim<'a> {
     fn switch_in(&mut self, cpu: CpuId, d: Dispatch, switched: bool, examined: u64) {
         let t = d.task;
         let now = self.now;
-        let old = self.views[t.idx()].cpu;
-        if old != cpu {
-            // A global-queue policy handed over a task last queued elsewhere.
-            self.cpu_views[old.idx()].nr_running -= 1;
-            self.cpu_views[cpu.idx()].nr_running += 1;
-            self.set_task_cpu(t, cpu);
-        }
         let costs = &self.machine.costs;
         let mut overhead = costs.sched_base_ns + costs.sched_per_task_ns * examined;
         let tk = &mut self.tasks[t.idx()];
@@ -1273,7 +1289,11 @@ impl<'a> Sim<'a> {
                 .tasks
                 .iter()
                 .zip(&self.views)
-                .map(|(t, v)| crate::trace::TraceTask { name: t.name.clone(), tgid: v.tgid })
+                .map(|(t, v)| crate::trace::TraceTask {
+                    name: t.name.clone(),
+                    tgid: v.tgid,
+                    prio: crate::trace::kernel_prio(v.class, v.nice, v.rt_priority),
+                })
                 .collect(),
             events,
         });
@@ -1286,7 +1306,7 @@ impl<'a> Sim<'a> {
             t.push(crate::trace::TraceEvent {
                 ts: self.now,
                 cpu,
-                current: self.cpu_views[cpu.idx()].curr,
+                current: self.cpu_views[cpu.idx()].curr.or(self.cpus[cpu.idx()].leaving),
                 kind,
             });
         }

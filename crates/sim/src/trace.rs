@@ -4,9 +4,10 @@
 //! wakeup. [`perfetto`] writes them in Perfetto's protobuf trace format the way a Linux kernel trace
 //! looks: one `ProcessTree` packet naming every task (thread id = task id + 1, process id = its thread
 //! group + 1; 0 is the idle task, `swapper/N`), then `FtraceEventBundle` packets per CPU carrying
-//! `sched_switch` (previous and next task, the previous task's state: `R` preempted, `S` blocked, `X`
-//! exited), `sched_waking` (on the waker's CPU, with the woken task and its target CPU) and
-//! `sched_wakeup_new` (task creation). Perfetto builds per-CPU scheduling tracks and per-thread state
+//! `sched_switch` (previous and next task with their kernel priorities, the previous task's state:
+//! `R` preempted, `S` blocked, `X` exited), `sched_waking` (on the waker's CPU, with the woken task and
+//! its target CPU), `sched_process_fork` (on the parent's CPU), `sched_migrate_task` (every change of
+//! a task's CPU, as the engine counts migrations) and `sched_wakeup_new` (a new task made runnable). Perfetto builds per-CPU scheduling tracks and per-thread state
 //! (running, runnable, sleeping) from exactly these events. Policy internals the policy exposes
 //! (`SchedPolicy::trace_values`: CFS's vruntime, ULE's interactivity score, HTFS's bweight level...)
 //! are sampled when a task is switched in and written as counter tracks (`TrackDescriptor` with a
@@ -14,7 +15,8 @@
 //!
 //! The protobuf encoding is written by hand (a few field types); the field numbers are those of
 //! perfetto's protos/perfetto/trace (TracePacket, FtraceEventBundle, FtraceEvent,
-//! SchedSwitchFtraceEvent, SchedWakingFtraceEvent, SchedWakeupNewFtraceEvent, ProcessTree). A test reads
+//! SchedSwitchFtraceEvent, SchedWakingFtraceEvent, SchedWakeupNewFtraceEvent, SchedProcessForkFtraceEvent,
+//! SchedMigrateTaskFtraceEvent, ProcessTree). A test reads
 //! the output back with the `perfetto` Python package's generated protos (scripts/perfetto_check.py).
 
 use schedlab_core::{CpuId, Ns, TaskId};
@@ -26,8 +28,18 @@ const TRACK_UUID_BASE: u64 = 1 << 20;
 pub const STATE_RUNNABLE: u64 = 0;
 /// `prev_state` of a task that blocked (`TASK_INTERRUPTIBLE`, `S`).
 pub const STATE_SLEEPING: u64 = 1;
-/// `prev_state` of a task that exited (`TASK_DEAD`, `X`).
-pub const STATE_DEAD: u64 = 0x80;
+/// `prev_state` of a task that exited (`EXIT_DEAD`, `X`: 0x10 in every kernel's encoding).
+pub const STATE_DEAD: u64 = 0x10;
+
+/// The kernel's `prio` of a task as trace events show it: `120 + nice` for time-shared classes,
+/// `99 - rt_priority` for SCHED_FIFO and SCHED_RR.
+pub fn kernel_prio(class: schedlab_core::SchedClass, nice: i8, rt_priority: u8) -> i32 {
+    use schedlab_core::SchedClass::{Fifo, Rr};
+    match class {
+        Fifo | Rr => 99 - rt_priority as i32,
+        _ => 120 + nice as i32,
+    }
+}
 
 /// What happened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +68,22 @@ pub enum TraceKind {
         name: &'static str,
         /// The value.
         value: i64,
+    },
+    /// A task created another (`sched_process_fork`, recorded on the parent's CPU).
+    Fork {
+        /// The creating task.
+        parent: TaskId,
+        /// The new task.
+        child: TaskId,
+    },
+    /// A task moved to another CPU (`sched_migrate_task`).
+    Migrate {
+        /// The task.
+        task: TaskId,
+        /// Its CPU before.
+        from: CpuId,
+        /// Its CPU after.
+        to: CpuId,
     },
     /// A task was created and made runnable.
     WakeupNew {
@@ -86,6 +114,8 @@ pub struct TraceTask {
     pub name: String,
     /// Thread group.
     pub tgid: u32,
+    /// Kernel priority ([`kernel_prio`]).
+    pub prio: i32,
 }
 
 /// A recorded schedule.
@@ -130,6 +160,10 @@ fn pid(t: Option<TaskId>) -> u64 {
 }
 
 impl Trace {
+    fn prio(&self, t: Option<TaskId>) -> u64 {
+        t.map_or(120, |t| self.tasks[t.idx()].prio as i64 as u64)
+    }
+
     fn comm(&self, t: Option<TaskId>, cpu: CpuId) -> String {
         match t {
             Some(t) => self.tasks[t.idx()].name.clone(),
@@ -229,19 +263,36 @@ impl Trace {
                 let mut s = Msg::default();
                 s.bytes(1, self.comm(prev, e.cpu).as_bytes());
                 s.uint(2, pid(prev));
-                s.uint(3, 120);
+                s.uint(3, self.prio(prev));
                 s.uint(4, prev_state);
                 s.bytes(5, self.comm(next, e.cpu).as_bytes());
                 s.uint(6, pid(next));
-                s.uint(7, 120);
+                s.uint(7, self.prio(next));
                 ev.msg(4, s);
             }
             TraceKind::Value { .. } => unreachable!("values are written as counter events"),
+            TraceKind::Migrate { task, from, to } => {
+                let mut m = Msg::default();
+                m.bytes(1, self.tasks[task.idx()].name.as_bytes());
+                m.uint(2, pid(Some(task)));
+                m.uint(3, self.prio(Some(task)));
+                m.uint(4, from.0 as u64);
+                m.uint(5, to.0 as u64);
+                ev.msg(491, m);
+            }
+            TraceKind::Fork { parent, child } => {
+                let mut f = Msg::default();
+                f.bytes(1, self.tasks[parent.idx()].name.as_bytes());
+                f.uint(2, pid(Some(parent)));
+                f.bytes(3, self.tasks[child.idx()].name.as_bytes());
+                f.uint(4, pid(Some(child)));
+                ev.msg(239, f);
+            }
             TraceKind::Waking { task, target } | TraceKind::WakeupNew { task, target } => {
                 let mut w = Msg::default();
                 w.bytes(1, self.tasks[task.idx()].name.as_bytes());
                 w.uint(2, pid(Some(task)));
-                w.uint(3, 120);
+                w.uint(3, self.prio(Some(task)));
                 w.uint(4, 1);
                 w.uint(5, target.0 as u64);
                 let field = if matches!(e.kind, TraceKind::Waking { .. }) { 20 } else { 114 };
