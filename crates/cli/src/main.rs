@@ -12,6 +12,7 @@ use schedlab_workload::{generators, parse_duration, parse_toml, Workload};
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 
+mod bench;
 mod compare;
 mod report_html;
 mod reproduce;
@@ -81,6 +82,9 @@ enum Cmd {
         #[command(subcommand)]
         cmd: trace_cmd::TraceCmd,
     },
+    /// Measure the simulator's speed and memory on fixed cases and compare with the committed
+    /// baseline (docs/performance.md).
+    Bench(bench::BenchArgs),
     /// Replay a recorded trace under one or more policies and compare each with the recording:
     /// "what if this run had used ULE?" (docs/traces.md).
     Replay(trace_cmd::ReplayArgs),
@@ -323,6 +327,7 @@ fn main() {
         }
         Cmd::Trace { cmd } => trace_cmd::trace_cmd(cmd),
         Cmd::Replay(args) => trace_cmd::replay_cmd(args),
+        Cmd::Bench(args) => bench::bench_cmd(args),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

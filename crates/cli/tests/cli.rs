@@ -476,3 +476,29 @@ fn calibrate_writes_a_machine_file_the_simulator_reads_and_validate_compares_rea
     assert_eq!((work["sim"].as_f64(), work["real"].as_f64()), (Some(0.4), Some(0.4)), "{work}");
     assert_eq!(work["error_pct"], 0.0);
 }
+
+#[test]
+fn bench_runs_a_case_and_compares_it_with_the_committed_baseline() {
+    let baseline = concat!(env!("CARGO_MANIFEST_DIR"), "/../../benchmarks/baseline.json");
+    let saved = tmp("bench.json");
+    let (ok, out, err) = schedlab(&[
+        "bench",
+        "--only",
+        "cfs-sysbench-cpu-2cpu",
+        "--baseline",
+        baseline,
+        "--save",
+        saved.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let row = out.lines().find(|l| l.starts_with("cfs-sysbench-cpu-2cpu")).unwrap_or_else(|| panic!("{out}"));
+    // Deterministic columns: 4 tasks, 2 CPUs, 1 simulated second, 4600 events; then a change in %.
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(&cols[1..5], &["4", "2", "1.000", "4600"], "{row}");
+    assert!(cols[8].ends_with('%') || cols[9] == "%", "{row}");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&saved).unwrap()).unwrap();
+    assert_eq!(v["results"][0]["events"], 4600);
+    assert!(v["results"][0]["reference_s"].as_f64().unwrap() > 0.0);
+    let (ok, _, err) = schedlab(&["bench", "--only", "nosuch"]);
+    assert!(!ok && err.contains("--only: no case matches"), "{err}");
+}

@@ -20,8 +20,7 @@ pub mod o1;
 mod params;
 mod placement;
 pub mod registry;
-#[cfg(test)]
-pub(crate) mod testworld;
+pub mod testworld;
 pub mod ule;
 
 pub use params::{ParamError, ParamInfo, Params};

@@ -1,6 +1,6 @@
-//! A minimal stand-in for the engine, for unit tests of policies: it holds the task and CPU facts a
-//! [`Ctx`] shows and lets a test move time, run, block and wake tasks by calling the hooks itself in
-//! the documented order. It is deliberately dumb: tests state every step.
+//! A minimal stand-in for the engine, for unit tests and benchmarks of policies (yours too): it holds
+//! the task and CPU facts a [`Ctx`] shows and lets a test move time, run, block and wake tasks by
+//! calling the hooks itself in the documented order. It is deliberately dumb: tests state every step.
 
 use schedlab_core::{
     CpuId, CpuInfo, Ctx, EnqueueReason, GroupId, GroupInfo, Ns, SchedClass, SchedPolicy, SwitchReason,
