@@ -23,15 +23,24 @@ pub struct BenchArgs {
     /// Only the cases whose name contains this.
     #[arg(long)]
     only: Option<String>,
-    /// The baseline to compare with.
-    #[arg(long, default_value = "benchmarks/baseline.json")]
-    baseline: String,
+    /// The baseline to compare with [default: benchmarks/baseline.json, or
+    /// benchmarks/instructions.json with --instructions].
+    #[arg(long)]
+    baseline: Option<String>,
+    /// Count instructions under valgrind's callgrind instead of timing: exact and repeatable on any
+    /// machine, and split between the engine and the policy (needs `valgrind`; about 50 times slower,
+    /// so the 1,024-CPU cases are left out).
+    #[arg(long)]
+    instructions: bool,
     /// Write this run's results as the new baseline to this file.
     #[arg(long)]
     save: Option<String>,
     /// Run one case in this process and print its result as JSON (used by `bench` itself).
     #[arg(long, hide = true)]
     case: Option<String>,
+    /// With --case: one run, without the reference loop (for counting instructions under callgrind).
+    #[arg(long, hide = true)]
+    once: bool,
 }
 
 /// One benchmark case.
@@ -42,6 +51,13 @@ struct Case {
     cpus: u32,
     duration_ns: Ns,
     long: bool,
+}
+
+impl Case {
+    /// Whether `--instructions` runs this case (a minute or less under callgrind).
+    fn counted(&self) -> bool {
+        !self.long && self.cpus < 1024
+    }
 }
 
 fn cases() -> Vec<Case> {
@@ -125,10 +141,12 @@ pub struct CaseResult {
 }
 
 impl CaseResult {
-    /// Events per reference-loop time: events/s scaled by the machine's momentary speed, so a
-    /// slower moment of this VM does not look like a slower engine.
+    /// Simulations per reference-loop time: the inverse of the wall time, scaled by the machine's
+    /// momentary speed, so a slower moment of this VM does not look like a slower engine. (Wall
+    /// time rather than events/s: the same case is the same work even when the engine needs fewer
+    /// events for it.)
     pub fn speed(&self) -> f64 {
-        self.events_per_s * if self.reference_s > 0.0 { self.reference_s } else { 1.0 }
+        (if self.reference_s > 0.0 { self.reference_s } else { 1.0 }) / self.wall_s
     }
 }
 
@@ -148,6 +166,43 @@ fn reference_s() -> f64 {
             start.elapsed().as_secs_f64()
         })
         .fold(f64::INFINITY, f64::min)
+}
+
+/// The instruction counts of one case (`--instructions`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct InstrResult {
+    /// Case name.
+    pub name: String,
+    /// Events processed.
+    pub events: u64,
+    /// Instructions of the simulation (`Sim::run_traced` and everything it calls).
+    pub instructions: u64,
+    /// Of those, the instructions inside the policy's hooks.
+    pub policy_instructions: u64,
+}
+
+impl InstrResult {
+    /// Instructions per event.
+    pub fn per_event(&self) -> f64 {
+        self.instructions as f64 / self.events.max(1) as f64
+    }
+    /// The engine's own instructions per event.
+    pub fn engine_per_event(&self) -> f64 {
+        (self.instructions - self.policy_instructions) as f64 / self.events.max(1) as f64
+    }
+    /// The policy's instructions per event.
+    pub fn policy_per_event(&self) -> f64 {
+        self.policy_instructions as f64 / self.events.max(1) as f64
+    }
+}
+
+/// A saved set of instruction counts.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct InstrBaseline {
+    /// How it was measured.
+    pub command: String,
+    /// Results by case.
+    pub results: Vec<InstrResult>,
 }
 
 /// A saved set of results.
@@ -172,7 +227,7 @@ fn peak_rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
-fn run_case(c: &Case) -> Result<CaseResult> {
+fn run_case(c: &Case, once: bool) -> Result<CaseResult> {
     let machine = Machine::flat(c.cpus);
     let workload = crate::load_workload(&c.workload)?;
     let mut policy = crate::load_policy(c.policy)?;
@@ -184,10 +239,12 @@ fn run_case(c: &Case) -> Result<CaseResult> {
     };
     // This VM's speed varies by tens of percent from second to second: the best of several runs
     // (at least three, until 0.5 s of simulation or ten runs) is the engine's speed.
-    let _ = reference_s(); // warm up the CPU's clock first
+    if !once {
+        let _ = reference_s(); // warm up the CPU's clock first
+    }
     let (mut wall_s, mut total_s, mut runs) = (f64::INFINITY, 0.0, 0);
     let mut report = None;
-    while runs < 3 || (total_s < 0.5 && runs < 10) {
+    while runs < 1 || (!once && (runs < 3 || (total_s < 0.5 && runs < 10))) {
         let sim = Sim::new(&machine, &workload, policy.as_mut(), c.policy.to_string(), cfg.clone())?;
         let start = std::time::Instant::now();
         let r = sim.run()?;
@@ -199,7 +256,7 @@ fn run_case(c: &Case) -> Result<CaseResult> {
         policy = crate::load_policy(c.policy)?;
     }
     let report = report.expect("at least one run");
-    let reference_s = reference_s();
+    let reference_s = if once { 0.0 } else { reference_s() };
     Ok(CaseResult {
         name: c.name.clone(),
         tasks: report.summary.nr_tasks,
@@ -218,22 +275,24 @@ pub fn bench_cmd(args: BenchArgs) -> Result<()> {
     let all = cases();
     if let Some(name) = &args.case {
         let c = all.iter().find(|c| &c.name == name).with_context(|| format!("no bench case `{name}`"))?;
-        println!("{}", serde_json::to_string(&run_case(c)?)?);
+        println!("{}", serde_json::to_string(&run_case(c, args.once)?)?);
         return Ok(());
     }
     let chosen: Vec<&Case> = all
         .iter()
         .filter(|c| args.full || !c.long)
+        .filter(|c| !args.instructions || c.counted())
         .filter(|c| args.only.as_ref().is_none_or(|o| c.name.contains(o.as_str())))
         .collect();
     if chosen.is_empty() {
         bail!("--only: no case matches");
     }
-    let baseline: Option<Baseline> = std::fs::read_to_string(&args.baseline)
-        .ok()
-        .map(|s| serde_json::from_str(&s).with_context(|| format!("{}: not a bench baseline", args.baseline)))
-        .transpose()?;
     let exe = std::env::current_exe().context("cannot find the schedlab binary")?;
+    if args.instructions {
+        return instructions_cmd(&args, &chosen, &exe);
+    }
+    let baseline_path = args.baseline.clone().unwrap_or("benchmarks/baseline.json".into());
+    let baseline: Option<Baseline> = read_baseline(&baseline_path)?;
     let mut results = Vec::new();
     let mut out = format!(
         "{:<28} {:>7} {:>6} {:>9} {:>12} {:>8} {:>12} {:>10} {:>9}\n",
@@ -272,8 +331,8 @@ pub fn bench_cmd(args: BenchArgs) -> Result<()> {
     }
     if let Some(b) = &baseline {
         out.push_str(&format!(
-            "* events/s scaled by the machine's momentary speed (a reference loop), against {} ({})\n",
-            args.baseline, b.machine
+            "* speed (1 / wall time) scaled by the machine's momentary speed (a reference loop), against {} ({})\n",
+            baseline_path, b.machine
         ));
     }
     crate::emit(&out);
@@ -288,6 +347,98 @@ pub fn bench_cmd(args: BenchArgs) -> Result<()> {
             command: format!("schedlab bench{}", if args.full { " --full" } else { "" }),
             results,
         };
+        std::fs::write(path, serde_json::to_string_pretty(&b)? + "\n")
+            .with_context(|| format!("cannot write {path}"))?;
+    }
+    Ok(())
+}
+
+/// Reads a baseline file; a missing file is no baseline.
+fn read_baseline<T: serde::de::DeserializeOwned>(path: &str) -> Result<Option<T>> {
+    match std::fs::read_to_string(path) {
+        Ok(s) => Ok(Some(serde_json::from_str(&s).with_context(|| format!("{path}: not a bench baseline"))?)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("cannot read {path}")),
+    }
+}
+
+/// Runs one case once under callgrind, collecting only the simulation.
+fn count_case(exe: &std::path::Path, c: &Case) -> Result<InstrResult> {
+    let out =
+        std::env::temp_dir().join(format!("schedlab-bench-{}-{}.callgrind", std::process::id(), c.name));
+    let o = std::process::Command::new("valgrind")
+        .arg("--tool=callgrind")
+        .arg(format!("--callgrind-out-file={}", out.display()))
+        .arg("--toggle-collect=schedlab_sim::sim::Sim::run_traced*")
+        .arg(exe)
+        .args(["bench", "--case", &c.name, "--once"])
+        .output()
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                anyhow::anyhow!("--instructions needs valgrind (apt install valgrind)")
+            }
+            _ => anyhow::Error::new(e).context("cannot run valgrind"),
+        })?;
+    if !o.status.success() {
+        bail!("bench case {} under valgrind: {}", c.name, String::from_utf8_lossy(&o.stderr).trim());
+    }
+    let r: CaseResult = serde_json::from_slice(&o.stdout).context("bench case output")?;
+    let text = std::fs::read_to_string(&out).with_context(|| format!("{}", out.display()));
+    let _ = std::fs::remove_file(&out);
+    let text = text?;
+    let p = crate::callgrind::parse(&text).with_context(|| format!("callgrind profile of {}", c.name))?;
+    Ok(InstrResult {
+        name: c.name.clone(),
+        events: r.events,
+        instructions: p.total,
+        policy_instructions: p.policy,
+    })
+}
+
+/// `schedlab bench --instructions`.
+fn instructions_cmd(args: &BenchArgs, chosen: &[&Case], exe: &std::path::Path) -> Result<()> {
+    let baseline_path = args.baseline.clone().unwrap_or("benchmarks/instructions.json".into());
+    let baseline: Option<InstrBaseline> = read_baseline(&baseline_path)?;
+    let mut out = format!(
+        "{:<28} {:>12} {:>14} {:>10} {:>10} {:>10} {:>14} {:>9}\n",
+        "case", "events", "instructions", "per event", "engine", "policy", "engine:policy", "vs base*"
+    );
+    let tty = std::io::stderr().is_terminal();
+    let mut results = Vec::new();
+    for (i, c) in chosen.iter().enumerate() {
+        if tty {
+            eprint!("\r[{}/{}] {:<40}", i + 1, chosen.len(), c.name);
+        }
+        let r = count_case(exe, c)?;
+        let change = baseline
+            .as_ref()
+            .and_then(|b| b.results.iter().find(|x| x.name == r.name))
+            .map_or("-".to_string(), |b| format!("{:+.1} %", (r.per_event() / b.per_event() - 1.0) * 100.0));
+        out.push_str(&format!(
+            "{:<28} {:>12} {:>14} {:>10.0} {:>10.0} {:>10.0} {:>14.2} {:>9}\n",
+            r.name,
+            r.events,
+            r.instructions,
+            r.per_event(),
+            r.engine_per_event(),
+            r.policy_per_event(),
+            r.engine_per_event() / r.policy_per_event().max(1e-9),
+            change
+        ));
+        results.push(r);
+    }
+    if tty {
+        eprint!("\r{:60}\r", "");
+    }
+    out.push_str(
+        "engine and policy: instructions per event outside and inside the policy's hooks (callgrind)\n",
+    );
+    if baseline.is_some() {
+        out.push_str(&format!("* instructions per event against {baseline_path}\n"));
+    }
+    crate::emit(&out);
+    if let Some(path) = &args.save {
+        let b = InstrBaseline { command: "schedlab bench --instructions".into(), results };
         std::fs::write(path, serde_json::to_string_pretty(&b)? + "\n")
             .with_context(|| format!("cannot write {path}"))?;
     }

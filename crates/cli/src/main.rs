@@ -13,6 +13,7 @@ use std::io::{IsTerminal, Write};
 use std::path::Path;
 
 mod bench;
+mod callgrind;
 mod compare;
 mod report_html;
 mod reproduce;

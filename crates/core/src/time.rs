@@ -14,6 +14,17 @@ pub const NSEC_PER_MSEC: Ns = 1_000_000;
 /// Nanoseconds in a second.
 pub const NSEC_PER_SEC: Ns = 1_000_000_000;
 
+/// `floor(a * b / c)` without overflow: in 64-bit arithmetic when the product fits (the usual case,
+/// and a constant `c` then becomes a multiplication), else in 128-bit. The result must fit in 64
+/// bits. Panics when `c` is 0.
+#[inline]
+pub fn mul_div(a: u64, b: u64, c: u64) -> u64 {
+    match a.checked_mul(b) {
+        Some(p) => p / c,
+        None => (a as u128 * b as u128 / c as u128) as u64,
+    }
+}
+
 /// Formats a duration with the largest unit that keeps it readable (`1.500ms`, `12.000s`, `250ns`).
 pub fn fmt_ns(ns: Ns) -> String {
     if ns >= NSEC_PER_SEC {
@@ -30,6 +41,14 @@ pub fn fmt_ns(ns: Ns) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mul_div_is_exact_on_both_paths() {
+        assert_eq!(mul_div(7, 3, 2), 10);
+        assert_eq!(mul_div(u64::MAX, 1000, 1000), u64::MAX);
+        assert_eq!(mul_div(u64::MAX / 3, 6, 4), (u64::MAX as u128 / 3 * 6 / 4) as u64);
+        assert_eq!(mul_div(1 << 40, 1 << 40, 1 << 50), 1 << 30);
+    }
 
     #[test]
     fn formats_each_unit() {

@@ -4,6 +4,7 @@
 
 use crate::sim::Sim;
 use schedlab_core::pmc::{PmcEvent, NR_PMC_EVENTS, ROTATE_EVERY, ROTATIONS};
+use schedlab_core::time::mul_div;
 use schedlab_core::{CpuId, Ns, TaskId};
 use schedlab_workload::Activity;
 
@@ -18,7 +19,7 @@ pub(crate) fn events(a: Option<&Activity>, cycles: u64, work_cycles: u64) -> [u6
         ev[PmcEvent::NonMemory.idx()] = work_cycles;
         return ev;
     };
-    let per = |x: u32| (work_cycles as u128 * x as u128 / a.cycles.max(1) as u128) as u64;
+    let per = |x: u32| mul_div(work_cycles, x as u64, a.cycles.max(1) as u64);
     ev[PmcEvent::Instructions.idx()] = per(a.instr);
     ev[PmcEvent::X87.idx()] = per(a.x87);
     ev[PmcEvent::Mmx.idx()] = per(a.mmx);
@@ -37,8 +38,8 @@ impl Sim<'_> {
     /// `progress` ns of progress at full speed (less when slowed by frequency, contention or a cold
     /// cache).
     pub(crate) fn count_events(&mut self, t: TaskId, cpu: CpuId, useful: Ns, progress: Ns) {
-        let cycles = (useful as u128 * self.cpu_mhz_now(cpu) as u128 / 1000) as u64;
-        let work_cycles = ((progress as u128 * self.max_mhz() as u128 / 1000) as u64).min(cycles);
+        let cycles = mul_div(useful, self.cpu_mhz_now(cpu) as u64, 1000);
+        let work_cycles = mul_div(progress, self.max_mhz() as u64, 1000).min(cycles);
         let template = self.tasks[t.idx()].template as usize;
         let ev = events(self.w.tasks[template].activity.as_ref(), cycles, work_cycles);
         let pmc = &mut self.views[t.idx()].pmc;

@@ -380,7 +380,7 @@ impl<'a> Sim<'a> {
             policy,
             policy_spec: policy_spec.into(),
             now: 0,
-            q: EventQueue::new(),
+            q: EventQueue::new(ncpus),
             tick_ns: machine.tick_ns(),
             cpus: vec![Cpu::default(); ncpus],
             cpu_views: vec![CpuInfo::default(); ncpus],
@@ -666,7 +666,13 @@ impl<'a> Sim<'a> {
         }
         let c = &mut self.cpus[cpu.idx()];
         c.gen = c.gen.wrapping_add(1);
-        self.q.push(end, Ev::Segment { cpu, gen: c.gen });
+        if end > self.cfg.duration_ns {
+            // It would fire after the Stop event (at the duration): no timer at all, which spares
+            // the queue for CPU hogs with no slice end.
+            self.q.cancel_segment(cpu);
+        } else {
+            self.q.push(end, Ev::Segment { cpu, gen: c.gen });
+        }
     }
 
     /// Moves `t`'s CPU to `cpu`, counting a migration when it changes.

@@ -68,6 +68,7 @@ use crate::params::{parse_bool, parse_u64, ParamInfo, Params};
 use groups::{Groups, Loads, LowQuery};
 use interact::{PRI_MAX_TIMESHARE, SLICE_MIN_DIVISOR, TICK_SHIFT};
 use runq::{RunQ, RQ_NQS, RQ_PPQ};
+use schedlab_core::time::mul_div;
 use schedlab_core::{
     BalanceKind, CpuId, CpuSet, Ctx, DequeueReason, Dispatch, EnqueueReason, Migration, Ns, PolicyStat,
     SchedClass, SchedPolicy, SwitchReason, TaskId, TaskState, WakeInfo, WakeKind, WorkConservation,
@@ -404,7 +405,7 @@ impl Ule {
 
     /// The hz tick count at `now` (FreeBSD's `ticks`).
     fn ticks(&self, now: Ns) -> i64 {
-        (now as u128 * self.p.hz as u128 / NSEC_PER_SEC as u128) as i64
+        mul_div(now, self.p.hz, NSEC_PER_SEC) as i64
     }
 
     /// Kernel `random()`: the Park-Miller generator of sys/libkern/random.c.
@@ -844,7 +845,7 @@ impl SchedPolicy for Ule {
     }
 
     fn tick(&mut self, ctx: &Ctx, cpu: CpuId, curr: TaskId) -> bool {
-        let k = (ctx.now as u128 * self.p.stathz as u128 / NSEC_PER_SEC as u128) as u64;
+        let k = mul_div(ctx.now, self.p.stathz, NSEC_PER_SEC);
         let tdq = &mut self.tdqs[cpu.idx()];
         let n = k.saturating_sub(tdq.last_stat);
         tdq.last_stat = k;
