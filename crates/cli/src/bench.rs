@@ -1,8 +1,9 @@
 //! `schedlab bench`: the engine's speed and memory on fixed cases, compared with a committed baseline
 //! (benchmarks/baseline.json), so a change that slows the simulator shows.
 //!
-//! An *event* is one entry popped from the engine's event queue (`summary.nr_events`: ticks, segment
-//! ends, wakeups, reschedule requests, starts... stale ones included): the unit of simulation work.
+//! An *event* is one event the engine handles (`summary.nr_events`: ticks, segment ends, wakeups,
+//! reschedule requests, starts...): the unit of simulation work. `--instructions` counts instructions
+//! under callgrind instead of timing (exact, and split between engine and policy).
 //! Each case runs in its own process (`schedlab bench --case NAME`), so its peak resident memory
 //! (`VmHWM` of /proc/self/status) is its own. Wall time is the simulation alone (machine, workload and
 //! policy built before the clock starts), the best of at least three runs (more, up to ten, until

@@ -17,6 +17,7 @@ mod callgrind;
 mod compare;
 mod report_html;
 mod reproduce;
+mod sweep;
 mod trace_cmd;
 mod validate;
 
@@ -58,6 +59,9 @@ enum Cmd {
         #[arg(short, long, default_value = "report.html")]
         output: String,
     },
+    /// Run every combination of a grid's machines, workloads, policies and seeds in parallel, into
+    /// one table (CSV and JSON); an interrupted sweep resumes where it stopped (docs/sweep.md).
+    Sweep(sweep::SweepArgs),
     /// Re-run the seed papers' experiments (experiments/) and check each claim: the paper's value,
     /// schedlab's, and whether the claim holds.
     Reproduce(ReproduceArgs),
@@ -329,6 +333,7 @@ fn main() {
         Cmd::Trace { cmd } => trace_cmd::trace_cmd(cmd),
         Cmd::Replay(args) => trace_cmd::replay_cmd(args),
         Cmd::Bench(args) => bench::bench_cmd(args),
+        Cmd::Sweep(args) => sweep::sweep_cmd(args),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

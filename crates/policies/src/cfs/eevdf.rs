@@ -16,13 +16,15 @@
 //! * A wakeup preempts when the pick would now choose the woken entity; yield pushes the deadline one
 //!   request later.
 //!
-//! Simplifications (see docs/policies/eevdf.md): the timeline is the vruntime-ordered heap shared with
-//! CFS and the pick scans it (the kernel walks an rbtree augmented with `min_deadline`; the examined count
-//! reported is the tree walk's, about log2 n); the balancer and wakeup placement are the CFS 2.6.38 ones
+//! Simplifications (see docs/policies/eevdf.md): the pick walks a treap augmented with each subtree's
+//! earliest deadline ([`super::deadline_tree`]) where the kernel walks an rbtree augmented with
+//! `min_deadline` (the same O(log n) descent; among equal deadlines the leftmost entity wins, where the
+//! kernel's choice depends on its tree's shape); the balancer and wakeup placement are the CFS 2.6.38 ones
 //! with 6.6's domain parameters, fed with 6.6's PELT load averages ([`super::pelt`]) but without 6.6's
 //! group classification and migration types.
 
-use super::fair::{RqId, SeId};
+use super::deadline_tree::NIL;
+use super::fair::{RqId, Se, SeId};
 use super::math::calc_delta_fair;
 use super::timeline;
 use super::Cfs;
@@ -150,36 +152,35 @@ impl Cfs {
     }
 
     /// `pick_eevdf`: the eligible entity with the earliest virtual deadline, the running entity first
-    /// (it wins ties, and with RUN_TO_PARITY it is kept while its request is unfinished).
+    /// (it wins ties, and with RUN_TO_PARITY it is kept while its request is unfinished). The
+    /// timeline's deadline tree is walked in O(log n) ([`super::deadline_tree`]); the entities
+    /// visited are the ones counted as examined.
     pub(crate) fn pick_eevdf(&mut self, rq: RqId) -> SeId {
         let r = &self.rqs[rq as usize];
-        let n = r.timeline.len() as u64 + u64::from(r.curr.is_some());
-        self.nr_examined += 1 + (64 - n.leading_zeros() as u64);
         let curr = r.curr.filter(|&c| self.ses[c as usize].on_rq && self.entity_eligible(rq, c));
+        self.nr_examined += 1;
         if let Some(c) = curr {
             let s = &self.ses[c as usize];
             if self.p.run_to_parity && s.vlag == s.deadline {
                 return c;
             }
         }
-        let mut best = curr;
-        for &se in &self.rqs[rq as usize].timeline {
-            if !self.entity_eligible(rq, se) {
-                continue;
+        // entity_eligible for every node, with the average computed once.
+        let (avg, load) = self.avg_with_curr(rq);
+        let min_vruntime = r.min_vruntime;
+        let eligible =
+            |s: &Se| avg as i128 >= (s.vruntime.wrapping_sub(min_vruntime) as i64) as i128 * load as i128;
+        let (found, visited) = self.dl_tree.pick(&self.ses, r.dl_root, eligible);
+        self.nr_examined += visited;
+        let found = (found != NIL).then_some(found);
+        // The running entity wins ties; otherwise the earlier deadline.
+        let best = match (curr, found) {
+            (Some(c), Some(f)) => {
+                let (cd, fd) = (self.ses[c as usize].deadline, self.ses[f as usize].deadline);
+                Some(if (fd.wrapping_sub(cd) as i64) < 0 { f } else { c })
             }
-            best = match best {
-                None => Some(se),
-                Some(b) => {
-                    let (sd, bd) = (self.ses[se as usize].deadline, self.ses[b as usize].deadline);
-                    let earlier = (sd.wrapping_sub(bd) as i64) < 0;
-                    // Equal deadlines: the running entity, then the leftmost (tree order).
-                    let tie_left = sd == bd
-                        && Some(b) != curr
-                        && timeline::before(&self.ses[se as usize], &self.ses[b as usize]);
-                    Some(if earlier || tie_left { se } else { b })
-                }
-            };
-        }
+            (c, f) => c.or(f),
+        };
         // No eligible entity cannot happen with a consistent average; the kernel falls back to the
         // leftmost, and so does this.
         best.or_else(|| timeline::first(&self.rqs[rq as usize].timeline))

@@ -63,7 +63,7 @@ pub struct Se {
 }
 
 impl Se {
-    fn new(cfs_rq: RqId) -> Se {
+    pub(crate) fn new(cfs_rq: RqId) -> Se {
         Se {
             weight: NICE_0_LOAD,
             inv_weight: 0,
@@ -126,6 +126,8 @@ pub struct CfsRq {
     pub avg_vruntime: i64,
     /// EEVDF: sum of the timeline's entities' weights.
     pub avg_load: u64,
+    /// EEVDF: the root of the timeline's deadline-augmented tree ([`super::deadline_tree`]).
+    pub dl_root: u32,
 }
 
 impl CfsRq {
@@ -137,6 +139,7 @@ impl CfsRq {
             // The kernel starts min_vruntime at (u64)(-(1LL << 20)) so wrap-around is exercised early.
             min_vruntime: (-(1i64 << 20)) as u64,
             timeline: Vec::new(),
+            dl_root: super::deadline_tree::NIL,
             curr: None,
             next: None,
             last: None,
@@ -383,6 +386,10 @@ impl Cfs {
         self.avg_add(rq, se, 1);
         let heap = &mut self.rqs[rq as usize].timeline;
         timeline::insert(heap, &mut self.ses, se);
+        if self.eevdf {
+            let r = &mut self.rqs[rq as usize];
+            r.dl_root = self.dl_tree.insert(&self.ses, r.dl_root, se);
+        }
     }
 
     /// `__dequeue_entity` (with 6.6's `avg_vruntime_sub`).
@@ -390,6 +397,10 @@ impl Cfs {
         self.avg_add(rq, se, -1);
         let heap = &mut self.rqs[rq as usize].timeline;
         timeline::remove(heap, &mut self.ses, se);
+        if self.eevdf {
+            let r = &mut self.rqs[rq as usize];
+            r.dl_root = self.dl_tree.remove(&self.ses, r.dl_root, se);
+        }
     }
 
     /// Adds (`sign` 1) or removes (-1) an entity's share of the weighted vruntime average.

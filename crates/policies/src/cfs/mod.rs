@@ -35,6 +35,7 @@
 
 pub mod avec;
 mod balance;
+mod deadline_tree;
 pub mod domains;
 mod eevdf;
 mod fair;
@@ -298,6 +299,8 @@ pub struct Cfs {
     base_slice_ns: u64,
     /// EEVDF: a reschedule asked for by `update_deadline` outside a tick, per CPU.
     resched: Vec<bool>,
+    /// EEVDF: the nodes of every runqueue's deadline-augmented timeline.
+    dl_tree: deadline_tree::DeadlineTree,
     latency_ns: u64,
     min_gran_ns: u64,
     wakeup_gran_ns: u64,
@@ -345,6 +348,7 @@ impl Cfs {
             eevdf: false,
             base_slice_ns: 0,
             resched: Vec::new(),
+            dl_tree: deadline_tree::DeadlineTree::default(),
             latency_ns: 0,
             min_gran_ns: 0,
             wakeup_gran_ns: 0,
