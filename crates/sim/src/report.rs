@@ -64,7 +64,7 @@ pub struct MachineSummary {
 /// Run-wide metrics (see docs/metrics.md).
 #[derive(Clone, Debug, Serialize)]
 pub struct Summary {
-    /// Events the engine processed (stale ones included): the unit of simulation cost.
+    /// Events the engine handled (and the few superseded ones dropped when they fire): the unit of simulation cost.
     pub nr_events: u64,
     /// Tasks created (initial and forked).
     pub nr_tasks: u64,
