@@ -6,8 +6,10 @@
 //! under callgrind instead of timing (exact, and split between engine and policy).
 //! Each case runs in its own process (`schedlab bench --case NAME`), so its peak resident memory
 //! (`VmHWM` of /proc/self/status) is its own. Wall time is the simulation alone (machine, workload and
-//! policy built before the clock starts), the best of at least three runs (more, up to ten, until
-//! half a second has been simulated): this VM's speed varies by tens of percent between seconds.
+//! policy built before the clock starts), the best of three runs (fewer for a case whose runs take
+//! over 10 s together; more, up to ten, until half a second has been simulated): this VM's speed
+//! varies by tens of percent between seconds. Memory per task, per CPU and over simulated time are
+//! differences of peaks between pairs of the long cases (`MEMORY_PAIRS`).
 
 use anyhow::{bail, Context, Result};
 use schedlab_core::{Ns, NSEC_PER_MSEC, NSEC_PER_SEC};
@@ -52,6 +54,9 @@ struct Case {
     cpus: u32,
     duration_ns: Ns,
     long: bool,
+    /// Sample the time series every 10 ms, as `schedlab run` does by default (the other cases
+    /// switch sampling off to time the engine alone).
+    sampled: bool,
 }
 
 impl Case {
@@ -69,6 +74,7 @@ fn cases() -> Vec<Case> {
         cpus: 64,
         duration_ns: 2 * NSEC_PER_SEC,
         long: false,
+        sampled: false,
     }];
     for cpus in [2u32, 16, 64, 256, 1024] {
         v.push(Case {
@@ -78,6 +84,7 @@ fn cases() -> Vec<Case> {
             cpus,
             duration_ns: 200 * NSEC_PER_MSEC,
             long: false,
+            sampled: false,
         });
         v.push(Case {
             name: format!("cfs-sysbench-cpu-{cpus}cpu"),
@@ -86,6 +93,7 @@ fn cases() -> Vec<Case> {
             cpus,
             duration_ns: NSEC_PER_SEC,
             long: false,
+            sampled: false,
         });
     }
     for policy in ["eevdf", "o1", "ule", "bfs", "htfs", "linux24"] {
@@ -96,6 +104,7 @@ fn cases() -> Vec<Case> {
             cpus: 64,
             duration_ns: NSEC_PER_SEC,
             long: false,
+            sampled: false,
         });
     }
     v.push(Case {
@@ -105,6 +114,7 @@ fn cases() -> Vec<Case> {
         cpus: 64,
         duration_ns: 1000 * NSEC_PER_SEC,
         long: true,
+        sampled: false,
     });
     v.push(Case {
         name: "cfs-hogs100000-1024cpu".into(),
@@ -113,8 +123,78 @@ fn cases() -> Vec<Case> {
         cpus: 1024,
         duration_ns: 100 * NSEC_PER_MSEC,
         long: true,
+        sampled: false,
     });
+    // Memory: per task (the slope between 50,000 and 100,000 tasks on 1,024 CPUs), per CPU (1,000
+    // tasks on 64 and on 1,024 CPUs) and over time (the same sampled run for 6 and for 60 minutes).
+    v.push(Case {
+        name: "cfs-hogs50000-1024cpu".into(),
+        policy: "cfs",
+        workload: "hogs[n=50000]".into(),
+        cpus: 1024,
+        duration_ns: 100 * NSEC_PER_MSEC,
+        long: true,
+        sampled: false,
+    });
+    v.push(Case {
+        name: "cfs-hogs1000-1024cpu".into(),
+        policy: "cfs",
+        workload: "hogs[n=1000]".into(),
+        cpus: 1024,
+        duration_ns: 200 * NSEC_PER_MSEC,
+        long: true,
+        sampled: false,
+    });
+    for minutes in [6, 60] {
+        v.push(Case {
+            name: format!("cfs-oltp64-8cpu-{minutes}min-sampled"),
+            policy: "cfs",
+            workload: "sysbench-oltp[threads=64]".into(),
+            cpus: 8,
+            duration_ns: minutes * 60 * NSEC_PER_SEC,
+            long: true,
+            sampled: true,
+        });
+    }
     v
+}
+
+/// Memory figures derived from pairs of cases, when both ran: (label, case A, case B, divisor
+/// of the peak difference B - A or 0 to print both peaks).
+const MEMORY_PAIRS: [(&str, &str, &str, u64); 3] = [
+    (
+        "memory per task (50,000 more tasks, 1,024 CPUs)",
+        "cfs-hogs50000-1024cpu",
+        "cfs-hogs100000-1024cpu",
+        50_000,
+    ),
+    ("memory per CPU (960 more CPUs, 1,000 tasks)", "cfs-hogs1000-64cpu", "cfs-hogs1000-1024cpu", 960),
+    (
+        "peak memory, 6 and 60 simulated minutes (sampled)",
+        "cfs-oltp64-8cpu-6min-sampled",
+        "cfs-oltp64-8cpu-60min-sampled",
+        0,
+    ),
+];
+
+/// The lines of [`MEMORY_PAIRS`] whose two cases are in `results`.
+fn memory_lines(results: &[CaseResult]) -> String {
+    let peak = |name: &str| results.iter().find(|r| r.name == name).map(|r| r.peak_rss_kib);
+    let mut out = String::new();
+    for (label, a, b, per) in MEMORY_PAIRS {
+        let (Some(pa), Some(pb)) = (peak(a), peak(b)) else { continue };
+        if per == 0 {
+            out.push_str(&format!(
+                "{label}: {:.1} MiB and {:.1} MiB\n",
+                pa as f64 / 1024.0,
+                pb as f64 / 1024.0
+            ));
+        } else {
+            let bytes = (pb as f64 - pa as f64) * 1024.0 / per as f64;
+            out.push_str(&format!("{label}: {bytes:.0} bytes ({b} minus {a}, peak resident)\n"));
+        }
+    }
+    out
 }
 
 /// The measurements of one case.
@@ -234,18 +314,18 @@ fn run_case(c: &Case, once: bool) -> Result<CaseResult> {
     let mut policy = crate::load_policy(c.policy)?;
     let cfg = RunConfig {
         duration_ns: c.duration_ns,
-        sample_interval_ns: 0,
+        sample_interval_ns: if c.sampled { RunConfig::default().sample_interval_ns } else { 0 },
         check_invariants: false,
         ..RunConfig::default()
     };
     // This VM's speed varies by tens of percent from second to second: the best of several runs
-    // (at least three, until 0.5 s of simulation or ten runs) is the engine's speed.
+    // (three, or fewer once 10 s have been spent; more, up to ten, until 0.5 s) is the engine's speed.
     if !once {
         let _ = reference_s(); // warm up the CPU's clock first
     }
     let (mut wall_s, mut total_s, mut runs) = (f64::INFINITY, 0.0, 0);
     let mut report = None;
-    while runs < 1 || (!once && (runs < 3 || (total_s < 0.5 && runs < 10))) {
+    while runs < 1 || (!once && ((runs < 3 && total_s < 10.0) || (total_s < 0.5 && runs < 10))) {
         let sim = Sim::new(&machine, &workload, policy.as_mut(), c.policy.to_string(), cfg.clone())?;
         let start = std::time::Instant::now();
         let r = sim.run()?;
@@ -330,6 +410,7 @@ pub fn bench_cmd(args: BenchArgs) -> Result<()> {
     if tty {
         eprint!("\r{:60}\r", "");
     }
+    out.push_str(&memory_lines(&results));
     if let Some(b) = &baseline {
         out.push_str(&format!(
             "* speed (1 / wall time) scaled by the machine's momentary speed (a reference loop), against {} ({})\n",

@@ -75,6 +75,11 @@ impl CpuSet {
         s
     }
 
+    /// Whether the two sets share a CPU (`cpumask_intersects`), without building the intersection.
+    pub fn intersects(&self, other: &CpuSet) -> bool {
+        self.bits.iter().zip(other.bits.iter()).any(|(a, b)| a & b != 0)
+    }
+
     /// Whether every CPU of `self` is in `other`.
     pub fn is_subset(&self, other: &CpuSet) -> bool {
         self.bits.iter().zip(other.bits.iter()).all(|(a, b)| a & !b == 0)
@@ -137,6 +142,7 @@ mod tests {
         assert_eq!(a.and(&b).iter().map(|c| c.0).collect::<Vec<_>>(), vec![0, 3]);
         assert!(a.and(&b).is_subset(&b));
         assert!(!a.is_subset(&b));
+        assert!(a.intersects(&b) && !a.intersects(&CpuSet::single(CpuId(1))));
         assert_eq!(CpuSet::empty().first(), None);
     }
 }

@@ -315,29 +315,30 @@ impl O1 {
     ) -> bool {
         let d = &self.rqs[this.idx()].domains[level];
         let pct = d.imbalance_pct;
-        let groups: Vec<_> = d.groups.iter().map(|g| (g.cpus, g.power)).collect();
-        for g in &groups {
-            for c in g.0.iter() {
+        let groups = d.groups.clone();
+        for g in groups.iter() {
+            for &c in g.members.iter() {
                 if self.rqs[c.idx()].nr_running == 0 {
                     self.update_cpu_load(c, ctx.now);
                 }
             }
         }
         // find_busiest_group: the local group's load is a high guess, the others' a low one.
-        let avg = |s: &Self, cpus: schedlab_core::CpuSet, power: u64, local: bool| {
-            cpus.iter().map(|c| s.guess_load(c, load_idx, local)).sum::<u64>() * 1024 / power
+        let avg = |s: &Self, g: &domains::Group, local: bool| {
+            g.members.iter().map(|&c| s.guess_load(c, load_idx, local)).sum::<u64>() * 1024 / g.power
         };
-        let this_load = avg(self, groups[0].0, groups[0].1, true);
-        let total: u64 =
-            groups.iter().enumerate().map(|(i, g)| avg(self, g.0, g.1, i == 0) * g.1).sum::<u64>();
-        let power: u64 = groups.iter().map(|g| g.1).sum();
+        let this_load = avg(self, &groups[0], true);
+        let total: u64 = groups.iter().enumerate().map(|(i, g)| avg(self, g, i == 0) * g.power).sum::<u64>();
+        let power: u64 = groups.iter().map(|g| g.power).sum();
         let avg_load = total / power;
-        let busiest = groups.iter().skip(1).map(|g| (avg(self, g.0, g.1, false), g.0)).max_by_key(|g| g.0);
+        let busiest = groups.iter().skip(1).map(|g| (avg(self, g, false), g)).max_by_key(|g| g.0);
         self.nr_examined += ctx.nr_cpus() as u64;
         let moved = match busiest {
-            Some((max_load, cpus)) if max_load > this_load && 100 * max_load > pct * this_load => {
-                let src = cpus
+            Some((max_load, g)) if max_load > this_load && 100 * max_load > pct * this_load => {
+                let src = g
+                    .members
                     .iter()
+                    .copied()
                     .filter(|c| self.rqs[c.idx()].nr_running >= 2)
                     .max_by_key(|c| (self.rqs[c.idx()].load, std::cmp::Reverse(c.0)));
                 match src {
@@ -359,8 +360,8 @@ impl O1 {
             if d.nr_balance_failed > d.cache_nice_tries + 2 {
                 // Active balance: push the busiest queue's running task here.
                 d.nr_balance_failed = d.cache_nice_tries + 1;
-                if let Some((_, cpus)) = busiest {
-                    if let Some(src) = cpus.iter().find(|c| self.rqs[c.idx()].nr_running >= 2) {
+                if let Some((_, g)) = busiest {
+                    if let Some(&src) = g.members.iter().find(|c| self.rqs[c.idx()].nr_running >= 2) {
                         if let Some(curr) = ctx.cpu(src).curr.filter(|&c| ctx.task(c).allowed.contains(this))
                         {
                             out.push(Migration { task: curr, from: src, to: this });
@@ -454,10 +455,9 @@ impl SchedPolicy for O1 {
     fn init(&mut self, ctx: &Ctx) {
         self.tick_ns = ctx.tick_ns;
         self.resched = vec![false; ctx.nr_cpus()];
-        self.rqs = ctx
-            .topo
-            .cpus()
-            .map(|c| Rq {
+        self.rqs = domains::build_all(ctx.topo, ctx.numa, Style::Linux2638)
+            .into_iter()
+            .map(|domains| Rq {
                 arrays: [PrioArray::new(), PrioArray::new()],
                 active: 0,
                 expired_timestamp: None,
@@ -466,7 +466,7 @@ impl SchedPolicy for O1 {
                 load: 0,
                 cpu_load: [0; CPU_LOAD_IDX_MAX],
                 last_load_update_tick: 0,
-                domains: domains::build(ctx.topo, ctx.numa, c, Style::Linux2638),
+                domains,
             })
             .collect();
     }

@@ -200,7 +200,44 @@ pub struct TaskReport {
     pub pmc: PmcReport,
     /// The policy's internals for this task at the end of the run (`SchedPolicy::trace_values`:
     /// CFS's vruntime, ULE's interactivity score, AVEC's avec_boosted...), by name.
-    pub policy: std::collections::BTreeMap<&'static str, i64>,
+    pub policy: PolicyValues,
+}
+
+/// Named values a policy reports for one task, sorted by name; serialized as a JSON object. (A
+/// sorted slice rather than a map: a handful of entries, and a map's node costs a few hundred
+/// bytes per task on runs of 100,000 tasks.)
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PolicyValues(Box<[(&'static str, i64)]>);
+
+impl PolicyValues {
+    /// From `(name, value)` pairs in any order; of repeated names the last value counts.
+    pub fn new(mut values: Vec<(&'static str, i64)>) -> PolicyValues {
+        values.reverse();
+        values.sort_by_key(|v| v.0); // stable: the last value of a name comes first
+        values.dedup_by_key(|v| v.0);
+        PolicyValues(values.into_boxed_slice())
+    }
+
+    /// The value called `name`.
+    pub fn get(&self, name: &str) -> Option<&i64> {
+        self.0.binary_search_by(|v| v.0.cmp(name)).ok().map(|i| &self.0[i].1)
+    }
+
+    /// The `(name, value)` pairs, by name.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, i64)> + '_ {
+        self.0.iter().copied()
+    }
+}
+
+impl Serialize for PolicyValues {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in self.0.iter() {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
 }
 
 /// Events by name, in `schedlab_core::PmcEvent` order.
@@ -311,7 +348,8 @@ pub struct PolicyStatReport {
 /// Time series sampled at a fixed interval.
 #[derive(Clone, Debug, Serialize)]
 pub struct Series {
-    /// Interval, ns.
+    /// Interval between the samples kept, ns: the configured interval, doubled each time the
+    /// series thinned itself (see [`MAX_SERIES_SAMPLES`]).
     pub interval_ns: Ns,
     /// Sample times, ns.
     pub time_ns: Vec<Ns>,
@@ -358,8 +396,41 @@ impl Series {
                 row.push(v);
             }
         }
+        if self.time_ns.len() > MAX_SERIES_SAMPLES {
+            self.thin();
+        }
+    }
+
+    /// Keeps every other sample (the first, the third, ..., and so the newest) and doubles the
+    /// interval, so a series of any length stays within [`MAX_SERIES_SAMPLES`] samples.
+    fn thin(&mut self) {
+        fn keep_even<T: Copy>(v: &mut Vec<T>, offset: usize) {
+            let mut i = 0;
+            v.retain(|_| {
+                i += 1;
+                (offset + i - 1).is_multiple_of(2)
+            });
+        }
+        let n = self.time_ns.len();
+        keep_even(&mut self.time_ns, 0);
+        keep_even(&mut self.switches, 0);
+        keep_even(&mut self.migrations, 0);
+        for row in &mut self.nr_running {
+            keep_even(row, 0);
+        }
+        // A task's row covers the newest samples only (it started later): align it to the end.
+        for row in self.task_run_ns.iter_mut().flatten() {
+            let offset = n - row.len();
+            keep_even(row, offset);
+        }
+        self.interval_ns *= 2;
     }
 }
+
+/// The most samples a [`Series`] keeps: when a sample would exceed it, every other sample is
+/// dropped and the interval doubles (at the default 10 ms, the first halving comes after about
+/// 164 simulated seconds). This bounds the series' memory on runs of any length.
+pub const MAX_SERIES_SAMPLES: usize = 16_384;
 
 /// `n` per second of `dur` ns (0 for an empty run).
 pub fn per_sec(n: u64, dur: Ns) -> f64 {
@@ -415,7 +486,7 @@ pub(crate) fn build(sim: &Sim, end: Ns, stop: &'static str) -> RunReport {
                 policy: {
                     let mut values = Vec::new();
                     sim.policy.trace_values(v.id, &mut values);
-                    values.into_iter().collect()
+                    PolicyValues::new(values)
                 },
             }
         })
@@ -692,5 +763,50 @@ impl RunReport {
             row(p.name, p.value.to_string());
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policy_values_are_a_sorted_map_keeping_the_last_of_a_name() {
+        let v = PolicyValues::new(vec![("vruntime", 5), ("avec_boosted", 1), ("vruntime", 7)]);
+        assert_eq!(v.get("vruntime"), Some(&7));
+        assert_eq!(v.get("avec_boosted"), Some(&1));
+        assert_eq!(v.get("lag"), None);
+        assert_eq!(serde_json::to_string(&v).unwrap(), r#"{"avec_boosted":1,"vruntime":7}"#);
+    }
+
+    #[test]
+    fn series_thins_to_a_bound_keeping_aligned_samples() {
+        let mut s = Series::new(10, 2);
+        // Task 1 appears at sample 3, so its row is 3 shorter than task 0's.
+        for k in 0..(MAX_SERIES_SAMPLES as u64 + 1 + MAX_SERIES_SAMPLES as u64 / 2) {
+            let now = s.time_ns.last().map_or(0, |&t| t + s.interval_ns);
+            let tasks = if k < 3 { vec![now] } else { vec![now, now + 1] };
+            s.record(now, [k as u32, 7].into_iter(), Some(tasks), (k, 2 * k));
+            assert!(s.time_ns.len() <= MAX_SERIES_SAMPLES);
+        }
+        // Thinned at 16,385 samples (to 8,193, interval 20) and again after 8,192 more (interval 40).
+        assert_eq!(s.interval_ns, 40);
+        let n = s.time_ns.len();
+        assert_eq!(n, MAX_SERIES_SAMPLES / 2 + 1);
+        // Thinning always finds evenly spaced samples, so they stay evenly spaced.
+        assert!(s.time_ns.windows(2).all(|w| w[1] - w[0] == 40));
+        // Every kept sample still pairs each value with its own time.
+        for (i, &t) in s.time_ns.iter().enumerate() {
+            let k = s.switches[i];
+            assert_eq!(s.migrations[i], 2 * k);
+            assert_eq!(s.nr_running[1][i], 7);
+            let rows = s.task_run_ns.as_ref().unwrap();
+            assert_eq!(rows[0][i], t);
+            let late = &rows[1];
+            if i >= n - late.len() {
+                assert_eq!(late[i - (n - late.len())], t + 1);
+            }
+        }
+        assert_eq!(s.time_ns[0], 0);
     }
 }

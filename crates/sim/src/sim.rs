@@ -554,7 +554,8 @@ impl<'a> Sim<'a> {
             Ev::Freq { domain, gen } => self.on_freq(domain as usize, gen),
             Ev::Sample => {
                 self.take_sample();
-                let next = self.now + self.cfg.sample_interval_ns;
+                // The series' own interval: it doubles when the series thins itself.
+                let next = self.now + self.series.interval_ns;
                 if next < self.cfg.duration_ns {
                     self.q.push(next, Ev::Sample);
                 }

@@ -11,12 +11,12 @@
 //! default in the kernel); `all_pinned` retries are not modelled.
 
 use super::domains::{
-    Domain, SCHED_LOAD_SCALE, SD_BALANCE_FORK, SD_BALANCE_NEWIDLE, SD_LOAD_BALANCE, SD_PREFER_SIBLING,
+    Domain, Group, SCHED_LOAD_SCALE, SD_BALANCE_FORK, SD_BALANCE_NEWIDLE, SD_LOAD_BALANCE, SD_PREFER_SIBLING,
     SD_SHARE_PKG_RESOURCES, SD_WAKE_AFFINE,
 };
 use super::fair::SeId;
 use super::Cfs;
-use schedlab_core::{CpuId, Ctx, Migration, Ns, SchedClass, TaskId};
+use schedlab_core::{CpuId, CpuSet, Ctx, Migration, Ns, SchedClass, TaskId};
 
 /// `CPU_LOAD_IDX_MAX`.
 pub const CPU_LOAD_IDX_MAX: usize = 5;
@@ -77,6 +77,11 @@ pub struct CpuState {
     pub power: u64,
     /// Domains, bottom-up.
     pub domains: Vec<Domain>,
+    /// `rq->next_balance`, in jiffies, for a busy (`[0]`) and for an idle (`[1]`) CPU: no domain of
+    /// this CPU is due for periodic balancing before it (the earliest `last_balance + interval`
+    /// over its domains). Both are kept so the gate is exact whichever state the CPU is in at its
+    /// next balance. 0 until first computed.
+    pub next_balance_j: [u64; 2],
 }
 
 /// Statistics of one group (`struct sg_lb_stats`).
@@ -202,11 +207,12 @@ impl Cfs {
                 continue;
             }
             let load_idx = d.forkexec_idx;
-            let Some(group) = self.find_idlest_group(ctx, t, cpu, level, load_idx) else {
+            let Some(gi) = self.find_idlest_group(ctx, t, cpu, level, load_idx) else {
                 sd = level.checked_sub(1);
                 continue;
             };
-            let cand = self.find_idlest_cpu(group, &allowed, cpu, ctx.now);
+            let groups = self.cpus[cpu.idx()].domains[level].groups.clone();
+            let cand = self.find_idlest_cpu(&groups[gi], &allowed, cpu, ctx.now);
             match cand {
                 None => sd = level.checked_sub(1),
                 Some(c) if c == cpu => sd = level.checked_sub(1),
@@ -234,7 +240,8 @@ impl Cfs {
         }
     }
 
-    /// `find_idlest_group` in domain `level` of `this_cpu`.
+    /// `find_idlest_group` in domain `level` of `this_cpu`: the index of the group (in the domain's
+    /// walk order) to place the new task in, or `None` to stay.
     fn find_idlest_group(
         &mut self,
         ctx: &Ctx,
@@ -242,23 +249,19 @@ impl Cfs {
         this_cpu: CpuId,
         level: usize,
         load_idx: usize,
-    ) -> Option<schedlab_core::CpuSet> {
+    ) -> Option<usize> {
         let allowed = ctx.task(t).allowed;
         let d = &self.cpus[this_cpu.idx()].domains[level];
         let imbalance = 100 + (d.imbalance_pct - 100) / 2;
-        let ngroups = d.groups.len();
+        let groups = d.groups.clone();
         let (mut idlest, mut min_load, mut this_load) = (None, u64::MAX, 0);
-        for gi in 0..ngroups {
-            let (cpus, power) = {
-                let g = &self.cpus[this_cpu.idx()].domains[level].groups[gi];
-                (g.cpus, g.power)
-            };
-            if cpus.and(&allowed).is_empty() {
+        for (gi, g) in groups.iter().enumerate() {
+            if !g.allows_any(&allowed) {
                 continue;
             }
-            let local = cpus.contains(this_cpu);
+            let local = g.cpus.contains(this_cpu);
             let mut avg = 0;
-            for i in cpus.iter() {
+            for &i in g.members.iter() {
                 self.nr_examined += 1;
                 avg += if local {
                     self.source_load(i, load_idx, ctx.now)
@@ -266,12 +269,12 @@ impl Cfs {
                     self.target_load(i, load_idx, ctx.now)
                 };
             }
-            avg = avg * SCHED_LOAD_SCALE / power;
+            avg = avg * SCHED_LOAD_SCALE / g.power;
             if local {
                 this_load = avg;
             } else if avg < min_load {
                 min_load = avg;
-                idlest = Some(cpus);
+                idlest = Some(gi);
             }
         }
         let idlest = idlest?;
@@ -281,17 +284,11 @@ impl Cfs {
         Some(idlest)
     }
 
-    /// `find_idlest_cpu`.
-    fn find_idlest_cpu(
-        &self,
-        group: schedlab_core::CpuSet,
-        allowed: &schedlab_core::CpuSet,
-        this_cpu: CpuId,
-        now: Ns,
-    ) -> Option<CpuId> {
+    /// `find_idlest_cpu`: the least loaded allowed CPU of `group`, `this_cpu` winning ties.
+    fn find_idlest_cpu(&self, group: &Group, allowed: &CpuSet, this_cpu: CpuId, now: Ns) -> Option<CpuId> {
         let mut best = None;
         let mut min_load = u64::MAX;
-        for i in group.and(allowed).iter() {
+        for &i in group.members.iter().filter(|&&i| allowed.contains(i)) {
             let load = self.weighted_cpuload(i, now);
             if load < min_load || (load == min_load && i == this_cpu) {
                 min_load = load;
@@ -417,19 +414,17 @@ impl Cfs {
         out: &mut Vec<Migration>,
     ) {
         let jiffies = ctx.now / self.tick_ns;
+        // trigger_load_balance: nothing to do before rq->next_balance.
+        if jiffies < self.cpus[cpu.idx()].next_balance_j[usize::from(idle == IdleType::Idle)] {
+            return;
+        }
         let hz = ctx.hz();
-        let max_interval_j = (hz * self.ncpus as u64 / 10).max(1);
         for level in 0..self.cpus[cpu.idx()].domains.len() {
             let d = &self.cpus[cpu.idx()].domains[level];
             if d.flags & SD_LOAD_BALANCE == 0 {
                 continue;
             }
-            let mut interval_ms = d.balance_interval_ms;
-            if idle != IdleType::Idle {
-                interval_ms *= d.busy_factor;
-            }
-            // msecs_to_jiffies rounds up.
-            let interval_j = (interval_ms * hz).div_ceil(1000).clamp(1, max_interval_j);
+            let interval_j = self.balance_interval_j(d, idle == IdleType::Idle, hz);
             if jiffies < d.last_balance + interval_j {
                 continue;
             }
@@ -446,6 +441,33 @@ impl Cfs {
                 break;
             }
         }
+        self.update_next_balance(cpu, hz);
+    }
+
+    /// A domain's balance interval in jiffies: `balance_interval` ms, times `busy_factor` on a busy
+    /// CPU, rounded up (`msecs_to_jiffies`), at least 1 and at most `max_load_balance_interval`
+    /// (HZ x CPUs / 10).
+    fn balance_interval_j(&self, d: &Domain, idle: bool, hz: u64) -> u64 {
+        let mut interval_ms = d.balance_interval_ms;
+        if !idle {
+            interval_ms *= d.busy_factor;
+        }
+        let max_interval_j = (hz * self.ncpus as u64 / 10).max(1);
+        (interval_ms * hz).div_ceil(1000).clamp(1, max_interval_j)
+    }
+
+    /// Recomputes `next_balance_j` of `cpu` from its domains' last balances and current intervals,
+    /// for both CPU states, so the gate in [`Self::rebalance_domains`] skips exactly the passes in
+    /// which the per-domain test would balance no domain. (The kernel keeps one value, from the
+    /// state of the last pass, and refreshes it on idle entry.)
+    fn update_next_balance(&mut self, cpu: CpuId, hz: u64) {
+        let mut next = [u64::MAX; 2];
+        for d in self.cpus[cpu.idx()].domains.iter().filter(|d| d.flags & SD_LOAD_BALANCE != 0) {
+            for (i, idle) in [false, true].into_iter().enumerate() {
+                next[i] = next[i].min(d.last_balance + self.balance_interval_j(d, idle, hz));
+            }
+        }
+        self.cpus[cpu.idx()].next_balance_j = next;
     }
 
     /// `idle_balance(this_cpu)`: the CPU is about to go idle.
@@ -465,6 +487,8 @@ impl Cfs {
                 break;
             }
         }
+        // load_balance may have changed the domains' intervals.
+        self.update_next_balance(cpu, ctx.hz());
     }
 
     /// `load_balance` at domain `level` of `this_cpu`. Returns (pulled anything, `*balance`).
@@ -574,20 +598,16 @@ impl Cfs {
         };
         let prefer_sibling =
             level > 0 && self.cpus[this_cpu.idx()].domains[level - 1].flags & SD_PREFER_SIBLING != 0;
-        let ngroups = d.groups.len();
-        let group = |s: &Self, gi: usize| {
-            let g = &s.cpus[this_cpu.idx()].domains[level].groups[gi];
-            (g.cpus, g.power)
-        };
+        let groups = d.groups.clone();
         let mut sds = SdStats::default();
-        for gi in 0..ngroups {
-            let (cpus, power) = group(self, gi);
+        for (gi, g) in groups.iter().enumerate() {
+            let power = g.power;
             let local = gi == 0;
             let mut sgs = SgStats::default();
             let (mut max_cpu_load, mut min_cpu_load, mut max_nr_running) = (0u64, u64::MAX, 0u64);
-            let mut balance_cpu = cpus.first().expect("non-empty group");
+            let mut balance_cpu = g.members[0];
             let mut first_idle = false;
-            for i in cpus.iter() {
+            for &i in g.members.iter() {
                 self.nr_examined += 1;
                 let load;
                 if local {
@@ -611,10 +631,20 @@ impl Cfs {
             if idle != IdleType::NewlyIdle && local && balance_cpu != this_cpu {
                 return (None, false);
             }
-            sgs.avg_load = sgs.group_load * SCHED_LOAD_SCALE / power;
-            let avg_load_per_task = sgs.sum_weighted_load.checked_div(sgs.sum_nr_running).unwrap_or(0);
-            if max_cpu_load.wrapping_sub(min_cpu_load) >= avg_load_per_task && max_nr_running > 1 && !local {
-                sgs.group_imb = true;
+            // x * SCHED_LOAD_SCALE / SCHED_LOAD_SCALE is x: skip the division (tens of cycles) for
+            // the common full-power group.
+            sgs.avg_load = if power == SCHED_LOAD_SCALE {
+                sgs.group_load
+            } else {
+                sgs.group_load * SCHED_LOAD_SCALE / power
+            };
+            // The imbalance test, with its division last: it only matters for a remote group whose
+            // busiest CPU has more than one task.
+            if !local && max_nr_running > 1 {
+                let avg_load_per_task = sgs.sum_weighted_load.checked_div(sgs.sum_nr_running).unwrap_or(0);
+                if max_cpu_load.wrapping_sub(min_cpu_load) >= avg_load_per_task {
+                    sgs.group_imb = true;
+                }
             }
             sgs.group_capacity = div_round_closest(power, SCHED_LOAD_SCALE);
             sgs.group_has_capacity = sgs.group_capacity > sgs.sum_nr_running;
@@ -657,8 +687,8 @@ impl Cfs {
                 return (None, true);
             }
         }
-        let busiest_power = group(self, busiest).1;
-        let this_power = group(self, sds.this).1;
+        let busiest_power = groups[busiest].power;
+        let this_power = groups[sds.this].power;
         let imbalance = calculate_imbalance(
             &mut sds,
             busiest_power,
@@ -680,10 +710,10 @@ impl Cfs {
         imbalance: u64,
         now: Ns,
     ) -> Option<CpuId> {
-        let cpus = self.cpus[this_cpu.idx()].domains[level].groups[group].cpus;
+        let groups = self.cpus[this_cpu.idx()].domains[level].groups.clone();
         let mut best = None;
         let mut max_load = 0;
-        for i in cpus.iter() {
+        for &i in groups[group].members.iter() {
             let power = self.cpus[i.idx()].power;
             let capacity = div_round_closest(power, SCHED_LOAD_SCALE);
             let mut wl = self.weighted_cpuload(i, now);

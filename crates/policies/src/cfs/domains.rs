@@ -9,6 +9,9 @@
 //! (fewer than 16), later kernels build one per NUMA distance as here. Degenerate levels (span equal to
 //! the child's) are dropped, as `sd_degenerate` does.
 
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
 use schedlab_core::{CpuId, CpuSet, Level, Topology};
 
 /// `SD_LOAD_BALANCE`.
@@ -65,8 +68,60 @@ pub enum DomainKind {
 pub struct Group {
     /// Its CPUs.
     pub cpus: CpuSet,
+    /// The same CPUs as a list, in ascending order: the balancing loops walk it instead of the
+    /// 1,024-bit set.
+    pub members: Box<[CpuId]>,
     /// `cpu_power`: sum of its CPUs' power.
     pub power: u64,
+}
+
+impl Group {
+    /// Whether any of its CPUs is in `allowed`: a look at each member for a small group, a word-wise
+    /// intersection of the sets for a large one.
+    pub fn allows_any(&self, allowed: &CpuSet) -> bool {
+        if self.members.len() <= 8 {
+            self.members.iter().any(|&c| allowed.contains(c))
+        } else {
+            self.cpus.intersects(allowed)
+        }
+    }
+}
+
+/// The groups of one domain as one CPU sees them: the kernel's circular list of `sched_group`s
+/// starting at the group that holds the CPU (`sd->groups`). The groups themselves are shared by
+/// every CPU whose domain at this level has the same span, as the kernel shares them (on 1,024 flat
+/// CPUs one copy of 1,024 groups instead of one per CPU); each CPU keeps only where its walk starts.
+#[derive(Clone, Debug)]
+pub struct GroupList {
+    all: Arc<[Group]>,
+    first: usize,
+}
+
+impl GroupList {
+    /// Number of groups.
+    pub fn len(&self) -> usize {
+        self.all.len()
+    }
+
+    /// Whether there are none (never, for a built domain).
+    pub fn is_empty(&self) -> bool {
+        self.all.is_empty()
+    }
+
+    /// The groups in walk order: the CPU's own group first, then on in CPU order, wrapping around.
+    pub fn iter(&self) -> impl Iterator<Item = &Group> + '_ {
+        self.all[self.first..].iter().chain(self.all[..self.first].iter())
+    }
+}
+
+impl std::ops::Index<usize> for GroupList {
+    type Output = Group;
+
+    /// The `i`-th group in walk order (0 = the CPU's own group).
+    fn index(&self, i: usize) -> &Group {
+        let n = self.all.len();
+        &self.all[if i < n - self.first { self.first + i } else { i + self.first - n }]
+    }
 }
 
 /// One `struct sched_domain` of one CPU.
@@ -77,7 +132,7 @@ pub struct Domain {
     /// CPUs spanned.
     pub span: CpuSet,
     /// Groups, the one holding this CPU first, then in CPU order (the kernel's circular list).
-    pub groups: Vec<Group>,
+    pub groups: GroupList,
     /// `min_interval`, ms.
     pub min_interval_ms: u64,
     /// `max_interval`, ms.
@@ -190,7 +245,7 @@ impl Domain {
         Domain {
             kind,
             span: CpuSet::empty(),
-            groups: Vec::new(),
+            groups: GroupList { all: Arc::from(Vec::new()), first: 0 },
             min_interval_ms: min,
             max_interval_ms: max,
             busy_factor: busy,
@@ -224,10 +279,16 @@ pub fn cpu_power(topo: &Topology, cpu: CpuId) -> u64 {
     }
 }
 
-/// The domains of `cpu`, bottom-up.
+/// The domains of `cpu`, bottom-up (one CPU's part of [`build_all`]).
 pub fn build(topo: &Topology, numa: bool, cpu: CpuId, style: Style) -> Vec<Domain> {
+    build_all(topo, numa, style).swap_remove(cpu.idx())
+}
+
+/// The domains of every CPU, bottom-up, indexed by CPU. Groups are built once per distinct span
+/// and shared (see [`GroupList`]).
+pub fn build_all(topo: &Topology, numa: bool, style: Style) -> Vec<Vec<Domain>> {
     let levels = topo.domain_levels();
-    let mut out: Vec<Domain> = Vec::new();
+    let mut out: Vec<Vec<Domain>> = topo.cpus().map(|_| Vec::with_capacity(levels.len())).collect();
     let mut child = Level::Same;
     for level in levels {
         let kind = match level {
@@ -237,45 +298,57 @@ pub fn build(topo: &Topology, numa: bool, cpu: CpuId, style: Style) -> Vec<Domai
             Level::Socket | Level::Machine if numa => DomainKind::Node,
             _ => DomainKind::Cpu,
         };
-        let span = topo.span(level, cpu);
-        let mut d = Domain::new(kind, topo.nr_cpus());
-        d.span = span;
-        if style == Style::Linux66 {
-            let w = span.count() as u64;
-            d.min_interval_ms = w;
-            d.max_interval_ms = 2 * w;
-            d.balance_interval_ms = w;
-            d.busy_factor = 16;
-            d.imbalance_pct = if kind == DomainKind::Sibling { 110 } else { 117 };
-            d.cache_nice_tries = match kind {
-                DomainKind::Sibling => 0,
-                DomainKind::Mc => 1,
-                DomainKind::Cpu => 0,
-                DomainKind::Node => 2,
-            };
-            // No cpu_load[] in 6.x: every balancing decision reads the current load.
-            (d.busy_idx, d.idle_idx, d.newidle_idx, d.wake_idx, d.forkexec_idx) = (0, 0, 0, 0, 0);
-        }
-        // Groups: the child-level spans inside this span, ordered by first CPU, rotated so the
-        // group holding `cpu` comes first.
-        let mut groups: Vec<CpuSet> = Vec::new();
-        for c in span.iter() {
-            let g = topo.span(child, c);
-            if !groups.contains(&g) {
-                groups.push(g);
+        let mut shared: HashMap<CpuSet, Arc<[Group]>> = HashMap::new();
+        for cpu in topo.cpus() {
+            let span = topo.span(level, cpu);
+            let all = shared.entry(span).or_insert_with(|| groups_of(topo, child, &span)).clone();
+            let first = all.iter().position(|g| g.cpus.contains(cpu)).expect("cpu in its own span");
+            let mut d = Domain::new(kind, topo.nr_cpus());
+            d.span = span;
+            d.groups = GroupList { all, first };
+            if style == Style::Linux66 {
+                let w = span.count() as u64;
+                d.min_interval_ms = w;
+                d.max_interval_ms = 2 * w;
+                d.balance_interval_ms = w;
+                d.busy_factor = 16;
+                d.imbalance_pct = if kind == DomainKind::Sibling { 110 } else { 117 };
+                d.cache_nice_tries = match kind {
+                    DomainKind::Sibling => 0,
+                    DomainKind::Mc => 1,
+                    DomainKind::Cpu => 0,
+                    DomainKind::Node => 2,
+                };
+                // No cpu_load[] in 6.x: every balancing decision reads the current load.
+                (d.busy_idx, d.idle_idx, d.newidle_idx, d.wake_idx, d.forkexec_idx) = (0, 0, 0, 0, 0);
             }
+            out[cpu.idx()].push(d);
         }
-        groups.sort_by_key(|g| g.first().map(|c| c.0));
-        let local = groups.iter().position(|g| g.contains(cpu)).expect("cpu in its own span");
-        groups.rotate_left(local);
-        d.groups = groups
-            .into_iter()
-            .map(|g| Group { power: g.iter().map(|c| cpu_power(topo, c)).sum(), cpus: g })
-            .collect();
-        out.push(d);
         child = level;
     }
     out
+}
+
+/// The groups of a domain spanning `span`: the distinct `child`-level spans of its CPUs, ordered by
+/// first CPU.
+fn groups_of(topo: &Topology, child: Level, span: &CpuSet) -> Arc<[Group]> {
+    let mut seen: HashSet<CpuSet> = HashSet::new();
+    let mut groups: Vec<CpuSet> = Vec::new();
+    for c in span.iter() {
+        let g = topo.span(child, c);
+        if seen.insert(g) {
+            groups.push(g);
+        }
+    }
+    groups.sort_by_key(|g| g.first().map(|c| c.0));
+    groups
+        .into_iter()
+        .map(|g| Group {
+            power: g.iter().map(|c| cpu_power(topo, c)).sum(),
+            members: g.iter().collect(),
+            cpus: g,
+        })
+        .collect()
 }
 
 /// The per-domain gate of `rebalance_domains` as the O(1) and HTFS balancers use it: whether domain `d`

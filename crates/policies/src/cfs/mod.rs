@@ -468,6 +468,7 @@ impl SchedPolicy for Cfs {
         self.resched = vec![false; self.ncpus];
         let style = if self.eevdf { domains::Style::Linux66 } else { domains::Style::Linux2638 };
         self.build_groups(ctx);
+        let mut doms = domains::build_all(ctx.topo, ctx.numa, style).into_iter();
         self.cpus = ctx
             .topo
             .cpus()
@@ -477,7 +478,8 @@ impl SchedPolicy for Cfs {
                 avg_idle: 2 * self.p.sched_migration_cost_ns,
                 idle_stamp: 0,
                 power: domains::cpu_power(ctx.topo, c),
-                domains: domains::build(ctx.topo, ctx.numa, c, style),
+                domains: doms.next().expect("domains of every CPU"),
+                next_balance_j: [0; 2],
             })
             .collect();
         self.cpu_tasks = vec![0; self.ncpus];

@@ -22,7 +22,7 @@
 use super::{Htfs, Kind, Method, Se};
 use crate::cfs::domains;
 use crate::cfs::fold_cpu_load;
-use schedlab_core::{CpuId, CpuSet, Ctx, Migration, Ns, TaskId};
+use schedlab_core::{CpuId, Ctx, Migration, Ns, TaskId};
 
 /// `sysctl_sched_migration_cost`: a task that ran this recently is cache-hot.
 const MIGRATION_COST_NS: Ns = 500_000;
@@ -109,23 +109,23 @@ impl Htfs {
     ) -> bool {
         let d = &self.cpus[this.idx()].domains[level];
         let pct = d.imbalance_pct;
-        let groups: Vec<(CpuSet, u64)> = d.groups.iter().map(|g| (g.cpus, g.power)).collect();
-        let group_avg = |s: &Self, cpus: CpuSet, power: u64, local: bool| {
-            cpus.iter().map(|c| s.guess_load(c, load_idx, local)).sum::<u64>() * 1024 / power.max(1)
+        let groups = d.groups.clone();
+        let group_avg = |s: &Self, g: &domains::Group, local: bool| {
+            g.members.iter().map(|&c| s.guess_load(c, load_idx, local)).sum::<u64>() * 1024 / g.power.max(1)
         };
-        let this_load = group_avg(self, groups[0].0, groups[0].1, true);
-        let total: u64 =
-            groups.iter().enumerate().map(|(i, g)| group_avg(self, g.0, g.1, i == 0) * g.1).sum();
-        let power: u64 = groups.iter().map(|g| g.1).sum::<u64>().max(1);
+        let this_load = group_avg(self, &groups[0], true);
+        let total: u64 = groups.iter().enumerate().map(|(i, g)| group_avg(self, g, i == 0) * g.power).sum();
+        let power: u64 = groups.iter().map(|g| g.power).sum::<u64>().max(1);
         let avg_load = total / power;
-        let busiest =
-            groups.iter().skip(1).map(|g| (group_avg(self, g.0, g.1, false), g.0)).max_by_key(|g| g.0);
+        let busiest = groups.iter().skip(1).map(|g| (group_avg(self, g, false), g)).max_by_key(|g| g.0);
         self.nr_examined += ctx.nr_cpus() as u64;
         let mut moved = false;
-        if let Some((max_load, cpus)) = busiest {
+        if let Some((max_load, g)) = busiest {
             if max_load > this_load && 100 * max_load > pct * this_load {
-                let src = cpus
+                let src = g
+                    .members
                     .iter()
+                    .copied()
                     .filter(|c| self.cpus[c.idx()].nr_running >= 2)
                     .max_by_key(|c| (self.cpu_load_now(*c), std::cmp::Reverse(c.0)));
                 if let Some(src) = src {

@@ -752,10 +752,9 @@ impl SchedPolicy for Htfs {
         self.duals = vec![Dual::default(); ngroups * self.ncpus];
         self.gents =
             (0..ngroups * self.ncpus).map(|d| Ent::new(self.group_shares[d / self.ncpus].max(1))).collect();
-        self.cpus = ctx
-            .topo
-            .cpus()
-            .map(|c| Cpu {
+        self.cpus = domains::build_all(ctx.topo, ctx.numa, Style::Linux2638)
+            .into_iter()
+            .map(|domains| Cpu {
                 slice: AdaptiveSlice::new(ctx.now),
                 period_used: 0,
                 curr: None,
@@ -769,7 +768,7 @@ impl SchedPolicy for Htfs {
                 avg: 0,
                 cpu_load: [0; CPU_LOAD_IDX_MAX],
                 last_load_tick: 0,
-                domains: domains::build(ctx.topo, ctx.numa, c, Style::Linux2638),
+                domains,
             })
             .collect();
     }
