@@ -526,3 +526,42 @@ fn instructions_cmd(args: &BenchArgs, chosen: &[&Case], exe: &std::path::Path) -
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(name: &str, peak_rss_kib: u64) -> CaseResult {
+        CaseResult {
+            name: name.into(),
+            tasks: 0,
+            cpus: 0,
+            simulated_s: 0.0,
+            events: 0,
+            wall_s: 1.0,
+            events_per_s: 0.0,
+            peak_rss_kib,
+            reference_s: 0.0,
+        }
+    }
+
+    #[test]
+    fn memory_lines_divide_peak_differences_and_skip_missing_pairs() {
+        let results = vec![
+            result("cfs-hogs50000-1024cpu", 100_000),
+            result("cfs-hogs100000-1024cpu", 200_000),
+            result("cfs-oltp64-8cpu-6min-sampled", 8 * 1024),
+            result("cfs-oltp64-8cpu-60min-sampled", 9 * 1024),
+        ];
+        let text = memory_lines(&results);
+        // 100,000 KiB more for 50,000 more tasks: 2,048 bytes each.
+        assert!(text.contains("memory per task (50,000 more tasks, 1,024 CPUs): 2048 bytes"), "{text}");
+        assert!(text.contains("8.0 MiB and 9.0 MiB"), "{text}");
+        assert!(!text.contains("per CPU"), "the per-CPU pair did not run: {text}");
+        // Every pair names cases that exist.
+        let names: Vec<String> = cases().into_iter().map(|c| c.name).collect();
+        for (_, a, b, _) in MEMORY_PAIRS {
+            assert!(names.iter().any(|n| n == a) && names.iter().any(|n| n == b), "{a} {b}");
+        }
+    }
+}

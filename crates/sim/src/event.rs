@@ -101,9 +101,6 @@ struct Timer {
     ev: Ev,
 }
 
-/// Children per node of [`TimerHeap`].
-const ARITY: usize = 4;
-
 #[inline]
 fn key_of(time: Ns, seq: u64) -> u128 {
     (time as u128) << 64 | seq as u128
@@ -114,9 +111,8 @@ fn time_of(key: u128) -> Ns {
     (key >> 64) as Ns
 }
 
-/// A 4-ary min-heap of timers by `(time, seq)` that knows where each slot's timer sits, so a slot
-/// can be re-armed in place. Four children per node halve the depth of a binary heap: with a timer
-/// per task (thousands of sleeping tasks) most of a sift's cost is cache misses, one per level.
+/// A binary min-heap of timers by `(time, seq)` that knows where each slot's timer sits, so a slot
+/// can be re-armed in place.
 ///
 /// Popping is lazy: the earliest timer stays at the root, marked `fired`, until the next operation.
 /// The handler of a segment end usually re-arms the same slot at once (the CPU's next segment); that
@@ -195,7 +191,7 @@ impl TimerHeap {
         let last = self.heap.pop().expect("an armed timer is in the heap");
         if i < self.heap.len() {
             // The last timer fills the hole and moves whichever way its key says.
-            let up = i > 0 && last.key < self.heap[(i - 1) / ARITY].key;
+            let up = i > 0 && last.key < self.heap[(i - 1) / 2].key;
             self.heap[i] = last;
             if up {
                 self.sift_up(i);
@@ -234,7 +230,7 @@ impl TimerHeap {
     fn sift_up(&mut self, mut i: usize) {
         let t = self.heap[i];
         while i > 0 {
-            let parent = (i - 1) / ARITY;
+            let parent = (i - 1) / 2;
             if self.heap[parent].key <= t.key {
                 break;
             }
@@ -244,22 +240,19 @@ impl TimerHeap {
         self.place(i, t);
     }
 
-    /// Moves the timer at `i` down to its place: the hole goes to the bottom along the earliest
-    /// children, then the timer rises from there (a later timer, the usual case here, rises little).
+    /// Moves the timer at `i` down to its place: the hole goes to the bottom along the earlier
+    /// children (one comparison per level), then the timer rises from there (a later timer, the usual
+    /// case here, rises little).
     fn sift_down(&mut self, mut i: usize) {
         let t = self.heap[i];
         let n = self.heap.len();
         loop {
-            let first = ARITY * i + 1;
-            if first >= n {
+            let left = 2 * i + 1;
+            if left >= n {
                 break;
             }
-            let mut child = first;
-            for c in first + 1..(first + ARITY).min(n) {
-                if self.heap[c].key < self.heap[child].key {
-                    child = c;
-                }
-            }
+            let right = left + 1;
+            let child = if right < n && self.heap[right].key < self.heap[left].key { right } else { left };
             self.place(i, self.heap[child]);
             i = child;
         }
