@@ -270,6 +270,9 @@ pub struct Sim<'a> {
     pub(crate) domains: Vec<crate::dvfs::Domain>,
     /// Each CPU's frequency domain.
     pub(crate) domain_of: Vec<usize>,
+    /// Dynamic power at each frequency level, mW ([`crate::DvfsModel::dynamic_mw_at`], computed once:
+    /// it divides, and every settle needs it).
+    pub(crate) dynamic_mw_by_level: Vec<u64>,
     /// Recorded switches and wakeups, when tracing.
     pub(crate) trace: Option<Vec<crate::trace::TraceEvent>>,
 }
@@ -420,6 +423,9 @@ impl<'a> Sim<'a> {
             contention_active,
             domains,
             domain_of,
+            dynamic_mw_by_level: (0..machine.dvfs.levels_mhz.len().max(1))
+                .map(|l| machine.dvfs.dynamic_mw_at(l))
+                .collect(),
             trace: cfg.trace.then(Vec::new),
             cfg,
         };
@@ -591,8 +597,12 @@ impl<'a> Sim<'a> {
         let ov_end = c.useful_start.clamp(from, now);
         c.overhead_ns += ov_end - from;
         let level = self.domains[self.domain_of[cpu.idx()]].level;
+        let dynamic_mw = match self.dynamic_mw_by_level.get(level) {
+            Some(&mw) => mw,
+            None => self.machine.dvfs.dynamic_mw_at(level),
+        };
         let c = &mut self.cpus[cpu.idx()];
-        c.dynamic_pj += (now - from) * self.machine.dvfs.dynamic_mw_at(level);
+        c.dynamic_pj += (now - from) * dynamic_mw;
         let useful = now - ov_end;
         c.busy_ns += useful;
         c.task_run_total += useful;
