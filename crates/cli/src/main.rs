@@ -156,6 +156,37 @@ struct RunArgs {
     /// Print nothing but errors.
     #[arg(long, short)]
     quiet: bool,
+    #[command(flatten)]
+    limits: LimitArgs,
+}
+
+/// Caps that stop a run that would otherwise exhaust time or memory (docs/errors.md).
+#[derive(clap::Args, Clone)]
+struct LimitArgs {
+    /// Most tasks a run may have at once, started plus forked (and most a workload file may start).
+    #[arg(long, default_value_t = schedlab_sim::limits::MAX_TASKS)]
+    max_tasks: usize,
+    /// Most simulation events a run may handle before it stops with an error.
+    #[arg(long, default_value_t = schedlab_sim::limits::MAX_EVENTS)]
+    max_events: u64,
+    /// Longest simulated time a run may ask for, with a unit (default: 30 days).
+    #[arg(long, default_value = "2592000s")]
+    max_duration: String,
+    /// Most events the --trace recording may hold.
+    #[arg(long, default_value_t = schedlab_sim::limits::MAX_TRACE_EVENTS)]
+    max_trace_events: usize,
+}
+
+impl LimitArgs {
+    /// Sets the limits of a run configuration.
+    fn apply(&self, cfg: &mut RunConfig) -> Result<()> {
+        cfg.max_tasks = self.max_tasks;
+        cfg.max_events = self.max_events;
+        cfg.max_duration_ns =
+            parse_duration(&self.max_duration).map_err(|e| anyhow::anyhow!("--max-duration: {e}"))?;
+        cfg.max_trace_events = self.max_trace_events;
+        Ok(())
+    }
 }
 
 #[derive(clap::Args)]
@@ -463,7 +494,7 @@ fn run(args: RunArgs) -> Result<()> {
     let duration_ns = run_duration(args.duration.as_deref(), &workload)?;
     let sample_interval_ns =
         parse_duration(&args.sample_interval).map_err(|e| anyhow::anyhow!("--sample-interval: {e}"))?;
-    let cfg = RunConfig {
+    let mut cfg = RunConfig {
         duration_ns,
         seed: args.seed,
         sample_interval_ns,
@@ -472,6 +503,11 @@ fn run(args: RunArgs) -> Result<()> {
         trace: args.trace.is_some(),
         ..RunConfig::default()
     };
+    args.limits.apply(&mut cfg)?;
+    // Find an unwritable output path now, not after the run.
+    for path in [&args.json, &args.trace].into_iter().flatten() {
+        check_writable(path)?;
+    }
     let spec = args.policy.clone();
     let mut sim = Sim::new(&machine, &workload, policy.as_mut(), spec, cfg)?;
     let bar = progress_bar(!args.quiet, duration_ns);
@@ -511,6 +547,20 @@ fn run(args: RunArgs) -> Result<()> {
             text.push_str(&format!("  Perfetto trace written to {path} (open it in ui.perfetto.dev)\n"));
         }
         emit(&text);
+    }
+    Ok(())
+}
+
+/// Fails if `path` cannot be written (a missing directory, no permission), leaving no file behind.
+fn check_writable(path: &str) -> Result<()> {
+    let existed = Path::new(path).exists();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .with_context(|| format!("cannot write {path}"))?;
+    if !existed {
+        let _ = std::fs::remove_file(path);
     }
     Ok(())
 }
@@ -633,8 +683,14 @@ fn exec_cmd(args: ExecArgs) -> Result<()> {
         allow_rt: args.allow_rt,
         seed: args.seed,
         trace_migrations: !args.no_trace,
+        // Fault injection for the fault tests (docs/exec.md).
+        inject_panic: std::env::var("SCHEDLAB_EXEC_INJECT_PANIC").ok(),
     };
+    if let Some(path) = &args.json {
+        check_writable(path)?;
+    }
     let out = schedlab_exec::run(&workload, &cfg).map_err(|e| anyhow::anyhow!("{}: {e}", args.workload))?;
+    let interrupted = out.report.stop_reason == "interrupted";
     for w in &out.warnings {
         eprintln!("warning: {w}");
     }
@@ -652,6 +708,14 @@ fn exec_cmd(args: ExecArgs) -> Result<()> {
             text.push_str(&format!("  report written to {path}\n"));
         }
         emit(&text);
+    }
+    if interrupted {
+        // A partial result: kept, marked (stop_reason), said, and not a success.
+        eprintln!(
+            "warning: interrupted after {}: the report covers only the part that ran (stop_reason = \"interrupted\")",
+            fmt_ns(out.report.duration_ns)
+        );
+        std::process::exit(130);
     }
     Ok(())
 }

@@ -63,6 +63,9 @@ pub struct ExecConfig {
     pub seed: u64,
     /// Count migrations from tracefs `sched_migrate_task` events where possible (root).
     pub trace_migrations: bool,
+    /// Fault injection for the fault tests: the task instance of this name panics when it starts
+    /// (in a thread, or in a task process). `None` in normal use.
+    pub inject_panic: Option<String>,
 }
 
 impl Default for ExecConfig {
@@ -73,6 +76,7 @@ impl Default for ExecConfig {
             allow_rt: false,
             seed: 1,
             trace_migrations: true,
+            inject_panic: None,
         }
     }
 }

@@ -109,7 +109,7 @@ pub fn run_process(shared: &Arc<Shared>, id: u32, s: Spawn) {
 }
 
 /// Tells the run a task ended without a result (the failure is already recorded).
-fn finish_without_result(shared: &Arc<Shared>, s: &Spawn, id: u32) {
+pub(crate) fn finish_without_result(shared: &Arc<Shared>, s: &Spawn, id: u32) {
     shared.deregister(id, s.template);
     if let Some(p) = &s.parent {
         p.done();

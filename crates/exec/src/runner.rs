@@ -136,11 +136,25 @@ pub fn spawn(shared: &Arc<Shared>, s: Spawn) -> Result<(), String> {
 fn run_thread(shared: &Arc<Shared>, id: u32, s: Spawn) {
     let tid = sys::gettid();
     shared.register(id, s.template, tid, false);
-    let r = task_body(shared, id, &s, tid);
-    for w in &r.warnings {
-        shared.warn(w.clone());
+    // A panicking task fails the run (no report) and the others stop; its thread still counts as
+    // ended, so the stop does not wait for it.
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task_body(shared, id, &s, tid))) {
+        Ok(r) => {
+            for w in &r.warnings {
+                shared.warn(w.clone());
+            }
+            finish(shared, &s, id, r);
+        }
+        Err(payload) => {
+            let why = payload
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            shared.fail(format!("task thread `{}` (tid {tid}) panicked: {why}", s.name));
+            crate::process::finish_without_result(shared, &s, id);
+        }
     }
-    finish(shared, &s, id, r);
 }
 
 /// The controller's side of a task's end: its result recorded, its parent and the run told.
@@ -200,6 +214,9 @@ pub(crate) fn task_body(shared: &Arc<Shared>, id: u32, s: &Spawn, tid: i32) -> T
         if start_at > now_ns() {
             started = sys::sleep_until(start_at) || !shared.stop().load(Ordering::Relaxed);
         }
+    }
+    if started && shared.cfg.inject_panic.as_deref() == Some(s.name.as_str()) {
+        panic!("injected fault: task `{}` panics (ExecConfig::inject_panic)", s.name);
     }
     let mut r = TaskResult {
         id,

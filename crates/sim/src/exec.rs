@@ -370,7 +370,10 @@ impl<'a> Sim<'a> {
                     if self.tasks.len() >= self.cfg.max_tasks {
                         return self.fail_workload(
                             t,
-                            format!("fork would exceed the limit of {} tasks", self.cfg.max_tasks),
+                            format!(
+                                "fork would exceed the limit of {} tasks (`max_tasks`, --max-tasks)",
+                                self.cfg.max_tasks
+                            ),
                         );
                     }
                     let spec = &self.w.tasks[template as usize];

@@ -30,5 +30,5 @@ pub use histogram::{Histogram, LatencySummary};
 pub use machine::{CostModel, Machine, MachineError};
 pub use random::RunRng;
 pub use report::RunReport;
-pub use sim::{RunConfig, RunError, Sim};
+pub use sim::{limits, RunConfig, RunError, Sim};
 pub use trace::Trace;

@@ -48,7 +48,8 @@ impl RunRng {
             }
         };
         if x.is_finite() && x > 0.0 {
-            x.round().min(u64::MAX as f64 / 2.0) as Ns
+            // Tails are cut at the longest time a workload may name.
+            x.round().min(schedlab_workload::MAX_TIME_NS as f64) as Ns
         } else {
             0
         }

@@ -503,8 +503,7 @@ pub(crate) fn build(sim: &Sim, end: Ns, stop: &'static str) -> RunReport {
             overhead_ns: c.overhead_ns,
             nr_switches: c.nr_switches,
             utilization: if end == 0 { 0.0 } else { c.busy_ns as f64 / end as f64 },
-            energy_uj: ((sim.machine.dvfs.static_mw as u128 * end as u128 + c.dynamic_pj as u128) / 1_000_000)
-                as u64,
+            energy_uj: ((sim.machine.dvfs.static_mw as u128 * end as u128 + c.dynamic_pj) / 1_000_000) as u64,
             freq_residency_ns: {
                 let d = &sim.domains[sim.domain_of[i]];
                 let mut r = d.residency.clone();

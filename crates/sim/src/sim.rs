@@ -42,10 +42,34 @@ pub struct RunConfig {
     pub sample_tasks: bool,
     /// Check engine/policy invariants after every event (slow; on in tests).
     pub check_invariants: bool,
+    /// With `check_invariants`, check after every this many events (1 = every event; long soak runs
+    /// use more, since a check walks every task).
+    pub invariant_every: u64,
     /// Most tasks a run may create (initial plus forked).
     pub max_tasks: usize,
     /// Record every context switch and wakeup for a trace ([`Sim::run_traced`]).
     pub trace: bool,
+    /// Most events a run may handle before it stops with [`RunError::Limit`] (a runaway guard:
+    /// the default, 10 billion, is over an hour of wall time).
+    pub max_events: u64,
+    /// Longest simulated duration a run may ask for ([`RunError::Setup`] beyond it).
+    pub max_duration_ns: Ns,
+    /// Most trace events a traced run may record ([`RunError::Limit`] beyond it; each takes
+    /// about 40 bytes of memory and 20 of the Perfetto file).
+    pub max_trace_events: usize,
+}
+
+/// Defaults of the run limits (`RunConfig::max_*`).
+pub mod limits {
+    use schedlab_core::{Ns, NSEC_PER_SEC};
+    /// [`super::RunConfig::max_tasks`].
+    pub const MAX_TASKS: usize = 200_000;
+    /// [`super::RunConfig::max_events`].
+    pub const MAX_EVENTS: u64 = 10_000_000_000;
+    /// [`super::RunConfig::max_duration_ns`]: 30 simulated days.
+    pub const MAX_DURATION_NS: Ns = 30 * 86_400 * NSEC_PER_SEC;
+    /// [`super::RunConfig::max_trace_events`].
+    pub const MAX_TRACE_EVENTS: usize = 50_000_000;
 }
 
 impl Default for RunConfig {
@@ -56,8 +80,12 @@ impl Default for RunConfig {
             sample_interval_ns: 10 * schedlab_core::NSEC_PER_MSEC,
             sample_tasks: false,
             check_invariants: cfg!(debug_assertions),
-            max_tasks: 200_000,
+            invariant_every: 1,
+            max_tasks: limits::MAX_TASKS,
             trace: false,
+            max_events: limits::MAX_EVENTS,
+            max_duration_ns: limits::MAX_DURATION_NS,
+            max_trace_events: limits::MAX_TRACE_EVENTS,
         }
     }
 }
@@ -101,6 +129,14 @@ pub enum RunError {
     /// The machine and workload do not fit (a task's CPU list names CPUs the machine lacks...).
     #[error("{0}")]
     Setup(String),
+    /// The run reached one of its limits ([`RunConfig`]'s `max_*`) and stopped without a result.
+    #[error("run stopped at {now} ns: {msg}")]
+    Limit {
+        /// Simulated time.
+        now: Ns,
+        /// Which limit, and how to raise it.
+        msg: String,
+    },
 }
 
 /// Per-CPU engine state.
@@ -140,8 +176,9 @@ pub(crate) struct Cpu {
     pub pmc_passes: u32,
     /// The counters' current rotation (index into `schedlab_core::pmc::ROTATIONS`).
     pub pmc_rotation: u8,
-    /// Dynamic energy drawn while busy, pJ (mW x ns).
-    pub dynamic_pj: u64,
+    /// Dynamic energy drawn while busy, pJ (mW x ns; 128 bits, as 64 would overflow after a few
+    /// simulated days at tens of watts).
+    pub dynamic_pj: u128,
 }
 
 /// Per-task engine state and accounting.
@@ -326,9 +363,16 @@ impl<'a> Sim<'a> {
         for l in &workload.cpu_lists {
             check_cpus(&Some(l.clone()), "a `cpus` op")?;
         }
+        if cfg.duration_ns > cfg.max_duration_ns {
+            return Err(RunError::Setup(format!(
+                "a run of {} is longer than the limit of {} (`max_duration_ns`, --max-duration)",
+                schedlab_core::fmt_ns(cfg.duration_ns),
+                schedlab_core::fmt_ns(cfg.max_duration_ns)
+            )));
+        }
         if workload.initial_tasks() as usize > cfg.max_tasks {
             return Err(RunError::Setup(format!(
-                "workload `{}` starts {} tasks; the limit is {}",
+                "workload `{}` starts {} tasks; the limit is {} (`max_tasks`, --max-tasks)",
                 workload.name,
                 workload.initial_tasks(),
                 cfg.max_tasks
@@ -524,11 +568,22 @@ impl<'a> Sim<'a> {
                     p(time, self.cfg.duration_ns);
                 }
             }
+            if self.counters.nr_events > self.cfg.max_events {
+                return Err(RunError::Limit {
+                    now: time,
+                    msg: format!(
+                        "more than {} events, the limit (`max_events`, --max-events); shorten the run or raise it",
+                        self.cfg.max_events
+                    ),
+                });
+            }
             self.dispatch(ev);
             if let Some(e) = self.error.take() {
                 return Err(e);
             }
-            if self.cfg.check_invariants {
+            if self.cfg.check_invariants
+                && self.counters.nr_events.is_multiple_of(self.cfg.invariant_every.max(1))
+            {
                 self.check_invariants()?;
             }
             if self.stop.is_some() {
@@ -602,7 +657,7 @@ impl<'a> Sim<'a> {
             None => self.machine.dvfs.dynamic_mw_at(level),
         };
         let c = &mut self.cpus[cpu.idx()];
-        c.dynamic_pj += (now - from) * dynamic_mw;
+        c.dynamic_pj += (now - from) as u128 * dynamic_mw as u128;
         let useful = now - ov_end;
         c.busy_ns += useful;
         c.task_run_total += useful;
@@ -652,15 +707,17 @@ impl<'a> Sim<'a> {
         }
         match self.w.tasks[tk.template as usize].program.ops[tk.pc as usize] {
             Op::Compute { .. } => {
-                let s = self.cpus[cpu.idx()].speed as u64;
-                let p = self.machine.costs.cold_speed_pct as u64;
-                let w = tk.op_left;
-                let cold_work = tk.cold_ns * s * p / 100_000;
-                if w <= cold_work {
+                // In 128 bits: work and cold time may each be up to 100 days' worth.
+                let s = self.cpus[cpu.idx()].speed as u128;
+                let p = self.machine.costs.cold_speed_pct as u128;
+                let w = tk.op_left as u128;
+                let cold_work = tk.cold_ns as u128 * s * p / 100_000;
+                let ns = if w <= cold_work {
                     (w * 100_000).div_ceil(s * p)
                 } else {
-                    tk.cold_ns + ((w - cold_work) * 1000).div_ceil(s)
-                }
+                    tk.cold_ns as u128 + ((w - cold_work) * 1000).div_ceil(s)
+                };
+                ns.min(u64::MAX as u128 / 4) as Ns
             }
             Op::Spin { .. } | Op::BarrierSpin { .. } => tk.op_left,
             _ => 0,
@@ -1320,6 +1377,18 @@ impl<'a> Sim<'a> {
     /// Records a trace event on `cpu` now, when tracing.
     pub(crate) fn record(&mut self, cpu: CpuId, kind: crate::trace::TraceKind) {
         if let Some(t) = self.trace.as_mut() {
+            if t.len() >= self.cfg.max_trace_events {
+                if self.error.is_none() {
+                    self.error = Some(RunError::Limit {
+                        now: self.now,
+                        msg: format!(
+                            "the trace reached {} events, the limit (`max_trace_events`, --max-trace-events); shorten the run or raise it",
+                            self.cfg.max_trace_events
+                        ),
+                    });
+                }
+                return;
+            }
             t.push(crate::trace::TraceEvent {
                 ts: self.now,
                 cpu,

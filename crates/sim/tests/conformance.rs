@@ -7,6 +7,9 @@
 //! placement and pick, no CPU idle while work waits where the policy promises work conservation, CPU
 //! time conserved); finite workloads finish (no task lost); two runs give byte-identical JSON.
 
+#[macro_use]
+mod common;
+
 use schedlab_core::{CpuId, Ctx, Dispatch, SchedPolicy, SwitchReason, TaskId, NSEC_PER_MSEC};
 use schedlab_sim::{Machine, RunConfig, RunError, Sim};
 use schedlab_workload::{ProgramBuilder as P, StopWhen, Workload, WorkloadBuilder};
@@ -108,38 +111,7 @@ pub fn check_policy(spec: &str) {
     }
 }
 
-macro_rules! conformance {
-    ($($name:ident => $spec:expr),* $(,)?) => {
-        const COVERED: &[&str] = &[$($spec),*];
-        $(
-            #[test]
-            fn $name() {
-                check_policy($spec);
-            }
-        )*
-    };
-}
-
-conformance! {
-    cfs => "cfs",
-    eevdf => "eevdf",
-    avec => "avec",
-    linux24 => "linux24",
-    elsc => "elsc",
-    bfs => "bfs",
-    o1 => "o1",
-    ule => "ule",
-    htfs => "htfs",
-    fifo => "fifo",
-    rr => "rr",
-}
-
-#[test]
-fn every_registered_policy_is_covered() {
-    for p in schedlab_policies::policies() {
-        assert!(COVERED.contains(&p.name), "policy `{}` is registered but not in conformance!", p.name);
-    }
-}
+every_policy!(check_policy);
 
 /// A policy that breaks the rules, to prove the checks catch it: it places every task on the last CPU
 /// even when the task is pinned elsewhere.

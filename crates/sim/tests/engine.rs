@@ -6,7 +6,7 @@ use schedlab_core::{
     CpuId, Ctx, Dispatch, SchedPolicy, SwitchReason, TaskId, NSEC_PER_MSEC, NSEC_PER_USEC as US,
 };
 use schedlab_sim::{Machine, RunConfig, RunError, RunReport, Sim};
-use schedlab_workload::{ProgramBuilder as P, StopWhen, Workload, WorkloadBuilder};
+use schedlab_workload::{Dist, ProgramBuilder as P, StopWhen, Workload, WorkloadBuilder};
 
 const MS: u64 = NSEC_PER_MSEC;
 
@@ -624,4 +624,47 @@ fn timer_slack_delays_normal_tasks_timers_but_not_real_time_ones() {
     // Each of the 100 periods starts from the previous expiry, not from the late wakeup: the grid
     // does not drift, so the task ends at most one slack later.
     assert!(end50 - end0 <= 50_000 + 1_000, "ended {} ns later", end50 - end0);
+}
+
+/// Times at the largest a workload may name (100 days) do not overflow anything: compute, sleep,
+/// timer periods, starts, random draws with such means and ranges. (Found by fuzzing: a compute of
+/// 2^64 / 1.0000x ns overflowed the segment-time arithmetic.)
+#[test]
+fn the_longest_times_a_workload_may_name_run_without_overflow() {
+    let max = schedlab_workload::MAX_TIME_NS;
+    let mut w = WorkloadBuilder::new("extremes");
+    w.task("compute", P::new().compute(max).build());
+    w.task("sleep", P::new().sleep(max).compute(1000).build());
+    w.task("timer", P::new().timer(max).compute(1000).build());
+    w.task("uniform", P::new().compute(Dist::Uniform { lo: 0, hi: max }).build());
+    w.task("exp", P::new().sleep(Dist::Exponential { mean: max }).build());
+    w.task("lognormal", P::new().compute(Dist::LogNormal { mean: max, stddev: max }).build());
+    w.task("late", P::new().compute(1000).build()).start_ns = max;
+    let w = w.build().unwrap();
+    for spec in ["cfs", "eevdf", "ule", "bfs", "o1", "htfs", "linux24"] {
+        let r = run(&Machine::preset("core2duo").unwrap(), &w, spec, 10 * MS);
+        assert_eq!(r.stop_reason, "duration", "{spec}");
+    }
+    // One past the limit is refused by the workload's own check.
+    let mut w = WorkloadBuilder::new("too-long");
+    w.task("compute", P::new().compute(max + 1).build());
+    assert!(w.build().unwrap_err().contains("impossible distribution"));
+}
+
+/// Energy is accumulated in 128 bits: at 10^9 mW a 64-bit count of picojoules overflows after 18 s
+/// of busy time; 30 s of one busy CPU gives exactly static + dynamic power times time.
+#[test]
+fn energy_does_not_overflow_on_long_busy_runs() {
+    let mut m = Machine::flat(1);
+    m.hz = 100;
+    m.dvfs.static_mw = 1_000;
+    m.dvfs.dynamic_mw = 1_000_000_000;
+    let mut w = WorkloadBuilder::new("hog");
+    w.task("hog", P::new().forever(|x| x.compute(10 * MS)).build());
+    let w = w.build().unwrap();
+    let r = run(&m, &w, "cfs", 30 * schedlab_core::NSEC_PER_SEC);
+    let busy = r.cpus[0].busy_ns + r.cpus[0].overhead_ns;
+    let want = (1_000u128 * 30_000_000_000 + 1_000_000_000u128 * busy as u128) / 1_000_000;
+    assert!(busy > 29 * schedlab_core::NSEC_PER_SEC, "busy {busy}");
+    assert_eq!(r.cpus[0].energy_uj as u128, want);
 }

@@ -171,6 +171,35 @@ pub struct Event {
     pub loc: Loc,
 }
 
+/// The most CPUs a trace may name (Linux's largest `NR_CPUS`, 8,192): CPU numbers beyond it are
+/// damage, and would otherwise size per-CPU tables.
+pub const MAX_CPUS: u32 = 8192;
+
+impl RawTrace {
+    /// Checks every CPU number the trace names (the recording CPU, wakeup targets, migration ends)
+    /// against [`MAX_CPUS`]: `Err((where, what))` for the first out of range.
+    pub fn check_cpus(&self) -> Result<(), (Loc, String)> {
+        for e in &self.events {
+            let named = match e.kind {
+                Kind::Wake { target_cpu, .. } => target_cpu,
+                Kind::Migrate { orig_cpu, dest_cpu, .. } => orig_cpu.max(dest_cpu),
+                _ => 0,
+            }
+            .max(e.cpu);
+            if named >= MAX_CPUS {
+                return Err((
+                    e.loc,
+                    format!(
+                        "CPU {named} is beyond the largest CPU number a trace may name ({})",
+                        MAX_CPUS - 1
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A trace as read: its events (in file order) and what the file says about its tasks.
 #[derive(Clone, Debug, Default)]
 pub struct RawTrace {

@@ -155,6 +155,7 @@ pub fn read(name: &str, bytes: &[u8]) -> Result<RawTrace, TraceError> {
         loc: Loc::Offset(at),
         msg,
     })?;
+    r.out.check_cpus().map_err(|(loc, msg)| TraceError::Parse { file: name.to_string(), loc, msg })?;
     Ok(r.out)
 }
 
@@ -228,7 +229,7 @@ impl Reader {
                 _ => {}
             }
         }
-        self.out.nr_cpus = Some(self.out.nr_cpus.unwrap_or(0).max(cpu + 1));
+        self.out.nr_cpus = Some(self.out.nr_cpus.unwrap_or(0).max(cpu.saturating_add(1)));
         let mut first = true;
         for (b, base) in events {
             if let Some(mut e) = self.event(cpu, b, base)? {
@@ -490,5 +491,21 @@ mod tests {
         assert!(e.contains("x.pftrace") && e.contains("byte offset 0") && e.contains("only"), "{e}");
         let e = read("x.pftrace", &[0x0a, 0x02, 0x0f, 0x00]).unwrap_err().to_string();
         assert!(e.contains("byte offset 2") && e.contains("wire type 7"), "{e}");
+    }
+
+    #[test]
+    fn a_cpu_number_beyond_the_limit_is_an_error_not_a_huge_table() {
+        // A compact switch recorded on CPU 4,000,000,000 (found by fuzzing: it sized per-CPU tables).
+        let compact = W::default()
+            .bytes(5, b"worker")
+            .packed(1, &[1_000])
+            .packed(2, &[0])
+            .packed(3, &[7])
+            .packed(4, &[120])
+            .packed(6, &[0]);
+        let bundle = W::default().int(1, 4_000_000_000).bytes(4, &compact.0);
+        let trace = W::default().bytes(1, &W::default().bytes(1, &bundle.0).0);
+        let e = read("big.pftrace", &trace.0).unwrap_err().to_string();
+        assert!(e.starts_with("big.pftrace: byte offset") && e.contains("CPU 4000000000 is beyond"), "{e}");
     }
 }

@@ -43,12 +43,16 @@ pub fn read(name: &str, src: &str) -> Result<RawTrace, TraceError> {
         if let Some(rest) = trimmed.strip_prefix('#') {
             if let Some(p) = rest.find("#P:") {
                 out.nr_cpus = rest[p + 3..].trim().parse().ok();
+                check_nr_cpus(out.nr_cpus).map_err(err)?;
             }
             continue;
         }
         if let Some(h) = header(trimmed) {
             match h {
-                Header::Cpus(n) => out.nr_cpus = Some(n),
+                Header::Cpus(n) => {
+                    out.nr_cpus = Some(n);
+                    check_nr_cpus(out.nr_cpus).map_err(err)?;
+                }
                 Header::Lost(cpu, count) => pending_lost.push((cpu, count, lineno)),
                 Header::Ignored => {}
             }
@@ -106,6 +110,7 @@ pub fn read(name: &str, src: &str) -> Result<RawTrace, TraceError> {
         });
     }
     out.format = kinds.name();
+    out.check_cpus().map_err(|(loc, msg)| TraceError::Parse { file: name.to_string(), loc, msg })?;
     Ok(out)
 }
 
@@ -138,6 +143,16 @@ enum Header {
     Cpus(u32),
     Lost(u32, Option<u64>),
     Ignored,
+}
+
+/// A CPU count from a header (`#P:n`, `cpus=n`) within [`crate::event::MAX_CPUS`].
+fn check_nr_cpus(n: Option<u32>) -> Result<(), String> {
+    match n {
+        Some(n) if n > crate::event::MAX_CPUS => {
+            Err(format!("{n} CPUs is more than a trace may have ({})", crate::event::MAX_CPUS))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// trace-cmd's and ftrace's non-event lines.
@@ -529,5 +544,24 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("line 1") && e.contains("`pid` is `x`"), "{e}");
+    }
+
+    #[test]
+    fn cpu_numbers_beyond_the_limit_are_errors_naming_the_line() {
+        let e = read("t.txt", "# tracer: nop\ncpus=3000000000\n").unwrap_err().to_string();
+        assert_eq!(e, "t.txt: line 2: 3000000000 CPUs is more than a trace may have (8192)");
+        let e =
+            read("t.txt", "# entries-in-buffer/entries-written: 3/3   #P:9000\n").unwrap_err().to_string();
+        assert_eq!(e, "t.txt: line 1: 9000 CPUs is more than a trace may have (8192)");
+        let line = "  a-10 [000] d..3. 1.001: sched_waking: comm=b pid=11 prio=120 target_cpu=001\n";
+        let far = line.replace("[000]", "[4000000000]");
+        let e = read("t.txt", &format!("{line}{far}")).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "t.txt: line 2: CPU 4000000000 is beyond the largest CPU number a trace may name (8191)"
+        );
+        let e = read("t.txt", &line.replace("target_cpu=001", "target_cpu=8192")).unwrap_err().to_string();
+        assert!(e.contains("line 1: CPU 8192 is beyond"), "{e}");
+        assert!(read("t.txt", &line.replace("target_cpu=001", "target_cpu=8191")).is_ok());
     }
 }

@@ -216,7 +216,8 @@ impl Warn {
 pub fn build(raw: RawTrace) -> Recording {
     let mut events = raw.events;
     events.sort_by_key(|e| e.ts); // stable: file order among equal timestamps
-    let nr_cpus = raw.nr_cpus.unwrap_or(0).max(events.iter().map(|e| e.cpu + 1).max().unwrap_or(1));
+    let nr_cpus =
+        raw.nr_cpus.unwrap_or(0).max(events.iter().map(|e| e.cpu.saturating_add(1)).max().unwrap_or(1));
     let mut b = Builder {
         threads: Vec::new(),
         by_pid: HashMap::new(),

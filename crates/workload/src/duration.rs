@@ -2,6 +2,10 @@
 
 use schedlab_core::{Ns, NSEC_PER_MSEC, NSEC_PER_SEC, NSEC_PER_USEC};
 
+/// The longest time a workload, a run or any of their durations may name: 100 days. Beyond it a
+/// duration is refused, which keeps every sum and product of times in the simulator within 64 bits.
+pub const MAX_TIME_NS: Ns = 100 * 86_400 * NSEC_PER_SEC;
+
 /// Parses a duration such as `"5ms"`, `"100us"`, `"1.5s"` or `"250ns"` into nanoseconds. A bare
 /// number is rejected: the unit is always required, so `sleep = "10"` cannot be misread.
 pub fn parse_duration(s: &str) -> Result<Ns, String> {
@@ -34,9 +38,13 @@ pub fn parse_duration(s: &str) -> Result<Ns, String> {
         let digits: u64 = frac.parse().map_err(|_| format!("malformed number in duration `{s}`"))?;
         frac_ns = digits * scale / 10u64.pow(frac.len() as u32);
     }
-    int.checked_mul(scale)
-        .and_then(|v| v.checked_add(frac_ns))
-        .ok_or_else(|| format!("duration `{s}` is too large"))
+    match int.checked_mul(scale).and_then(|v| v.checked_add(frac_ns)) {
+        Some(v) if v <= MAX_TIME_NS => Ok(v),
+        _ => Err(format!(
+            "duration `{s}` is longer than 100 days ({}s), the longest schedlab handles",
+            MAX_TIME_NS / NSEC_PER_SEC
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -54,5 +62,8 @@ mod tests {
         assert!(parse_duration("10 parsecs").unwrap_err().contains("unknown unit"));
         assert!(parse_duration("-5ms").is_err());
         assert!(parse_duration("1.2.3ms").is_err());
+        assert_eq!(parse_duration("8640000s"), Ok(MAX_TIME_NS));
+        assert!(parse_duration("8640000.000000001s").unwrap_err().contains("longer than 100 days"));
+        assert!(parse_duration("99999999999999999999s").unwrap_err().contains("longer than 100 days"));
     }
 }

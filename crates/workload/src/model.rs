@@ -426,10 +426,13 @@ pub struct Workload {
 }
 
 fn dist_ok(d: Dist) -> bool {
+    let max = crate::duration::MAX_TIME_NS;
     match d {
-        Dist::Uniform { lo, hi } => lo <= hi,
-        Dist::LogNormal { mean, .. } => mean > 0,
-        _ => true,
+        Dist::Fixed(v) => v <= max,
+        Dist::Uniform { lo, hi } => lo <= hi && hi <= max,
+        Dist::Exponential { mean } => mean <= max,
+        Dist::Normal { mean, stddev } => mean <= max && stddev <= max,
+        Dist::LogNormal { mean, stddev } => mean > 0 && mean <= max && stddev <= max,
     }
 }
 
@@ -503,6 +506,13 @@ impl Workload {
             }
             self.validate_program(&t.program).map_err(ctx)?;
         }
+        let max = crate::duration::MAX_TIME_NS;
+        if let Some(t) = self.tasks.iter().find(|t| t.start_ns > max) {
+            return Err(format!("task `{}`: start {} ns is later than 100 days", t.name, t.start_ns));
+        }
+        if self.duration_ns.is_some_and(|d| d > max) || self.affinity_changes.iter().any(|a| a.at_ns > max) {
+            return Err("a duration or affinity change time is longer than 100 days".into());
+        }
         for a in &self.affinity_changes {
             if a.template as usize >= self.tasks.len() {
                 return Err(format!("affinity change names unknown task index {}", a.template));
@@ -566,6 +576,13 @@ impl Workload {
                 Op::Fork(t) if t >= self.tasks.len() as u32 => return bad("task template", t),
                 Op::Io { device, .. } if device >= n(&self.devices) => return bad("device", device),
                 Op::Timer { period_ns: 0, .. } => return Err(format!("op {i}: timer period must be > 0")),
+                Op::Timer { period_ns: t, .. } | Op::BarrierSpin { spin_ns: t, .. }
+                    if t > crate::duration::MAX_TIME_NS =>
+                {
+                    return Err(format!(
+                        "op {i}: {t} ns is longer than 100 days, the longest schedlab handles"
+                    ))
+                }
                 Op::Loop { end, .. } if !matches!(p.ops.get(end as usize), Some(Op::EndLoop { start }) if *start as usize == i) =>
                 {
                     return Err(format!("op {i}: loop without matching end"));

@@ -519,7 +519,7 @@ impl Cfs {
                         // need_active_balance: push one task of busiest to this_cpu via the stopper.
                         d.nr_balance_failed = d.cache_nice_tries + 1;
                         active = true;
-                        if let Some(m) = self.active_balance_pick(ctx, busiest, this_cpu) {
+                        if let Some(m) = self.active_balance_pick(ctx, busiest, this_cpu, out) {
                             out.push(m);
                             self.nr_active_balance += 1;
                             pulled = true;
@@ -548,9 +548,20 @@ impl Cfs {
 
     /// Active balancing: the task the stopper on `busiest` would move to `this_cpu`
     /// (`move_one_task` with CPU_IDLE, so cache-hot tasks are not spared): the newest-queued task
-    /// allowed on `this_cpu`, or the running one if it is the only candidate.
-    fn active_balance_pick(&mut self, ctx: &Ctx, busiest: CpuId, this_cpu: CpuId) -> Option<Migration> {
-        if self.cpu_nr_tasks(busiest) <= 1 {
+    /// allowed on `this_cpu`, or the running one if it is the only candidate. Tasks that `pending`
+    /// already moves are gone from `busiest` by the time the stopper runs in the kernel (which moves
+    /// them at once even when `move_tasks` reports no load moved, as it can when a group's `h_load`
+    /// scales the moved weight down to 0).
+    fn active_balance_pick(
+        &mut self,
+        ctx: &Ctx,
+        busiest: CpuId,
+        this_cpu: CpuId,
+        pending: &[Migration],
+    ) -> Option<Migration> {
+        let moved = |t: TaskId| pending.iter().any(|m| m.task == t);
+        let nr_pending = pending.iter().filter(|m| m.from == busiest).count() as u64;
+        if self.cpu_nr_tasks(busiest) <= 1 + nr_pending {
             return None;
         }
         let mut cands = self.tasks_on_cpu(busiest);
@@ -559,8 +570,8 @@ impl Cfs {
         let pick = cands
             .iter()
             .filter_map(|&se| self.ses[se as usize].task)
-            .find(|&t| Some(t) != running && ctx.task(t).allowed.contains(this_cpu))
-            .or_else(|| running.filter(|&t| ctx.task(t).allowed.contains(this_cpu)))?;
+            .find(|&t| Some(t) != running && !moved(t) && ctx.task(t).allowed.contains(this_cpu))
+            .or_else(|| running.filter(|&t| !moved(t) && ctx.task(t).allowed.contains(this_cpu)))?;
         Some(Migration { task: pick, from: busiest, to: this_cpu })
     }
 
@@ -845,6 +856,10 @@ impl Cfs {
             }
             self.nr_examined += 1;
             let t = self.ses[se as usize].task.expect("task entity");
+            if out.iter().any(|m| m.task == t) {
+                // Already moved by this pass (at another level, after a move that scaled to 0 load).
+                continue;
+            }
             let (w, too_big) = if self.eevdf && rq == self.root(busiest) {
                 // 6.6 detach_tasks: the task's PELT load, halved per failed attempt.
                 let load = self.pelt_task_load(t, ctx.now).max(1) as i64;

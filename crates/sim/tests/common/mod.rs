@@ -1,0 +1,27 @@
+//! Shared by the suites that run every registered policy (conformance, properties).
+
+/// One `#[test]` per registered policy, each calling `$check(spec)`, and a test that fails when a
+/// policy is registered but missing from the list (so a new policy cannot skip the suite).
+macro_rules! every_policy {
+    ($check:ident) => {
+        every_policy!(@list $check;
+            cfs => "cfs", eevdf => "eevdf", avec => "avec", linux24 => "linux24", elsc => "elsc",
+            bfs => "bfs", o1 => "o1", ule => "ule", htfs => "htfs", fifo => "fifo", rr => "rr");
+    };
+    (@list $check:ident; $($name:ident => $spec:expr),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                $check($spec);
+            }
+        )*
+
+        #[test]
+        fn every_registered_policy_is_covered() {
+            let covered: &[&str] = &[$($spec),*];
+            for p in schedlab_policies::policies() {
+                assert!(covered.contains(&p.name), "policy `{}` is registered but not in every_policy!", p.name);
+            }
+        }
+    };
+}
