@@ -32,12 +32,20 @@ impl Params for FifoParams {
         &[ParamInfo {
             key: "slice_ns",
             default: "0 (fifo) / 10000000 (rr)",
-            help: "time slice in ns; 0 = run until block",
+            help: "time slice in ns (10 us to 10 s); 0 = run until block",
         }]
     }
     fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
         match key {
-            "slice_ns" => self.slice_ns = parse_u64(value, 0..=10_000_000_000)?,
+            "slice_ns" => {
+                // A slice far below a context switch would make the run crawl through expiries
+                // (found by fuzzing: 1 ns slices made 20 simulated ms take a minute).
+                let v = parse_u64(value, 0..=10_000_000_000)?;
+                if v != 0 && v < 10_000 {
+                    return Err(format!("{v} is outside 10000..=10000000000 (or 0 for no slice)"));
+                }
+                self.slice_ns = v;
+            }
             _ => unreachable!("checked by apply"),
         }
         Ok(())
@@ -142,5 +150,17 @@ impl SchedPolicy for Fifo {
 
     fn nr_runnable(&self) -> Option<usize> {
         Some(self.nr_running)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn rr_slices_below_10us_are_refused_and_0_means_none() {
+        let e = crate::create("rr[slice_ns=1]").err().expect("refused").to_string();
+        assert!(e.contains("1 is outside 10000..=10000000000 (or 0 for no slice)"), "{e}");
+        assert!(crate::create("rr[slice_ns=0]").is_ok());
+        assert!(crate::create("rr[slice_ns=10000]").is_ok());
+        assert!(crate::create("rr[slice_ns=9999]").is_err());
     }
 }
