@@ -125,6 +125,7 @@ pub fn build(
         seed: shared.cfg.seed,
         duration_ns,
         stop_reason,
+        stalled_ns: None,
         summary,
         tasks,
         cpus,

@@ -175,6 +175,12 @@ impl TimerHeap {
         }
     }
 
+    /// Whether `slot` holds a timer that has not fired.
+    fn is_armed(&self, slot: usize) -> bool {
+        let fired_here = self.fired && self.heap[0].slot as usize == slot;
+        self.pos.get(slot).is_some_and(|&i| i != UNARMED) && !fired_here
+    }
+
     /// Disarms `slot` if it is armed.
     fn cancel(&mut self, slot: usize) {
         if self.fired && self.heap[0].slot as usize == slot {
@@ -318,6 +324,11 @@ impl EventQueue {
     #[inline]
     pub fn cancel_segment(&mut self, cpu: CpuId) {
         self.timers.cancel(cpu.idx());
+    }
+
+    /// Whether a timed wakeup of `task` is pending.
+    pub fn wake_pending(&self, task: TaskId) -> bool {
+        self.timers.is_armed(self.nr_cpus + task.idx())
     }
 
     /// Removes and returns the earliest event.

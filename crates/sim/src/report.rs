@@ -32,6 +32,11 @@ pub struct RunReport {
     pub duration_ns: Ns,
     /// Why it ended: `duration`, `all_done` or `task_done`.
     pub stop_reason: &'static str,
+    /// Present when the run reached its duration with tasks left that nothing could wake (each
+    /// blocked on another task, none on a timer or device): the time the last of them blocked. A
+    /// deadlock of the workload's own making; the run simply idled from then on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stalled_ns: Option<Ns>,
     /// Run-wide metrics.
     pub summary: Summary,
     /// One entry per task, by id.
@@ -531,6 +536,7 @@ pub(crate) fn build(sim: &Sim, end: Ns, stop: &'static str) -> RunReport {
         seed: sim.cfg.seed,
         duration_ns: end,
         stop_reason: stop,
+        stalled_ns: None,
         summary: Summary {
             nr_events: c.nr_events,
             nr_tasks: tasks.len() as u64,
@@ -716,6 +722,12 @@ impl RunReport {
             },
             format!("{} (stopped by {})", fmt_ns(self.duration_ns), self.stop_reason),
         );
+        if let Some(t) = self.stalled_ns {
+            row(
+                "stalled",
+                format!("from {}: every task left waits on another (a deadlock of the workload)", fmt_ns(t)),
+            );
+        }
         row("tasks", format!("{} created, {} exited", s.nr_tasks, s.nr_exited));
         if let Some(m) = s.makespan_ns {
             row("makespan", fmt_ns(m));

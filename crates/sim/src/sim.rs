@@ -1320,6 +1320,30 @@ impl<'a> Sim<'a> {
         Ok(())
     }
 
+    /// When the run ended by its duration with tasks left that nothing could ever wake (every one
+    /// blocked on another task, none on a timer or a device, none yet to start): the time the last of
+    /// them blocked, from which on the run was a deadlock of the workload's own making (or a lost
+    /// `resume`).
+    fn stalled_since(&self) -> Option<Ns> {
+        if self.stop.is_some_and(|s| s != "duration") || self.alive == 0 {
+            return None;
+        }
+        if self.devices.iter().any(|d| d.current.is_some()) {
+            return None;
+        }
+        let mut since = 0;
+        for (i, v) in self.views.iter().enumerate() {
+            match v.state {
+                TaskState::Exited => {}
+                TaskState::Blocked if !self.q.wake_pending(TaskId(i as u32)) => {
+                    since = since.max(self.tasks[i].since);
+                }
+                _ => return None,
+            }
+        }
+        Some(since)
+    }
+
     fn finish(mut self) -> Result<(RunReport, Option<crate::trace::Trace>), RunError> {
         let end = self.now;
         for i in 0..self.cpus.len() {
@@ -1356,7 +1380,8 @@ impl<'a> Sim<'a> {
             }
         }
         let stop = self.stop.unwrap_or("duration");
-        let report = report::build(&self, end, stop);
+        let mut report = report::build(&self, end, stop);
+        report.stalled_ns = self.stalled_since();
         let trace = self.trace.take().map(|events| crate::trace::Trace {
             nr_cpus: self.cpus.len(),
             tasks: self

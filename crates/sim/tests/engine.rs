@@ -3,7 +3,7 @@
 //! tolerance for the engine's microsecond-scale switch costs.
 
 use schedlab_core::{
-    CpuId, Ctx, Dispatch, SchedPolicy, SwitchReason, TaskId, NSEC_PER_MSEC, NSEC_PER_USEC as US,
+    CpuId, Ctx, Dispatch, SchedPolicy, SwitchReason, TaskId, NSEC_PER_MSEC, NSEC_PER_SEC, NSEC_PER_USEC as US,
 };
 use schedlab_sim::{Machine, RunConfig, RunError, RunReport, Sim};
 use schedlab_workload::{Dist, ProgramBuilder as P, StopWhen, Workload, WorkloadBuilder};
@@ -662,9 +662,47 @@ fn energy_does_not_overflow_on_long_busy_runs() {
     let mut w = WorkloadBuilder::new("hog");
     w.task("hog", P::new().forever(|x| x.compute(10 * MS)).build());
     let w = w.build().unwrap();
-    let r = run(&m, &w, "cfs", 30 * schedlab_core::NSEC_PER_SEC);
+    let r = run(&m, &w, "cfs", 30 * NSEC_PER_SEC);
     let busy = r.cpus[0].busy_ns + r.cpus[0].overhead_ns;
     let want = (1_000u128 * 30_000_000_000 + 1_000_000_000u128 * busy as u128) / 1_000_000;
-    assert!(busy > 29 * schedlab_core::NSEC_PER_SEC, "busy {busy}");
+    assert!(busy > 29 * NSEC_PER_SEC, "busy {busy}");
     assert_eq!(r.cpus[0].energy_uj as u128, want);
+}
+
+/// A run whose tasks all end up waiting on each other says when it stalled; runs with a task asleep
+/// past the end, waiting on a device, or simply finishing do not.
+#[test]
+fn a_deadlock_of_the_workload_is_reported_as_a_stall_with_its_time() {
+    let m = Machine::flat(2);
+    // Two tasks taking two mutexes in opposite orders: the classic deadlock, at the first lock of
+    // the second mutex by each.
+    let mut w = WorkloadBuilder::new("abba");
+    let (a, b) = (w.mutex("a"), w.mutex("b"));
+    w.task("ab", P::new().lock(a).compute(MS).lock(b).unlock(b).unlock(a).build());
+    w.task("ba", P::new().lock(b).compute(2 * MS).lock(a).unlock(a).unlock(b).build());
+    let r = run(&m, &w.build().unwrap(), "cfs", 100 * MS);
+    assert_eq!(r.stop_reason, "duration");
+    let stalled = r.stalled_ns.expect("a stall");
+    // `ba` blocks last, after its 2 ms of work (plus the switch-in cost).
+    assert!((2 * MS..2 * MS + 50_000).contains(&stalled), "stalled at {stalled}");
+    assert!(r.to_json().contains("\"stalled_ns\""));
+    assert!(r.summary_table().contains("stalled"));
+
+    let not_stalled = |w: Workload| {
+        let r = run(&m, &w, "cfs", 100 * MS);
+        assert!(r.stalled_ns.is_none(), "{}: stalled at {:?}", w.name, r.stalled_ns);
+        assert!(!r.to_json().contains("stalled_ns"));
+    };
+    let mut w = WorkloadBuilder::new("long-sleep");
+    w.task("s", P::new().sleep(10 * NSEC_PER_SEC).build());
+    not_stalled(w.build().unwrap());
+    let mut w = WorkloadBuilder::new("device");
+    let d = w.device("disk");
+    w.task("io", P::new().io(d, 10 * NSEC_PER_SEC).build());
+    w.task("waiter", P::new().io(d, MS).build());
+    not_stalled(w.build().unwrap());
+    let mut w = WorkloadBuilder::new("done");
+    w.task("c", P::new().compute(MS).build());
+    w.stop(StopWhen::AllDone);
+    not_stalled(w.build().unwrap());
 }

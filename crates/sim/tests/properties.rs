@@ -13,7 +13,7 @@
 //! Checked for every case, against expectations computed from the generated workload alone:
 //! * the run passes the engine's invariant checks after every event (as in the conformance suite);
 //! * every task that can finish finishes: the run ends `all_done`, or, only when a resume was lost,
-//!   the tasks left are suspenders blocked on their event;
+//!   the report says the run stalled and the tasks left are suspenders blocked on their event;
 //! * each finished task did exactly the compute work and spin time its program asks for; the
 //!   counter counts every `count` op; each pipe carried every byte sent;
 //! * time is conserved: per task, run + wait + sleep = its life; per CPU, busy + idle + overhead =
@@ -570,6 +570,13 @@ fn check_built(spec: &str, m: &Machine, built: &Built, seed: u64) -> Result<(), 
 
     // Every task that can finish finishes.
     if r.stop_reason != "all_done" {
+        // Only a stall can keep these workloads from finishing, and the report must say so.
+        if r.stalled_ns.is_none() {
+            return Err(format!(
+                "stopped by {} without finishing, and not reported as stalled",
+                r.stop_reason
+            ));
+        }
         for t in r.tasks.iter().filter(|t| t.exited_ns.is_none()) {
             let e = built.expect.get(&t.template).ok_or(format!("task {} of unknown template", t.name))?;
             if !e.may_hang || t.state != schedlab_core::TaskState::Blocked {
@@ -748,7 +755,7 @@ fn the_checks_catch_wrong_answers() {
         pipe_bytes: BTreeMap::new(),
     };
     let err = check_built("cfs", &m, &stuck, 1).unwrap_err();
-    assert!(err.contains("unfinished"), "{err}");
+    assert!(err.contains("with task stuck (Blocked) unfinished"), "{err}");
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -124,6 +124,7 @@ pub fn report(rec: &Recording, filter: &Filter, name: &str) -> RunReport {
         seed: 0,
         duration_ns,
         stop_reason,
+        stalled_ns: None,
         summary,
         tasks,
         cpus,
