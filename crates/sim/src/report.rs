@@ -401,7 +401,11 @@ impl Series {
                 row.push(v);
             }
         }
-        if self.time_ns.len() > MAX_SERIES_SAMPLES {
+        // Per-task rows multiply the values per sample: many tasks lower the sample cap so the
+        // whole series stays within MAX_SERIES_VALUES.
+        let columns = 3 + self.nr_running.len() + self.task_run_ns.as_ref().map_or(0, Vec::len);
+        let cap = MAX_SERIES_SAMPLES.min((MAX_SERIES_VALUES / columns).max(2));
+        while self.time_ns.len() > cap {
             self.thin();
         }
     }
@@ -436,6 +440,11 @@ impl Series {
 /// dropped and the interval doubles (at the default 10 ms, the first halving comes after about
 /// 164 simulated seconds). This bounds the series' memory on runs of any length.
 pub const MAX_SERIES_SAMPLES: usize = 16_384;
+
+/// The most values a [`Series`] keeps in all (samples x (CPUs + tasks sampled + 3)): with per-task
+/// sampling of many tasks, fewer samples are kept (100,000 tasks: 335), bounding the memory and the
+/// report's size (about 256 MiB of values).
+pub const MAX_SERIES_VALUES: usize = 32 * 1024 * 1024;
 
 /// `n` per second of `dur` ns (0 for an empty run).
 pub fn per_sec(n: u64, dur: Ns) -> f64 {
@@ -819,5 +828,25 @@ mod tests {
             }
         }
         assert_eq!(s.time_ns[0], 0);
+    }
+
+    #[test]
+    fn series_with_many_sampled_tasks_keep_fewer_samples_within_the_value_bound() {
+        let tasks = 100_000;
+        let mut s = Series::new(10, 2);
+        let cap = MAX_SERIES_VALUES / (3 + 2 + tasks);
+        assert_eq!(cap, 335);
+        for k in 0..(2 * cap as u64) {
+            let now = k * 10;
+            s.record(now, [1, 2].into_iter(), Some(vec![now; tasks]), (k, k));
+            assert!(s.time_ns.len() <= cap, "{} samples at k = {k}", s.time_ns.len());
+        }
+        let rows = s.task_run_ns.as_ref().unwrap();
+        let values = s.time_ns.len() * 3
+            + s.nr_running.iter().map(Vec::len).sum::<usize>()
+            + rows.iter().map(Vec::len).sum::<usize>();
+        assert!(values <= MAX_SERIES_VALUES, "{values} values");
+        assert!(s.interval_ns > 10, "it thinned");
+        assert!(rows.iter().all(|r| r.len() == s.time_ns.len()));
     }
 }
