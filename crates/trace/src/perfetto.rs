@@ -229,6 +229,16 @@ impl Reader {
                 _ => {}
             }
         }
+        if cpu >= crate::event::MAX_CPUS {
+            // Checked here too, not only on events: a bundle with no events still sizes tables.
+            return Err((
+                base,
+                format!(
+                    "CPU {cpu} is beyond the largest CPU number a trace may name ({})",
+                    crate::event::MAX_CPUS - 1
+                ),
+            ));
+        }
         self.out.nr_cpus = Some(self.out.nr_cpus.unwrap_or(0).max(cpu.saturating_add(1)));
         let mut first = true;
         for (b, base) in events {
@@ -507,5 +517,11 @@ mod tests {
         let trace = W::default().bytes(1, &W::default().bytes(1, &bundle.0).0);
         let e = read("big.pftrace", &trace.0).unwrap_err().to_string();
         assert!(e.starts_with("big.pftrace: byte offset") && e.contains("CPU 4000000000 is beyond"), "{e}");
+        // The same CPU in a bundle with no events at all (found by fuzzing: the CPU count alone sized
+        // a 187 GB table).
+        let bundle = W::default().int(1, 3_000_000_000);
+        let trace = W::default().bytes(1, &W::default().bytes(1, &bundle.0).0);
+        let e = read("empty.pftrace", &trace.0).unwrap_err().to_string();
+        assert!(e.starts_with("empty.pftrace: byte offset") && e.contains("CPU 3000000000 is beyond"), "{e}");
     }
 }

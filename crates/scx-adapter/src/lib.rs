@@ -1,0 +1,64 @@
+//! The logic of `schedlab-scx`: a schedlab [`SchedPolicy`](schedlab_core::SchedPolicy) driven by the
+//! task events of a real sched_ext kernel, through the model of `scx_rustland_core` (sched-ext/scx).
+//!
+//! `scx_rustland_core`'s BPF part hands user space one message per task that becomes runnable (a
+//! `QueuedTask`: pid, previous CPU, enqueue flags, start/stop timestamps, weight) and takes back
+//! dispatch orders (pid, CPU, slice). It reports nothing else: no "task blocked", no "task exited",
+//! no ticks. [`Shadow`] is a small core scheduler that rebuilds what the simulator's engine knows
+//! from those messages and calls the policy's hooks in the order documented in
+//! `schedlab_core::policy`, so the same policy code runs unchanged:
+//!
+//! | kernel event | hooks |
+//! | --- | --- |
+//! | first message of a pid | `task_new` (its CPU), `enqueue(New)`, `check_preempt(Fork)` |
+//! | a task we dispatched comes back without `SCX_ENQ_WAKEUP` (its kernel slice ran out or it was preempted) | `tick` for each tick period that passed; it keeps its CPU (re-dispatched) unless the tick, its policy slice or a wakeup asked for a reschedule, then `put_prev(Preempted or SliceExpired)` and `pick_next` |
+//! | a message with `SCX_ENQ_WAKEUP` | if we had it running: `put_prev(Blocked)` (it blocked while running), then `select_cpu`, `enqueue(Wakeup)`, `check_preempt(Wakeup)` |
+//! | a CPU with no work (the CPU the scheduler runs on, or an idle CPU the kernel's idle tracking hands out) | `put_prev(Blocked or Exited)` for the task we had there, `pick_next`, `balance(NewlyIdle)` and `pick_next` again; the pick is dispatched to that CPU |
+//! | after ticks | `balance(Periodic)` on the ticking CPU, `balance(NohzIdle)` for CPUs with nothing to run |
+//!
+//! **Faithful**: every decision (which CPU a new or waking task goes to, which task a CPU runs next
+//! and for how long, when a task is preempted at a tick or by a wakeup, which queued tasks balancing
+//! moves) is the policy's own, made on the same facts the simulator gives it (nice level from the
+//! kernel's weight, allowed CPUs from `sched_getaffinity`, thread group, the machine's topology from
+//! sysfs).
+//!
+//! **Approximated**, because the kernel side reports only enqueues:
+//!
+//! * *Ticks* are time-driven: a task the policy did not give a slice runs for at most one tick
+//!   period (the kernel slice given is the policy's slice, capped at one tick), and when it comes
+//!   back the policy's `tick` runs once for each period that passed. Ticks therefore happen at the
+//!   kernel slice's expiry, plus the scheduler's own wake-up latency, instead of exactly every 1/HZ.
+//! * *Blocking* is learned late: a task that sleeps while running is noticed when it wakes (its
+//!   message carries `SCX_ENQ_WAKEUP`) or when its CPU is found with no work, whichever comes first;
+//!   until then the policy still sees it running there.
+//! * *Wakeup preemption* is a dispatch with `SCX_ENQ_PREEMPT` to the CPU: the kernel preempts the
+//!   running task at once, and it comes back to us as a runnable message.
+//! * *Migrations* that balancing asks for move the task in the policy's queues; nothing is in the
+//!   kernel's queues until we dispatch, so a queued task's move is exact. Moving a running task
+//!   (active balancing) preempts it.
+//! * *Exits* are found when a task's CPU is found with no work or by a sweep of blocked tasks every
+//!   second (`kill(pid, 0)`), then `put_prev(Exited)` or `task_exit` runs.
+//! * *Wakee facts*: the kernel does not say who woke a task, nor whether the wakeup was synchronous,
+//!   so `WakeInfo` names the CPU the task last ran on, no waker, and `sync = false`.
+//! * *Classes*: real-time tasks never reach sched_ext (the kernel's RT class runs them), so every
+//!   task is SCHED_NORMAL, SCHED_BATCH or SCHED_IDLE as `sched_getscheduler` says; task groups
+//!   are not read (every task is in the root group).
+
+#![warn(missing_docs)]
+
+pub mod host;
+pub mod shadow;
+pub mod weight;
+
+pub use host::{Host, LinuxHost, TaskFacts};
+pub use shadow::{KernelTask, Order, Shadow, ShadowError, ShadowStats};
+
+/// How long the scheduler sleeps after a round that left tasks queued in the policy.
+///
+/// `scx_rustland_core` runs the user-space scheduler ahead of everything else on a CPU that needs
+/// work whenever it reports pending tasks, so a scheduler that reported its queued tasks and only
+/// yielded would run again at once on its own CPU, ahead of the task it just dispatched there. It
+/// reports them and sleeps this long instead (with its timer slack set to 1 ns): its CPU runs the
+/// dispatched task, and once awake it runs again as soon as any CPU runs out of work. The cost is
+/// that messages wait up to this long while tasks are queued.
+pub const OVERLOAD_SLEEP_NS: schedlab_core::Ns = 50_000;

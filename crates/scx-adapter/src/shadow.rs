@@ -1,0 +1,624 @@
+//! [`Shadow`]: a small core scheduler that turns a sched_ext kernel's task messages into the
+//! policy's hook calls and the policy's decisions into dispatch orders. The mapping and what it
+//! approximates are in the [crate docs](crate).
+
+use crate::host::Host;
+use crate::weight::nice_of_weight;
+use schedlab_core::{
+    BalanceKind, CpuId, CpuInfo, CpuSet, Ctx, DequeueReason, EnqueueReason, GroupId, GroupInfo, Migration,
+    Ns, SchedPolicy, SwitchReason, TaskId, TaskInfo, TaskState, Topology, WakeInfo, WakeKind, NSEC_PER_SEC,
+};
+use std::collections::HashMap;
+
+/// The shortest kernel slice handed out (a policy slice or tick remainder below it is rounded up),
+/// so that a task about to reach a tick boundary is not sent a slice the kernel cannot honour.
+pub const MIN_KERNEL_SLICE_NS: Ns = 50_000;
+
+/// How often blocked tasks are checked for having exited.
+pub const EXIT_SWEEP_NS: Ns = NSEC_PER_SEC;
+
+/// One message from the kernel: a task became runnable (`scx_rustland_core`'s `QueuedTask`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelTask {
+    /// Thread id.
+    pub pid: i32,
+    /// The CPU it last ran on (`scx_bpf_task_cpu`).
+    pub cpu: i32,
+    /// `SCX_ENQ_WAKEUP` was set: it had blocked and woke up.
+    pub wakeup: bool,
+    /// When it last started running (kernel clock, ns).
+    pub start_ts: u64,
+    /// When it last stopped running (kernel clock, ns).
+    pub stop_ts: u64,
+    /// sched_ext weight (100 for nice 0).
+    pub weight: u64,
+    /// The kernel's enqueue counter for it: a dispatch must carry the latest.
+    pub enq_cnt: u64,
+}
+
+/// A dispatch order for the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Order {
+    /// Thread id.
+    pub pid: i32,
+    /// The CPU it is to run on.
+    pub cpu: CpuId,
+    /// The kernel slice, ns.
+    pub slice_ns: Ns,
+    /// Preempt the task running there now (`SCX_ENQ_PREEMPT`).
+    pub preempt: bool,
+    /// The enqueue counter of the message this answers.
+    pub enq_cnt: u64,
+}
+
+/// A policy decision the shadow scheduler cannot carry out.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ShadowError {
+    /// A hook returned something the hook contract forbids (the simulator would stop the run too).
+    #[error("policy {policy}: {hook}: {msg}")]
+    Policy {
+        /// The policy's name.
+        policy: String,
+        /// The hook.
+        hook: &'static str,
+        /// What was wrong.
+        msg: String,
+    },
+}
+
+/// Counters of what the shadow scheduler did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ShadowStats {
+    /// Kernel messages handled.
+    pub nr_messages: u64,
+    /// Tasks seen for the first time (`task_new`).
+    pub nr_new: u64,
+    /// Wakeups (`select_cpu` + `enqueue(Wakeup)`).
+    pub nr_wakeups: u64,
+    /// Dispatch orders given.
+    pub nr_dispatches: u64,
+    /// Of those, re-dispatches of the running task after a tick that asked for no reschedule.
+    pub nr_continues: u64,
+    /// Dispatches that preempt the CPU's running task (wakeup preemption, active balancing).
+    pub nr_preempt_dispatches: u64,
+    /// Policy `tick` calls.
+    pub nr_ticks: u64,
+    /// Reschedules asked by `tick` or a policy slice.
+    pub nr_tick_resched: u64,
+    /// Tasks found blocked when their CPU was found with no work (not at their wakeup).
+    pub nr_blocked_found_idle: u64,
+    /// Tasks found blocked at their wakeup message.
+    pub nr_blocked_found_wakeup: u64,
+    /// Tasks that exited.
+    pub nr_exits: u64,
+    /// Migrations asked by balancing and carried out.
+    pub nr_migrations: u64,
+    /// CPUs offered as free that the policy left idle.
+    pub nr_idle_picks: u64,
+    /// A CPU returned by `task_new` or `select_cpu` that the task may not use, replaced by its
+    /// first allowed CPU (the kernel's affinity can change under the policy).
+    pub nr_cpu_fixups: u64,
+}
+
+/// Per-task state the policy does not see.
+#[derive(Clone, Copy, Debug)]
+struct Extra {
+    pid: i32,
+    enq_cnt: u64,
+    /// End of the slice the policy's `Dispatch` gave, if any.
+    slice_end: Option<Ns>,
+}
+
+/// Per-CPU state the policy does not see.
+#[derive(Clone, Copy, Debug, Default)]
+struct Slot {
+    /// When the next tick of this CPU is due.
+    next_tick: Ns,
+    /// Something was enqueued here while it ran nothing: pick for it.
+    needs_pick: bool,
+    /// A wakeup or a balancer asked to preempt the running task.
+    resched: bool,
+}
+
+/// The shadow core scheduler.
+pub struct Shadow {
+    policy: Box<dyn SchedPolicy>,
+    policy_name: String,
+    topo: Topology,
+    tick_ns: Ns,
+    seed: u64,
+    numa: bool,
+    now: Ns,
+    tasks: Vec<TaskInfo>,
+    extra: Vec<Extra>,
+    by_pid: HashMap<i32, TaskId>,
+    cpus: Vec<CpuInfo>,
+    slots: Vec<Slot>,
+    groups: Vec<GroupInfo>,
+    migr: Vec<Migration>,
+    orders: Vec<Order>,
+    error: Option<ShadowError>,
+    stats: ShadowStats,
+    last_sweep: Ns,
+    last_nohz: Ns,
+    nr_queued: usize,
+}
+
+macro_rules! ctx {
+    ($s:ident) => {
+        &Ctx {
+            now: $s.now,
+            topo: &$s.topo,
+            tasks: &$s.tasks,
+            cpus: &$s.cpus,
+            groups: &$s.groups,
+            tick_ns: $s.tick_ns,
+            numa: $s.numa,
+            seed: $s.seed,
+        }
+    };
+}
+
+impl Shadow {
+    /// A shadow scheduler running `policy` on a machine of topology `topo` with `hz` ticks per
+    /// second, starting at time `now` (ns, the clock later calls use).
+    pub fn new(policy: Box<dyn SchedPolicy>, topo: Topology, hz: u32, now: Ns) -> Shadow {
+        let n = topo.nr_cpus();
+        let tick_ns = NSEC_PER_SEC / u64::from(hz.max(1));
+        let numa = {
+            let first = topo.place(CpuId(0)).node;
+            topo.cpus().any(|c| topo.place(c).node != first)
+        };
+        let mut s = Shadow {
+            policy_name: policy.name().to_string(),
+            policy,
+            topo,
+            tick_ns,
+            seed: 0,
+            numa,
+            now,
+            tasks: Vec::new(),
+            extra: Vec::new(),
+            by_pid: HashMap::new(),
+            cpus: vec![CpuInfo { curr: None, nr_running: 0, idle_since_ns: now }; n],
+            slots: vec![Slot { next_tick: now + tick_ns, ..Slot::default() }; n],
+            groups: vec![GroupInfo { parent: None, shares: 1024 }],
+            migr: Vec::new(),
+            orders: Vec::new(),
+            error: None,
+            stats: ShadowStats::default(),
+            last_sweep: now,
+            last_nohz: 0,
+            nr_queued: 0,
+        };
+        s.policy.init(ctx!(s));
+        s
+    }
+
+    /// The policy's name.
+    pub fn policy_name(&self) -> &str {
+        &self.policy_name
+    }
+
+    /// The policy itself (for its counters).
+    pub fn policy(&self) -> &dyn SchedPolicy {
+        self.policy.as_ref()
+    }
+
+    /// What the shadow scheduler has done so far.
+    pub fn stats(&self) -> ShadowStats {
+        self.stats
+    }
+
+    /// The task the policy believes runs on `cpu`, as a thread id.
+    pub fn running_pid(&self, cpu: CpuId) -> Option<i32> {
+        self.cpus.get(cpu.idx())?.curr.map(|t| self.extra[t.idx()].pid)
+    }
+
+    /// Tasks runnable in the policy and not dispatched: what the kernel side is told is pending.
+    pub fn nr_queued(&self) -> usize {
+        self.nr_queued
+    }
+
+    /// Sets a task's state, keeping the count of queued tasks.
+    fn set_state(&mut self, t: TaskId, st: TaskState) {
+        let old = std::mem::replace(&mut self.tasks[t.idx()].state, st);
+        if old == TaskState::Runnable {
+            self.nr_queued -= 1;
+        }
+        if st == TaskState::Runnable {
+            self.nr_queued += 1;
+        }
+    }
+
+    /// Threads known to the shadow scheduler (alive or not yet found exited).
+    pub fn nr_tasks(&self) -> usize {
+        self.by_pid.len()
+    }
+
+    /// Handles one kernel message at time `now`.
+    pub fn queued(&mut self, host: &mut dyn Host, now: Ns, kt: &KernelTask) -> Result<(), ShadowError> {
+        self.now = self.now.max(now);
+        self.stats.nr_messages += 1;
+        let Some(&t) = self.by_pid.get(&kt.pid) else {
+            return self.new_task(host, kt);
+        };
+        self.extra[t.idx()].enq_cnt = kt.enq_cnt;
+        if kt.stop_ts > kt.start_ts {
+            let tk = &mut self.tasks[t.idx()];
+            tk.sum_exec_ns += kt.stop_ts - kt.start_ts;
+            tk.last_ran_ns = self.now;
+        }
+        match self.tasks[t.idx()].state {
+            TaskState::Running => {
+                let cpu = self.tasks[t.idx()].cpu;
+                if kt.wakeup {
+                    // It blocked while running and has woken up since.
+                    self.stats.nr_blocked_found_wakeup += 1;
+                    self.put_prev(cpu, t, SwitchReason::Blocked);
+                    self.wakeup(t);
+                } else {
+                    self.returned(cpu, t);
+                }
+            }
+            // Queued in the policy already: the kernel preempted it after the policy did (wakeup
+            // preemption, active balancing), or it slept and woke before that preemption landed.
+            TaskState::Runnable => {}
+            TaskState::New | TaskState::Blocked | TaskState::Exited => self.wakeup(t),
+        }
+        self.take_error()
+    }
+
+    /// Ends a scheduling round at time `now`: `free` lists CPUs known to have no work (the CPU the
+    /// scheduler runs on, idle CPUs the kernel handed out); every CPU that needs a task gets the
+    /// policy's pick. The orders to send are appended to `out`.
+    pub fn schedule(
+        &mut self,
+        host: &mut dyn Host,
+        now: Ns,
+        free: &[CpuId],
+        out: &mut Vec<Order>,
+    ) -> Result<(), ShadowError> {
+        self.now = self.now.max(now);
+        for &c in free {
+            if c.idx() >= self.cpus.len() {
+                continue;
+            }
+            if let Some(t) = self.cpus[c.idx()].curr {
+                // The kernel says this CPU has no work, yet the policy's task for it sent no
+                // message: it blocked or exited, unless it is still waiting to start.
+                let pid = self.extra[t.idx()].pid;
+                match host.is_runnable(pid) {
+                    Some(true) => continue,
+                    Some(false) => {
+                        self.stats.nr_blocked_found_idle += 1;
+                        self.put_prev(c, t, SwitchReason::Blocked);
+                    }
+                    None => self.exit(c, t),
+                }
+            }
+            self.slots[c.idx()].needs_pick = true;
+        }
+        for i in 0..self.cpus.len() {
+            let c = CpuId(i as u32);
+            let slot = self.slots[i];
+            match self.cpus[i].curr {
+                Some(t) if slot.resched => {
+                    self.put_prev(c, t, SwitchReason::Preempted);
+                    self.pick(c, true);
+                }
+                None if slot.needs_pick || slot.resched => self.pick(c, false),
+                _ => {}
+            }
+            self.slots[i].needs_pick = false;
+            self.slots[i].resched = false;
+            if self.error.is_some() {
+                break;
+            }
+        }
+        if self.now >= self.last_sweep + EXIT_SWEEP_NS {
+            self.last_sweep = self.now;
+            self.sweep_exits(host);
+        }
+        out.append(&mut self.orders);
+        self.take_error()
+    }
+
+    fn take_error(&mut self) -> Result<(), ShadowError> {
+        match self.error.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn fail(&mut self, hook: &'static str, msg: String) {
+        if self.error.is_none() {
+            self.error = Some(ShadowError::Policy { policy: self.policy_name.clone(), hook, msg });
+        }
+    }
+
+    fn new_task(&mut self, host: &mut dyn Host, kt: &KernelTask) -> Result<(), ShadowError> {
+        let Some(facts) = host.task_facts(kt.pid) else {
+            // Gone before we saw it: the kernel drops its queued entry.
+            return Ok(());
+        };
+        let n = self.cpus.len();
+        let mut allowed = facts.allowed.and(&self.topo.all());
+        if allowed.is_empty() {
+            allowed = self.topo.all();
+        }
+        let last = usize::try_from(kt.cpu).ok().filter(|&c| c < n).map(|c| CpuId(c as u32));
+        let cpu = last.filter(|c| allowed.contains(*c)).or(allowed.first()).unwrap_or(CpuId(0));
+        let t = TaskId(self.tasks.len() as u32);
+        self.tasks.push(TaskInfo {
+            id: t,
+            tgid: facts.tgid,
+            parent: None,
+            class: facts.class,
+            nice: facts.nice.unwrap_or_else(|| nice_of_weight(kt.weight)),
+            rt_priority: 0,
+            group: GroupId::ROOT,
+            allowed,
+            cpu,
+            state: TaskState::Blocked,
+            sum_exec_ns: 0,
+            last_ran_ns: 0,
+            pmc: Default::default(),
+        });
+        self.extra.push(Extra { pid: kt.pid, enq_cnt: kt.enq_cnt, slice_end: None });
+        self.by_pid.insert(kt.pid, t);
+        self.stats.nr_new += 1;
+        let chosen = self.policy.task_new(ctx!(self), t);
+        let cpu = self.allowed_or_fixed(t, chosen);
+        self.tasks[t.idx()].cpu = cpu;
+        self.set_state(t, TaskState::Runnable);
+        self.cpus[cpu.idx()].nr_running += 1;
+        self.policy.enqueue(ctx!(self), cpu, t, EnqueueReason::New);
+        self.after_enqueue(cpu, t, WakeKind::Fork);
+        self.take_error()
+    }
+
+    fn allowed_or_fixed(&mut self, t: TaskId, chosen: CpuId) -> CpuId {
+        let allowed = self.tasks[t.idx()].allowed;
+        if chosen.idx() < self.cpus.len() && allowed.contains(chosen) {
+            chosen
+        } else {
+            self.stats.nr_cpu_fixups += 1;
+            allowed.first().unwrap_or(CpuId(0))
+        }
+    }
+
+    fn wakeup(&mut self, t: TaskId) {
+        self.stats.nr_wakeups += 1;
+        let last = self.tasks[t.idx()].cpu;
+        let wake = WakeInfo { waker_cpu: last, waker: None, sync: false };
+        let chosen = self.policy.select_cpu(ctx!(self), t, &wake);
+        let cpu = self.allowed_or_fixed(t, chosen);
+        self.tasks[t.idx()].cpu = cpu;
+        self.set_state(t, TaskState::Runnable);
+        self.cpus[cpu.idx()].nr_running += 1;
+        self.policy.enqueue(ctx!(self), cpu, t, EnqueueReason::Wakeup);
+        self.after_enqueue(cpu, t, WakeKind::Wakeup);
+    }
+
+    /// After `t` was enqueued on `cpu`: ask whether it preempts the running task, or mark an idle CPU
+    /// for a pick.
+    fn after_enqueue(&mut self, cpu: CpuId, t: TaskId, kind: WakeKind) {
+        match self.cpus[cpu.idx()].curr {
+            Some(curr) => {
+                if self.policy.check_preempt(ctx!(self), cpu, curr, t, kind) {
+                    self.slots[cpu.idx()].resched = true;
+                }
+            }
+            None => self.slots[cpu.idx()].needs_pick = true,
+        }
+    }
+
+    /// The running task `t` came back from `cpu` without having blocked: its kernel slice ended (at a
+    /// tick boundary or its policy slice) or the kernel preempted it.
+    fn returned(&mut self, cpu: CpuId, t: TaskId) {
+        let mut resched = false;
+        let mut ticks = 0;
+        while self.slots[cpu.idx()].next_tick <= self.now {
+            self.stats.nr_ticks += 1;
+            resched |= self.policy.tick(ctx!(self), cpu, t);
+            self.slots[cpu.idx()].next_tick += self.tick_ns;
+            ticks += 1;
+            if ticks == 8 {
+                // A long gap (the scheduler itself was not run): do not replay every tick.
+                self.slots[cpu.idx()].next_tick = self.now + self.tick_ns;
+            }
+        }
+        let mut why = SwitchReason::Preempted;
+        if self.extra[t.idx()].slice_end.is_some_and(|end| end <= self.now) {
+            why = SwitchReason::SliceExpired;
+            resched = true;
+        }
+        if ticks > 0 {
+            self.balance(cpu, BalanceKind::Periodic);
+            self.nohz_balance(cpu);
+        }
+        if resched {
+            self.stats.nr_tick_resched += 1;
+        }
+        if self.cpus[cpu.idx()].curr != Some(t) {
+            return; // balancing moved it
+        }
+        if resched || self.slots[cpu.idx()].resched {
+            self.slots[cpu.idx()].resched = false;
+            self.put_prev(cpu, t, why);
+            self.pick(cpu, false);
+        } else {
+            self.stats.nr_continues += 1;
+            self.order(cpu, t, false);
+        }
+    }
+
+    /// Sends the running task `t` of `cpu` to the kernel with a slice that ends at its policy slice
+    /// or the CPU's next tick, whichever is first.
+    fn order(&mut self, cpu: CpuId, t: TaskId, preempt: bool) {
+        let e = self.extra[t.idx()];
+        let mut end = self.slots[cpu.idx()].next_tick;
+        if let Some(s) = e.slice_end {
+            end = end.min(s);
+        }
+        let slice_ns = end.saturating_sub(self.now).max(MIN_KERNEL_SLICE_NS);
+        self.stats.nr_dispatches += 1;
+        if preempt {
+            self.stats.nr_preempt_dispatches += 1;
+        }
+        self.orders.push(Order { pid: e.pid, cpu, slice_ns, preempt, enq_cnt: e.enq_cnt });
+    }
+
+    fn put_prev(&mut self, cpu: CpuId, t: TaskId, why: SwitchReason) {
+        // An order for it from earlier in this round (a re-dispatch after its tick) no longer holds.
+        let pid = self.extra[t.idx()].pid;
+        self.orders.retain(|o| o.pid != pid);
+        self.policy.put_prev(ctx!(self), cpu, t, why);
+        self.cpus[cpu.idx()].curr = None;
+        self.cpus[cpu.idx()].idle_since_ns = self.now;
+        self.tasks[t.idx()].last_ran_ns = self.now;
+        if why.still_runnable() {
+            self.set_state(t, TaskState::Runnable);
+        } else {
+            let st = if why == SwitchReason::Exited { TaskState::Exited } else { TaskState::Blocked };
+            self.set_state(t, st);
+            self.cpus[cpu.idx()].nr_running -= 1;
+        }
+        self.extra[t.idx()].slice_end = None;
+    }
+
+    fn exit(&mut self, cpu: CpuId, t: TaskId) {
+        self.put_prev(cpu, t, SwitchReason::Exited);
+        self.policy.task_exit(ctx!(self), t);
+        self.by_pid.remove(&self.extra[t.idx()].pid);
+        self.stats.nr_exits += 1;
+    }
+
+    /// Blocked tasks whose thread is gone leave the policy.
+    fn sweep_exits(&mut self, host: &mut dyn Host) {
+        for i in 0..self.tasks.len() {
+            if self.tasks[i].state == TaskState::Blocked && !host.is_alive(self.extra[i].pid) {
+                let t = TaskId(i as u32);
+                self.set_state(t, TaskState::Exited);
+                self.policy.task_exit(ctx!(self), t);
+                self.by_pid.remove(&self.extra[i].pid);
+                self.stats.nr_exits += 1;
+            }
+        }
+    }
+
+    /// Asks the policy what `cpu` runs next (balancing if it has nothing), and dispatches it.
+    fn pick(&mut self, cpu: CpuId, preempt: bool) {
+        let mut next = self.policy.pick_next(ctx!(self), cpu);
+        if next.is_none() {
+            self.balance(cpu, BalanceKind::NewlyIdle);
+            if self.cpus[cpu.idx()].curr.is_some() || self.error.is_some() {
+                return;
+            }
+            next = self.policy.pick_next(ctx!(self), cpu);
+        }
+        let _ = self.policy.take_examined();
+        let Some(d) = next else {
+            self.stats.nr_idle_picks += 1;
+            return;
+        };
+        let t = d.task;
+        let ok = t.idx() < self.tasks.len()
+            && self.tasks[t.idx()].state == TaskState::Runnable
+            && self.tasks[t.idx()].allowed.contains(cpu);
+        if !ok {
+            let state = self.tasks.get(t.idx()).map(|v| v.state);
+            self.fail(
+                "pick_next",
+                format!("picked task {t} on CPU {cpu}, but it is not runnable there ({state:?})"),
+            );
+            return;
+        }
+        let old = self.tasks[t.idx()].cpu;
+        if old != cpu {
+            self.cpus[old.idx()].nr_running -= 1;
+            self.cpus[cpu.idx()].nr_running += 1;
+            self.tasks[t.idx()].cpu = cpu;
+        }
+        self.set_state(t, TaskState::Running);
+        self.cpus[cpu.idx()].curr = Some(t);
+        if self.slots[cpu.idx()].next_tick <= self.now {
+            self.slots[cpu.idx()].next_tick = self.now + self.tick_ns;
+        }
+        self.extra[t.idx()].slice_end = d.slice_ns.map(|s| self.now + s);
+        self.order(cpu, t, preempt);
+    }
+
+    fn balance(&mut self, cpu: CpuId, kind: BalanceKind) {
+        let mut list = std::mem::take(&mut self.migr);
+        list.clear();
+        self.policy.balance(ctx!(self), cpu, kind, &mut list);
+        let _ = self.policy.take_examined();
+        for m in list.drain(..) {
+            if self.error.is_some() {
+                break;
+            }
+            self.migrate(m);
+        }
+        self.migr = list;
+    }
+
+    /// On the first tick of each period, a busy CPU with two or more tasks balances on behalf of the
+    /// CPUs running nothing (Linux's nohz idle balancer, as the simulator does it).
+    fn nohz_balance(&mut self, cpu: CpuId) {
+        if self.cpus[cpu.idx()].nr_running < 2 || self.now < self.last_nohz + self.tick_ns {
+            return;
+        }
+        self.last_nohz = self.now;
+        for i in 0..self.cpus.len() {
+            if self.cpus[i].curr.is_none() && self.error.is_none() {
+                self.balance(CpuId(i as u32), BalanceKind::NohzIdle);
+            }
+        }
+    }
+
+    fn migrate(&mut self, m: Migration) {
+        let t = m.task;
+        let bad = match self.tasks.get(t.idx()) {
+            None => Some("no such task".to_string()),
+            Some(v) if !matches!(v.state, TaskState::Runnable | TaskState::Running) => {
+                Some(format!("task is {:?}", v.state))
+            }
+            Some(v) if v.cpu != m.from => Some(format!("task is on CPU {}, not {}", v.cpu, m.from)),
+            Some(v) if m.to.idx() >= self.cpus.len() || !v.allowed.contains(m.to) => {
+                Some(format!("CPU {} is not allowed for it", m.to))
+            }
+            Some(_) if m.from == m.to => Some("source and destination are the same".into()),
+            Some(_) => None,
+        };
+        if let Some(why) = bad {
+            self.fail("balance", format!("migration of task {t} from {} to {}: {why}", m.from, m.to));
+            return;
+        }
+        self.stats.nr_migrations += 1;
+        if self.tasks[t.idx()].state == TaskState::Running {
+            // Active balancing: preempt it where it runs (the next pick there is sent with
+            // SCX_ENQ_PREEMPT), then it moves like a queued task.
+            self.put_prev(m.from, t, SwitchReason::Preempted);
+            self.slots[m.from.idx()].resched = true;
+        }
+        self.policy.dequeue(ctx!(self), m.from, t, DequeueReason::Migrate);
+        self.cpus[m.from.idx()].nr_running -= 1;
+        self.tasks[t.idx()].cpu = m.to;
+        self.cpus[m.to.idx()].nr_running += 1;
+        self.policy.enqueue(ctx!(self), m.to, t, EnqueueReason::Migrated);
+        self.after_enqueue(m.to, t, WakeKind::Migration);
+    }
+
+    /// The CPUs the policy believes are running nothing.
+    pub fn idle_cpus(&self) -> CpuSet {
+        let mut s = CpuSet::empty();
+        for (i, c) in self.cpus.iter().enumerate() {
+            if c.curr.is_none() {
+                s.insert(CpuId(i as u32));
+            }
+        }
+        s
+    }
+}

@@ -1,0 +1,344 @@
+//! The shadow scheduler against a model of `scx_rustland_core`'s kernel side: tasks that run and
+//! sleep, a message to user space whenever one becomes runnable (woken, or its kernel slice over),
+//! per-CPU dispatch queues served in order, `SCX_ENQ_PREEMPT`, and dispatches dropped when the
+//! enqueue counter is stale. The real kernel is exercised by `schedlab vm-test`; this model checks
+//! the adapter's logic quickly and exactly (the expected values are computed from the policies'
+//! documented behaviour, not from the adapter).
+
+use schedlab_core::{CpuId, CpuSet, Ns, SchedClass, Topology, NSEC_PER_MSEC, NSEC_PER_SEC};
+use schedlab_scx_adapter::weight::scx_weight_of_nice;
+use schedlab_scx_adapter::{Host, KernelTask, Order, Shadow, TaskFacts};
+use std::collections::VecDeque;
+
+const DT: Ns = 50_000;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum St {
+    /// Waiting for a dispatch (in the BPF scheduler's custody).
+    Queued,
+    /// In a CPU's dispatch queue.
+    Dsq,
+    Running(usize),
+    Sleeping(Ns),
+    Done,
+}
+
+#[derive(Clone, Debug)]
+struct Task {
+    pid: i32,
+    nice: i8,
+    burst_ns: Ns,
+    sleep_ns: Ns,
+    /// Bursts before exiting (None: forever).
+    bursts: Option<u32>,
+    left: Ns,
+    st: St,
+    cpu: usize,
+    start_ts: Ns,
+    stop_ts: Ns,
+    enq_cnt: u64,
+    run_ns: Ns,
+    runnable_since: Ns,
+    max_wait_ns: Ns,
+}
+
+struct Kernel {
+    now: Ns,
+    tasks: Vec<Task>,
+    running: Vec<Option<(usize, Ns)>>,
+    dsq: Vec<VecDeque<(usize, Ns)>>,
+    msgs: Vec<(usize, bool)>,
+    weight_only: bool,
+    /// The scheduler sleeps until then after a round that left tasks queued.
+    sched_sleep_until: Ns,
+    sched_last_run: Ns,
+}
+
+struct ModelHost<'a>(&'a Kernel);
+
+impl Host for ModelHost<'_> {
+    fn task_facts(&mut self, pid: i32) -> Option<TaskFacts> {
+        let t = self.0.tasks.iter().find(|t| t.pid == pid)?;
+        let nice = if self.0.weight_only { None } else { Some(t.nice) };
+        Some(TaskFacts {
+            tgid: pid as u32,
+            allowed: CpuSet::first_n(self.0.running.len()),
+            nice,
+            class: SchedClass::Normal,
+        })
+    }
+    fn is_alive(&mut self, pid: i32) -> bool {
+        self.0.tasks.iter().any(|t| t.pid == pid && t.st != St::Done)
+    }
+    fn is_runnable(&mut self, pid: i32) -> Option<bool> {
+        match self.0.tasks.iter().find(|t| t.pid == pid)?.st {
+            St::Done => None,
+            St::Sleeping(_) => Some(false),
+            _ => Some(true),
+        }
+    }
+}
+
+impl Kernel {
+    fn new(cpus: usize) -> Kernel {
+        Kernel {
+            now: 0,
+            tasks: Vec::new(),
+            running: vec![None; cpus],
+            dsq: vec![VecDeque::new(); cpus],
+            msgs: Vec::new(),
+            weight_only: false,
+            sched_sleep_until: 0,
+            sched_last_run: 0,
+        }
+    }
+
+    /// A task that runs `burst_ns`, sleeps `sleep_ns`, and so on (`sleep_ns` 0: a CPU hog).
+    fn spawn(&mut self, nice: i8, burst_ns: Ns, sleep_ns: Ns, bursts: Option<u32>) -> usize {
+        let i = self.tasks.len();
+        self.tasks.push(Task {
+            pid: 1000 + i as i32,
+            nice,
+            burst_ns,
+            sleep_ns,
+            bursts,
+            left: burst_ns,
+            st: St::Queued,
+            cpu: 0,
+            start_ts: 0,
+            stop_ts: 0,
+            enq_cnt: 0,
+            run_ns: 0,
+            runnable_since: self.now,
+            max_wait_ns: 0,
+        });
+        self.message(i, false);
+        i
+    }
+
+    fn message(&mut self, i: usize, wakeup: bool) {
+        let t = &mut self.tasks[i];
+        t.st = St::Queued;
+        t.enq_cnt += 1;
+        t.runnable_since = self.now;
+        self.msgs.push((i, wakeup));
+    }
+
+    fn stop(&mut self, cpu: usize) -> usize {
+        let (i, _) = self.running[cpu].take().unwrap();
+        self.tasks[i].stop_ts = self.now;
+        i
+    }
+
+    /// Runs the model for `duration_ns`, calling the shadow scheduler whenever a message is pending.
+    fn run(&mut self, shadow: &mut Shadow, duration_ns: Ns) {
+        let end = self.now + duration_ns;
+        let mut orders: Vec<Order> = Vec::new();
+        while self.now < end {
+            self.now += DT;
+            for cpu in 0..self.running.len() {
+                let Some((i, slice_end)) = self.running[cpu] else { continue };
+                let t = &mut self.tasks[i];
+                t.run_ns += DT;
+                t.left = t.left.saturating_sub(DT);
+                if t.left == 0 && t.sleep_ns > 0 {
+                    let i = self.stop(cpu);
+                    let t = &mut self.tasks[i];
+                    t.left = t.burst_ns;
+                    if let Some(b) = t.bursts.as_mut() {
+                        *b -= 1;
+                        if *b == 0 {
+                            t.st = St::Done;
+                            continue;
+                        }
+                    }
+                    t.st = St::Sleeping(self.now + t.sleep_ns);
+                } else if self.now >= slice_end {
+                    let i = self.stop(cpu);
+                    self.message(i, false);
+                }
+            }
+            for i in 0..self.tasks.len() {
+                if let St::Sleeping(until) = self.tasks[i].st {
+                    if until <= self.now {
+                        self.message(i, true);
+                    }
+                }
+            }
+            // The BPF side runs the scheduler when it has messages, or when it said tasks are pending
+            // and a CPU has run out of work; never while it sleeps; at least once a second.
+            let cpu_wants_work =
+                (0..self.running.len()).any(|c| self.running[c].is_none() && self.dsq[c].is_empty());
+            let wanted = !self.msgs.is_empty()
+                || (shadow.nr_queued() > 0 && cpu_wants_work)
+                || self.now >= self.sched_last_run + NSEC_PER_SEC;
+            if wanted && self.now >= self.sched_sleep_until {
+                self.sched_last_run = self.now;
+                let msgs = std::mem::take(&mut self.msgs);
+                for (i, wakeup) in msgs {
+                    let t = &self.tasks[i];
+                    let kt = KernelTask {
+                        pid: t.pid,
+                        cpu: t.cpu as i32,
+                        wakeup,
+                        start_ts: t.start_ts,
+                        stop_ts: t.stop_ts,
+                        weight: scx_weight_of_nice(t.nice),
+                        enq_cnt: t.enq_cnt,
+                    };
+                    shadow.queued(&mut ModelHost(self), self.now, &kt).unwrap();
+                }
+                let free: Vec<CpuId> = (0..self.running.len())
+                    .filter(|&c| self.running[c].is_none() && self.dsq[c].is_empty())
+                    .map(|c| CpuId(c as u32))
+                    .collect();
+                shadow.schedule(&mut ModelHost(self), self.now, &free, &mut orders).unwrap();
+                for o in orders.drain(..) {
+                    let Some(i) = self.tasks.iter().position(|t| t.pid == o.pid) else { continue };
+                    // The kernel drops a dispatch of a task not in its custody or with a stale counter.
+                    if self.tasks[i].st != St::Queued || self.tasks[i].enq_cnt != o.enq_cnt {
+                        continue;
+                    }
+                    let cpu = o.cpu.idx();
+                    if o.preempt {
+                        if let Some((j, _)) = self.running[cpu] {
+                            let j2 = self.stop(cpu);
+                            assert_eq!(j, j2);
+                            self.message(j, false);
+                        }
+                    }
+                    self.tasks[i].st = St::Dsq;
+                    self.dsq[cpu].push_back((i, o.slice_ns));
+                }
+                if shadow.nr_queued() > 0 {
+                    self.sched_sleep_until = self.now + schedlab_scx_adapter::OVERLOAD_SLEEP_NS;
+                }
+            }
+            for cpu in 0..self.running.len() {
+                if self.running[cpu].is_none() {
+                    if let Some((i, slice)) = self.dsq[cpu].pop_front() {
+                        let t = &mut self.tasks[i];
+                        t.st = St::Running(cpu);
+                        t.cpu = cpu;
+                        t.start_ts = self.now;
+                        t.max_wait_ns = t.max_wait_ns.max(self.now - t.runnable_since);
+                        self.running[cpu] = Some((i, self.now + slice));
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn shadow(spec: &str, cpus: u32, now: Ns) -> Shadow {
+    let policy = schedlab_policies::create(spec).unwrap();
+    Shadow::new(policy, Topology::flat(cpus), 250, now)
+}
+
+#[test]
+fn cfs_gives_two_hogs_cpu_in_the_ratio_of_their_weights() {
+    let mut k = Kernel::new(1);
+    let a = k.spawn(0, Ns::MAX, 0, None);
+    let b = k.spawn(5, Ns::MAX, 0, None);
+    let mut s = shadow("cfs", 1, 0);
+    k.run(&mut s, 3 * NSEC_PER_SEC);
+    // sched_prio_to_weight: nice 0 is 1024, nice 5 is 335.
+    let ratio = k.tasks[a].run_ns as f64 / k.tasks[b].run_ns as f64;
+    let want = 1024.0 / 335.0;
+    assert!((ratio - want).abs() / want < 0.10, "ratio {ratio:.3}, want {want:.3}");
+    assert!(s.stats().nr_ticks > 600, "{:?}", s.stats());
+}
+
+#[test]
+fn the_nice_level_comes_from_the_kernel_weight_when_it_cannot_be_read() {
+    let mut k = Kernel::new(1);
+    k.weight_only = true;
+    let a = k.spawn(0, Ns::MAX, 0, None);
+    let b = k.spawn(5, Ns::MAX, 0, None);
+    let mut s = shadow("cfs", 1, 0);
+    k.run(&mut s, 2 * NSEC_PER_SEC);
+    let ratio = k.tasks[a].run_ns as f64 / k.tasks[b].run_ns as f64;
+    assert!((ratio - 1024.0 / 335.0).abs() < 0.3, "ratio {ratio:.3}");
+}
+
+#[test]
+fn a_waking_sleeper_preempts_a_hog_at_once_under_cfs() {
+    let mut k = Kernel::new(1);
+    k.spawn(0, Ns::MAX, 0, None);
+    let sleeper = k.spawn(0, 100_000, 10 * NSEC_PER_MSEC, None);
+    let mut s = shadow("cfs", 1, 0);
+    k.run(&mut s, NSEC_PER_SEC);
+    // Without wakeup preemption the sleeper would wait for the hog's tick (up to 4 ms at HZ 250);
+    // with it, at most the scheduler's own sleep after a round that left the hog queued.
+    assert!(
+        k.tasks[sleeper].max_wait_ns <= schedlab_scx_adapter::OVERLOAD_SLEEP_NS + 2 * DT,
+        "waited {} ns",
+        k.tasks[sleeper].max_wait_ns
+    );
+    assert!(s.stats().nr_preempt_dispatches > 50, "{:?}", s.stats());
+}
+
+#[test]
+fn fifo_lets_a_hog_keep_its_cpu_so_the_sleeper_waits_on_one_cpu() {
+    // The same workload under fifo (run to block, no preemption among equals): the sleeper waits
+    // for the hog's... forever on one CPU; on two CPUs it gets the other one.
+    let mut k = Kernel::new(2);
+    k.spawn(0, Ns::MAX, 0, None);
+    let sleeper = k.spawn(0, 100_000, 10 * NSEC_PER_MSEC, None);
+    let mut s = shadow("fifo", 2, 0);
+    k.run(&mut s, NSEC_PER_SEC);
+    assert!(k.tasks[sleeper].run_ns >= 80 * 100_000, "sleeper ran {} ns", k.tasks[sleeper].run_ns);
+}
+
+#[test]
+fn every_policy_keeps_an_overloaded_machine_busy_and_every_task_running() {
+    for p in schedlab_policies::policies() {
+        let mut k = Kernel::new(2);
+        for i in 0..6 {
+            k.spawn((i % 3) as i8 * 3 - 3, 2 * NSEC_PER_MSEC, NSEC_PER_MSEC, None);
+        }
+        let mut s = shadow(p.name, 2, 0);
+        let dur = 2 * NSEC_PER_SEC;
+        k.run(&mut s, dur);
+        let total: Ns = k.tasks.iter().map(|t| t.run_ns).sum();
+        // Six tasks wanting 2 of every 3 ms need 4 CPUs: both CPUs should stay busy.
+        eprintln!("{}: busy {:.1} %, {:?}", p.name, total as f64 * 50.0 / dur as f64, s.stats());
+        assert!(
+            total * 100 >= 2 * dur * 95,
+            "{}: CPUs busy {:.1} %",
+            p.name,
+            total as f64 * 50.0 / dur as f64
+        );
+        for t in &k.tasks {
+            assert!(t.run_ns > 0, "{}: task {} never ran", p.name, t.pid);
+            assert!(t.max_wait_ns < NSEC_PER_SEC, "{}: task {} waited {} ns", p.name, t.pid, t.max_wait_ns);
+        }
+    }
+}
+
+#[test]
+fn tasks_that_exit_leave_the_policy() {
+    let mut k = Kernel::new(2);
+    for _ in 0..4 {
+        k.spawn(0, NSEC_PER_MSEC, NSEC_PER_MSEC, Some(5));
+    }
+    k.spawn(0, Ns::MAX, 0, None);
+    let mut s = shadow("cfs", 2, 0);
+    k.run(&mut s, 3 * NSEC_PER_SEC);
+    assert!(k.tasks[..4].iter().all(|t| t.st == St::Done && t.run_ns >= 5 * NSEC_PER_MSEC));
+    assert_eq!(s.stats().nr_exits, 4, "{:?}", s.stats());
+    assert_eq!(s.nr_tasks(), 1);
+}
+
+#[test]
+fn a_hog_per_cpu_runs_without_a_context_switch_between_ticks() {
+    let mut k = Kernel::new(2);
+    k.spawn(0, Ns::MAX, 0, None);
+    k.spawn(0, Ns::MAX, 0, None);
+    let mut s = shadow("cfs", 2, 0);
+    k.run(&mut s, NSEC_PER_SEC);
+    let st = s.stats();
+    // Each tick re-dispatches the running task: about 250 per CPU per second.
+    assert!(st.nr_continues > 400, "{st:?}");
+    assert!(k.tasks.iter().all(|t| t.run_ns > NSEC_PER_SEC * 9 / 10));
+}
