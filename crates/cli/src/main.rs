@@ -20,6 +20,7 @@ mod reproduce;
 mod sweep;
 mod trace_cmd;
 mod validate;
+mod vm_test;
 
 /// A laboratory for CPU schedulers: run classic and modern schedulers side by side on a simulated
 /// machine.
@@ -93,6 +94,9 @@ enum Cmd {
     /// Replay a recorded trace under one or more policies and compare each with the recording:
     /// "what if this run had used ULE?" (docs/traces.md).
     Replay(trace_cmd::ReplayArgs),
+    /// Boot a sched_ext kernel in a VM and run a workload under the kernel's EEVDF and under schedlab
+    /// policies loaded with schedlab-scx; bring back each run's report (docs/real-kernel.md).
+    VmTest(vm_test::VmTestArgs),
 }
 
 #[derive(Subcommand)]
@@ -365,6 +369,7 @@ fn main() {
         Cmd::Replay(args) => trace_cmd::replay_cmd(args),
         Cmd::Bench(args) => bench::bench_cmd(args),
         Cmd::Sweep(args) => sweep::sweep_cmd(args),
+        Cmd::VmTest(args) => vm_test::vm_test_cmd(args),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

@@ -24,7 +24,7 @@ use clap::Parser;
 use libbpf_rs::OpenObject;
 use schedlab_core::{CpuId, Ns, NSEC_PER_SEC};
 use schedlab_scx_adapter::host::{current_cpu, monotonic_ns, topology_from_sysfs};
-use schedlab_scx_adapter::{KernelTask, LinuxHost, Order, Shadow, OVERLOAD_SLEEP_NS};
+use schedlab_scx_adapter::{KernelTask, LinuxHost, Order, Shadow};
 use std::mem::MaybeUninit;
 
 /// Run a schedlab scheduling policy as this machine's scheduler (sched_ext).
@@ -84,7 +84,8 @@ fn run(args: &Args) -> Result<()> {
     let topo = topology_from_sysfs(std::path::Path::new("/sys"))
         .map_err(|e| anyhow::anyhow!("reading this machine's topology: {e}"))?;
     let nr_cpus = topo.nr_cpus();
-    let name = policy.name().to_string();
+    // The name as given (`avec` runs CFS's code and calls itself `cfs`).
+    let name = args.policy.split('[').next().unwrap_or(&args.policy).trim().to_string();
     let start = monotonic_ns();
     // Everything large is allocated before init: afterwards the heap is the library's static arena.
     let mut shadow = Shadow::new(policy, topo, args.hz, start);
@@ -119,6 +120,11 @@ fn run(args: &Args) -> Result<()> {
     let mut next_stats = start + stats_every;
     let mut seq: u64 = 0;
     let mut failure: Option<String> = None;
+    // Every message and order on stdout, for debugging the adapter on a real kernel.
+    let trace = std::env::var_os("SCHEDLAB_SCX_TRACE").is_some();
+    if trace {
+        shadow.keep_notes();
+    }
 
     while !bpf.exited() {
         let now = monotonic_ns();
@@ -136,8 +142,19 @@ fn run(args: &Args) -> Result<()> {
                         start_ts: t.start_ts,
                         stop_ts: t.stop_ts,
                         weight: t.weight,
+                        nr_cpus_allowed: t.nr_cpus_allowed,
                         enq_cnt: t.enq_cnt,
                     };
+                    if trace {
+                        println!(
+                            "schedlab-scx: msg pid {} cpu {} wakeup {} enq {} was {}",
+                            kt.pid,
+                            kt.cpu,
+                            kt.wakeup,
+                            kt.enq_cnt,
+                            shadow.describe_pid(kt.pid)
+                        );
+                    }
                     if let Err(e) = shadow.queued(&mut host, now, &kt) {
                         failure = Some(e.to_string());
                     }
@@ -172,8 +189,14 @@ fn run(args: &Args) -> Result<()> {
             failure = Some(e.to_string());
             break;
         }
+        for n in shadow.take_notes() {
+            println!("schedlab-scx: note {n}");
+        }
         for o in &orders {
             seq += 1;
+            if trace {
+                println!("schedlab-scx: order {o:?} free {free:?}");
+            }
             let d = DispatchedTask {
                 pid: o.pid,
                 cpu: o.cpu.0 as i32,
@@ -198,29 +221,33 @@ fn run(args: &Args) -> Result<()> {
         //    out of work) and, if there are any, sleep briefly so that this CPU runs its task.
         let pending = shadow.nr_queued() as u64;
         bpf.notify_complete(pending);
-        if pending > 0 {
-            let ts = libc::timespec { tv_sec: 0, tv_nsec: OVERLOAD_SLEEP_NS as libc::c_long };
+        if let Some(sleep_ns) = shadow.sleep_ns() {
+            let ts = libc::timespec { tv_sec: 0, tv_nsec: sleep_ns as libc::c_long };
             // SAFETY: a plain relative sleep.
             unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
         }
     }
     let now = monotonic_ns();
     print_stats(&mut bpf, &shadow, now - start);
+    let held = shadow.describe_active();
+    // shutdown_and_report() prints the kernel's exit reason ("EXIT: ...") and fails for an error
+    // exit (a watchdog stall, a BPF error).
     let exit = bpf.shutdown_and_report();
     if let Some(f) = failure {
         bail!("stopped: {f}");
     }
     match exit {
-        // report() prints the kernel's exit reason ("EXIT: ...") and fails for an error exit (a
-        // watchdog stall, a BPF error).
-        Ok(uei) => match uei.report() {
-            Ok(()) => {
-                println!("schedlab-scx: policy {name} unregistered cleanly");
-                Ok(())
+        Ok(_) => {
+            println!("schedlab-scx: policy {name} unregistered cleanly");
+            Ok(())
+        }
+        Err(e) => {
+            // What the policy held, to compare with the kernel's dump above.
+            for l in held {
+                println!("schedlab-scx: held at exit: {l}");
             }
-            Err(e) => bail!("ejected by the kernel: {e}"),
-        },
-        Err(e) => bail!("reading the exit information: {e}"),
+            bail!("ejected by the kernel: {e}")
+        }
     }
 }
 
@@ -238,6 +265,7 @@ fn print_stats(bpf: &mut BpfScheduler, shadow: &Shadow, elapsed: Ns) {
     let mut line = format!(
         "schedlab-scx: t={:.1}s tasks={} queued={} messages={} new={} wakeups={} dispatches={} continues={} \
          preempt_dispatches={} ticks={} tick_resched={} blocked_found_idle={} exits={} migrations={} \
+         affinity_changes={} nice_changes={} idle_picks={} \
          kernel_user_dispatches={} kernel_dispatches={} cancel={} bounce={} failed={} congested={}",
         elapsed as f64 / 1e9,
         shadow.nr_tasks(),
@@ -253,6 +281,9 @@ fn print_stats(bpf: &mut BpfScheduler, shadow: &Shadow, elapsed: Ns) {
         s.nr_blocked_found_idle,
         s.nr_exits,
         s.nr_migrations,
+        s.nr_affinity_changes,
+        s.nr_nice_changes,
+        s.nr_idle_picks,
         kernel[0],
         kernel[1],
         kernel[2],

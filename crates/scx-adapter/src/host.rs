@@ -58,9 +58,8 @@ impl Host for LinuxHost {
     }
 
     fn is_alive(&mut self, pid: i32) -> bool {
-        // SAFETY: signal 0 only checks that the thread exists.
-        let r = unsafe { libc::kill(pid, 0) };
-        r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+        // Not kill(pid, 0): for a thread that is not its process's leader it fails with ESRCH.
+        self.is_runnable(pid).is_some()
     }
 
     fn is_runnable(&mut self, pid: i32) -> Option<bool> {
@@ -290,6 +289,19 @@ mod tests {
         sleeper.kill().unwrap();
         sleeper.wait().unwrap();
         assert_eq!(state, Some(false));
+        // A thread that is not its process's leader exists too.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let th = std::thread::spawn(move || {
+            // SAFETY: gettid has no arguments.
+            tx.send(unsafe { libc::gettid() }).unwrap();
+            done_rx.recv().unwrap();
+        });
+        let thread_tid = rx.recv().unwrap();
+        assert!(h.is_alive(thread_tid));
+        assert_eq!(h.task_facts(thread_tid).unwrap().tgid, me as u32);
+        done_tx.send(()).unwrap();
+        th.join().unwrap();
         // A child that has exited and been reaped no longer exists.
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id() as i32;

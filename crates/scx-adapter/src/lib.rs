@@ -51,14 +51,4 @@ pub mod shadow;
 pub mod weight;
 
 pub use host::{Host, LinuxHost, TaskFacts};
-pub use shadow::{KernelTask, Order, Shadow, ShadowError, ShadowStats};
-
-/// How long the scheduler sleeps after a round that left tasks queued in the policy.
-///
-/// `scx_rustland_core` runs the user-space scheduler ahead of everything else on a CPU that needs
-/// work whenever it reports pending tasks, so a scheduler that reported its queued tasks and only
-/// yielded would run again at once on its own CPU, ahead of the task it just dispatched there. It
-/// reports them and sleeps this long instead (with its timer slack set to 1 ns): its CPU runs the
-/// dispatched task, and once awake it runs again as soon as any CPU runs out of work. The cost is
-/// that messages wait up to this long while tasks are queued.
-pub const OVERLOAD_SLEEP_NS: schedlab_core::Ns = 50_000;
+pub use shadow::{KernelTask, Order, Shadow, ShadowError, ShadowStats, MAX_SLEEP_NS, OVERLOAD_SLEEP_NS};

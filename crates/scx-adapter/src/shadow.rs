@@ -3,7 +3,7 @@
 //! approximates are in the [crate docs](crate).
 
 use crate::host::Host;
-use crate::weight::nice_of_weight;
+use crate::weight::{nice_of_weight, scx_weight_of_nice};
 use schedlab_core::{
     BalanceKind, CpuId, CpuInfo, CpuSet, Ctx, DequeueReason, EnqueueReason, GroupId, GroupInfo, Migration,
     Ns, SchedPolicy, SwitchReason, TaskId, TaskInfo, TaskState, Topology, WakeInfo, WakeKind, NSEC_PER_SEC,
@@ -13,6 +13,21 @@ use std::collections::HashMap;
 /// The shortest kernel slice handed out (a policy slice or tick remainder below it is rounded up),
 /// so that a task about to reach a tick boundary is not sent a slice the kernel cannot honour.
 pub const MIN_KERNEL_SLICE_NS: Ns = 50_000;
+
+/// How long the scheduler sleeps after a round that left tasks queued in the policy.
+///
+/// `scx_rustland_core` runs the user-space scheduler ahead of everything else on a CPU that needs
+/// work whenever it reports pending tasks, so a scheduler that reported its queued tasks and only
+/// yielded would run again at once on its own CPU, ahead of the task it just dispatched there. It
+/// reports them and sleeps instead (with its timer slack set to 1 ns): its CPU runs the dispatched
+/// task, and once awake it runs again as soon as any CPU runs out of work. Messages wait while it
+/// sleeps, so the sleep is short; it doubles with each round that found nothing to do (an idle
+/// CPU the policy leaves idle while tasks wait for other CPUs would otherwise run the scheduler
+/// 20,000 times a second), up to [`MAX_SLEEP_NS`].
+pub const OVERLOAD_SLEEP_NS: Ns = 50_000;
+
+/// The longest sleep between rounds while tasks are queued.
+pub const MAX_SLEEP_NS: Ns = 1_000_000;
 
 /// How often blocked tasks are checked for having exited.
 pub const EXIT_SWEEP_NS: Ns = NSEC_PER_SEC;
@@ -32,6 +47,8 @@ pub struct KernelTask {
     pub stop_ts: u64,
     /// sched_ext weight (100 for nice 0).
     pub weight: u64,
+    /// How many CPUs it may run on (a change means its affinity changed).
+    pub nr_cpus_allowed: u64,
     /// The kernel's enqueue counter for it: a dispatch must carry the latest.
     pub enq_cnt: u64,
 }
@@ -98,6 +115,10 @@ pub struct ShadowStats {
     /// A CPU returned by `task_new` or `select_cpu` that the task may not use, replaced by its
     /// first allowed CPU (the kernel's affinity can change under the policy).
     pub nr_cpu_fixups: u64,
+    /// Affinity changes seen (`sched_setaffinity` on a known task).
+    pub nr_affinity_changes: u64,
+    /// Nice level changes seen (`setpriority` on a known task; the task is created again).
+    pub nr_nice_changes: u64,
 }
 
 /// Per-task state the policy does not see.
@@ -142,6 +163,11 @@ pub struct Shadow {
     last_sweep: Ns,
     last_nohz: Ns,
     nr_queued: usize,
+    /// Rounds in a row with no message and no order.
+    quiet_rounds: u32,
+    messages_since_round: bool,
+    /// Diagnostic notes of the decisions made without a message (kept only when tracing).
+    notes: Option<Vec<String>>,
 }
 
 macro_rules! ctx {
@@ -190,9 +216,29 @@ impl Shadow {
             last_sweep: now,
             last_nohz: 0,
             nr_queued: 0,
+            quiet_rounds: 0,
+            messages_since_round: false,
+            notes: None,
         };
         s.policy.init(ctx!(s));
         s
+    }
+
+    /// Keeps notes of the decisions made without a kernel message (a task found blocked or gone on
+    /// a CPU with no work, a task found exited by the sweep), for [`Shadow::take_notes`].
+    pub fn keep_notes(&mut self) {
+        self.notes = Some(Vec::new());
+    }
+
+    /// The notes kept since the last call.
+    pub fn take_notes(&mut self) -> Vec<String> {
+        self.notes.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    fn note(&mut self, f: impl FnOnce() -> String) {
+        if let Some(n) = self.notes.as_mut() {
+            n.push(f());
+        }
     }
 
     /// The policy's name.
@@ -240,10 +286,14 @@ impl Shadow {
     pub fn queued(&mut self, host: &mut dyn Host, now: Ns, kt: &KernelTask) -> Result<(), ShadowError> {
         self.now = self.now.max(now);
         self.stats.nr_messages += 1;
+        self.messages_since_round = true;
         let Some(&t) = self.by_pid.get(&kt.pid) else {
             return self.new_task(host, kt);
         };
         self.extra[t.idx()].enq_cnt = kt.enq_cnt;
+        if self.refresh_facts(host, t, kt) {
+            return self.new_task(host, kt);
+        }
         if kt.stop_ts > kt.start_ts {
             let tk = &mut self.tasks[t.idx()];
             tk.sum_exec_ns += kt.stop_ts - kt.start_ts;
@@ -286,9 +336,15 @@ impl Shadow {
             }
             if let Some(t) = self.cpus[c.idx()].curr {
                 // The kernel says this CPU has no work, yet the policy's task for it sent no
-                // message: it blocked or exited, unless it is still waiting to start.
+                // message: it blocked or exited, unless it is still waiting to start. A task sent
+                // to it in this very round (a re-dispatch after its tick) has not started yet.
                 let pid = self.extra[t.idx()].pid;
-                match host.is_runnable(pid) {
+                if self.orders.iter().any(|o| o.pid == pid) {
+                    continue;
+                }
+                let runnable = host.is_runnable(pid);
+                self.note(|| format!("cpu {c} free, held pid {pid}: runnable {runnable:?}"));
+                match runnable {
                     Some(true) => continue,
                     Some(false) => {
                         self.stats.nr_blocked_found_idle += 1;
@@ -320,8 +376,20 @@ impl Shadow {
             self.last_sweep = self.now;
             self.sweep_exits(host);
         }
+        if self.orders.is_empty() && !self.messages_since_round {
+            self.quiet_rounds = self.quiet_rounds.saturating_add(1);
+        } else {
+            self.quiet_rounds = 0;
+        }
+        self.messages_since_round = false;
         out.append(&mut self.orders);
         self.take_error()
+    }
+
+    /// How long the scheduler should sleep after this round: `None` when no task is queued (it
+    /// then only yields, and runs again at the next message); see [`OVERLOAD_SLEEP_NS`].
+    pub fn sleep_ns(&self) -> Option<Ns> {
+        (self.nr_queued > 0).then(|| (OVERLOAD_SLEEP_NS << self.quiet_rounds.min(8)).min(MAX_SLEEP_NS))
     }
 
     fn take_error(&mut self) -> Result<(), ShadowError> {
@@ -376,6 +444,67 @@ impl Shadow {
         self.policy.enqueue(ctx!(self), cpu, t, EnqueueReason::New);
         self.after_enqueue(cpu, t, WakeKind::Fork);
         self.take_error()
+    }
+
+    /// The kernel re-enqueues a task whose affinity or nice level changes; its message shows the
+    /// new CPU count and weight. An affinity that no longer holds the task's CPU moves it, as
+    /// `sched_setaffinity` does (`move_queued_task`). The policies read a task's nice level when it
+    /// is created (the simulator never changes it), so a new nice level retires the task and
+    /// creates it again with its new facts: its weight is right from then on, but its history in
+    /// the policy (vruntime, sleep average, interactivity score) starts over, where Linux's
+    /// `set_user_nice` would keep it. Returns whether the task was created again.
+    fn refresh_facts(&mut self, host: &mut dyn Host, t: TaskId, kt: &KernelTask) -> bool {
+        let info = &self.tasks[t.idx()];
+        let affinity_changed = kt.nr_cpus_allowed != 0 && kt.nr_cpus_allowed != info.allowed.count() as u64;
+        let nice_changed = kt.weight != 0 && kt.weight != scx_weight_of_nice(info.nice);
+        if !(affinity_changed || nice_changed) {
+            return false;
+        }
+        let Some(facts) = host.task_facts(kt.pid) else { return false };
+        let nice = facts.nice.unwrap_or_else(|| nice_of_weight(kt.weight));
+        if nice != self.tasks[t.idx()].nice {
+            self.stats.nr_nice_changes += 1;
+            let cpu = self.tasks[t.idx()].cpu;
+            match self.tasks[t.idx()].state {
+                TaskState::Running => {
+                    self.put_prev(cpu, t, SwitchReason::Exited);
+                    self.slots[cpu.idx()].needs_pick = true;
+                }
+                TaskState::Runnable => {
+                    self.policy.dequeue(ctx!(self), cpu, t, DequeueReason::Migrate);
+                    self.cpus[cpu.idx()].nr_running -= 1;
+                    self.set_state(t, TaskState::Exited);
+                }
+                _ => self.set_state(t, TaskState::Exited),
+            }
+            self.policy.task_exit(ctx!(self), t);
+            self.by_pid.remove(&kt.pid);
+            return true;
+        }
+        if affinity_changed {
+            let mut allowed = facts.allowed.and(&self.topo.all());
+            if allowed.is_empty() {
+                allowed = self.topo.all();
+            }
+            if allowed != self.tasks[t.idx()].allowed {
+                self.stats.nr_affinity_changes += 1;
+                self.tasks[t.idx()].allowed = allowed;
+                let from = self.tasks[t.idx()].cpu;
+                if !allowed.contains(from) {
+                    let dest = allowed.first().unwrap_or(CpuId(0));
+                    if self.tasks[t.idx()].state == TaskState::Running {
+                        self.put_prev(from, t, SwitchReason::Preempted);
+                        self.slots[from.idx()].needs_pick = true;
+                    }
+                    if self.tasks[t.idx()].state == TaskState::Runnable {
+                        self.move_queued(t, from, dest);
+                    } else {
+                        self.tasks[t.idx()].cpu = dest;
+                    }
+                }
+            }
+        }
+        false
     }
 
     fn allowed_or_fixed(&mut self, t: TaskId, chosen: CpuId) -> CpuId {
@@ -500,6 +629,8 @@ impl Shadow {
         for i in 0..self.tasks.len() {
             if self.tasks[i].state == TaskState::Blocked && !host.is_alive(self.extra[i].pid) {
                 let t = TaskId(i as u32);
+                let pid = self.extra[i].pid;
+                self.note(|| format!("sweep: pid {pid} exited"));
                 self.set_state(t, TaskState::Exited);
                 self.policy.task_exit(ctx!(self), t);
                 self.by_pid.remove(&self.extra[i].pid);
@@ -603,12 +734,33 @@ impl Shadow {
             self.put_prev(m.from, t, SwitchReason::Preempted);
             self.slots[m.from.idx()].resched = true;
         }
-        self.policy.dequeue(ctx!(self), m.from, t, DequeueReason::Migrate);
-        self.cpus[m.from.idx()].nr_running -= 1;
-        self.tasks[t.idx()].cpu = m.to;
-        self.cpus[m.to.idx()].nr_running += 1;
-        self.policy.enqueue(ctx!(self), m.to, t, EnqueueReason::Migrated);
-        self.after_enqueue(m.to, t, WakeKind::Migration);
+        self.move_queued(t, m.from, m.to);
+    }
+
+    /// Moves a runnable, not running task: `dequeue(Migrate)`, `enqueue(Migrated)`, preemption check.
+    fn move_queued(&mut self, t: TaskId, from: CpuId, to: CpuId) {
+        self.policy.dequeue(ctx!(self), from, t, DequeueReason::Migrate);
+        self.cpus[from.idx()].nr_running -= 1;
+        self.tasks[t.idx()].cpu = to;
+        self.cpus[to.idx()].nr_running += 1;
+        self.policy.enqueue(ctx!(self), to, t, EnqueueReason::Migrated);
+        self.after_enqueue(to, t, WakeKind::Migration);
+    }
+
+    /// What the shadow scheduler knows of thread `pid` (`unknown`, or its state and CPU).
+    pub fn describe_pid(&self, pid: i32) -> String {
+        match self.by_pid.get(&pid) {
+            Some(t) => format!("{:?} cpu {}", self.tasks[t.idx()].state, self.tasks[t.idx()].cpu),
+            None => "unknown".into(),
+        }
+    }
+
+    /// One line per task the policy holds as running or queued (`pid state cpu`), for diagnostics.
+    pub fn describe_active(&self) -> Vec<String> {
+        (0..self.tasks.len())
+            .filter(|&i| matches!(self.tasks[i].state, TaskState::Running | TaskState::Runnable))
+            .map(|i| format!("{} {:?} cpu {}", self.extra[i].pid, self.tasks[i].state, self.tasks[i].cpu))
+            .collect()
     }
 
     /// The CPUs the policy believes are running nothing.

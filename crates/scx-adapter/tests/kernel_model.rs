@@ -40,6 +40,9 @@ struct Task {
     run_ns: Ns,
     runnable_since: Ns,
     max_wait_ns: Ns,
+    allowed: CpuSet,
+    /// Run time on each CPU.
+    run_on: Vec<Ns>,
 }
 
 struct Kernel {
@@ -60,12 +63,7 @@ impl Host for ModelHost<'_> {
     fn task_facts(&mut self, pid: i32) -> Option<TaskFacts> {
         let t = self.0.tasks.iter().find(|t| t.pid == pid)?;
         let nice = if self.0.weight_only { None } else { Some(t.nice) };
-        Some(TaskFacts {
-            tgid: pid as u32,
-            allowed: CpuSet::first_n(self.0.running.len()),
-            nice,
-            class: SchedClass::Normal,
-        })
+        Some(TaskFacts { tgid: pid as u32, allowed: t.allowed, nice, class: SchedClass::Normal })
     }
     fn is_alive(&mut self, pid: i32) -> bool {
         self.0.tasks.iter().any(|t| t.pid == pid && t.st != St::Done)
@@ -111,6 +109,8 @@ impl Kernel {
             run_ns: 0,
             runnable_since: self.now,
             max_wait_ns: 0,
+            allowed: CpuSet::first_n(self.running.len()),
+            run_on: vec![0; self.running.len()],
         });
         self.message(i, false);
         i
@@ -122,6 +122,21 @@ impl Kernel {
         t.enq_cnt += 1;
         t.runnable_since = self.now;
         self.msgs.push((i, wakeup));
+    }
+
+    /// `sched_setaffinity`: a queued task is taken back and re-enqueued, a running one on a CPU it
+    /// may no longer use is stopped and re-enqueued, and a nice change re-enqueues too.
+    fn set_attrs(&mut self, i: usize, allowed: CpuSet, nice: i8) {
+        self.tasks[i].allowed = allowed;
+        self.tasks[i].nice = nice;
+        match self.tasks[i].st {
+            St::Dsq | St::Queued => self.message(i, false),
+            St::Running(cpu) => {
+                self.stop(cpu);
+                self.message(i, false);
+            }
+            _ => {}
+        }
     }
 
     fn stop(&mut self, cpu: usize) -> usize {
@@ -140,6 +155,7 @@ impl Kernel {
                 let Some((i, slice_end)) = self.running[cpu] else { continue };
                 let t = &mut self.tasks[i];
                 t.run_ns += DT;
+                t.run_on[cpu] += DT;
                 t.left = t.left.saturating_sub(DT);
                 if t.left == 0 && t.sleep_ns > 0 {
                     let i = self.stop(cpu);
@@ -184,6 +200,7 @@ impl Kernel {
                         start_ts: t.start_ts,
                         stop_ts: t.stop_ts,
                         weight: scx_weight_of_nice(t.nice),
+                        nr_cpus_allowed: t.allowed.count() as u64,
                         enq_cnt: t.enq_cnt,
                     };
                     shadow.queued(&mut ModelHost(self), self.now, &kt).unwrap();
@@ -199,7 +216,9 @@ impl Kernel {
                     if self.tasks[i].st != St::Queued || self.tasks[i].enq_cnt != o.enq_cnt {
                         continue;
                     }
-                    let cpu = o.cpu.idx();
+                    // A CPU the task may not use: the BPF side keeps it on its previous CPU ("bounce").
+                    let cpu =
+                        if self.tasks[i].allowed.contains(o.cpu) { o.cpu.idx() } else { self.tasks[i].cpu };
                     if o.preempt {
                         if let Some((j, _)) = self.running[cpu] {
                             let j2 = self.stop(cpu);
@@ -210,11 +229,13 @@ impl Kernel {
                     self.tasks[i].st = St::Dsq;
                     self.dsq[cpu].push_back((i, o.slice_ns));
                 }
-                if shadow.nr_queued() > 0 {
-                    self.sched_sleep_until = self.now + schedlab_scx_adapter::OVERLOAD_SLEEP_NS;
+                if let Some(sleep) = shadow.sleep_ns() {
+                    self.sched_sleep_until = self.now + sleep;
                 }
             }
             for cpu in 0..self.running.len() {
+                // Entries of tasks that left the queue since (an affinity change re-enqueued them) go.
+                self.dsq[cpu].retain(|&(i, _)| self.tasks[i].st == St::Dsq);
                 if self.running[cpu].is_none() {
                     if let Some((i, slice)) = self.dsq[cpu].pop_front() {
                         let t = &mut self.tasks[i];
@@ -341,4 +362,29 @@ fn a_hog_per_cpu_runs_without_a_context_switch_between_ticks() {
     // Each tick re-dispatches the running task: about 250 per CPU per second.
     assert!(st.nr_continues > 400, "{st:?}");
     assert!(k.tasks.iter().all(|t| t.run_ns > NSEC_PER_SEC * 9 / 10));
+}
+
+#[test]
+fn a_task_pinned_after_it_started_runs_only_where_it_may_and_a_nice_change_takes_effect() {
+    // exec pins and renices its threads after they start, as taskset and renice do.
+    let mut k = Kernel::new(2);
+    let a = k.spawn(0, Ns::MAX, 0, None);
+    let b = k.spawn(0, Ns::MAX, 0, None);
+    let mut s = shadow("cfs", 2, 0);
+    k.run(&mut s, 100 * NSEC_PER_MSEC);
+    k.set_attrs(a, CpuSet::single(CpuId(1)), 0);
+    k.set_attrs(b, CpuSet::single(CpuId(1)), 5);
+    let before = (k.tasks[a].run_on.clone(), k.tasks[b].run_on.clone());
+    k.run(&mut s, 3 * NSEC_PER_SEC);
+    // Nothing more ran on CPU 0 (allow one step in flight when the change landed).
+    assert!(k.tasks[a].run_on[0] <= before.0[0] + DT && k.tasks[b].run_on[0] <= before.1[0] + DT);
+    let (ra, rb) = (k.tasks[a].run_on[1] - before.0[1], k.tasks[b].run_on[1] - before.1[1]);
+    let ratio = ra as f64 / rb as f64;
+    assert!((ratio - 1024.0 / 335.0).abs() < 0.3, "ratio {ratio:.3} after renice to 5");
+    let st = s.stats();
+    // b's nice change created it again (with its new affinity too): one affinity change, for a.
+    assert_eq!((st.nr_affinity_changes, st.nr_nice_changes, st.nr_new), (1, 1, 3), "{st:?}");
+    // CPU 0 sat idle for 3 s while b waited for CPU 1: the scheduler backed off instead of
+    // running every 50 us (60,000 rounds).
+    assert!(st.nr_idle_picks < 10_000, "{st:?}");
 }

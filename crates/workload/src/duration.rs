@@ -30,8 +30,11 @@ pub fn parse_duration(s: &str) -> Result<Ns, String> {
     }
     let int: u64 = if int.is_empty() {
         0
+    } else if int.bytes().all(|b| b.is_ascii_digit()) {
+        // Too many digits for 64 bits is too long, not malformed.
+        int.parse().unwrap_or(u64::MAX)
     } else {
-        int.parse().map_err(|_| format!("malformed number in duration `{s}`"))?
+        return Err(format!("malformed number in duration `{s}`"));
     };
     let mut frac_ns = 0u64;
     if !frac.is_empty() {

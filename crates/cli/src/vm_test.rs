@@ -1,0 +1,880 @@
+//! `schedlab vm-test`: boots a sched_ext kernel in a QEMU virtual machine and runs one workload with
+//! `schedlab exec` under the kernel's own scheduler (EEVDF, the baseline) and then under each
+//! requested schedlab policy loaded with `schedlab-scx`, and brings back each run's report.
+//!
+//! The steps (docs/real-kernel.md):
+//!
+//! 1. **Kernel**: `--kernel` names one, or Debian's newest `cloud-amd64` kernel is fetched from the
+//!    unstable archive with `apt-get download`, through a private apt configuration in the cache
+//!    directory (nothing on the host changes), and kept there; its config must say
+//!    `CONFIG_SCHED_CLASS_EXT=y`.
+//! 2. **Initramfs**: a cpio archive written here: a static busybox, `schedlab-scx`, this `schedlab`
+//!    binary, the shared libraries `ldd` lists for them, the workload, and an `/init` script that
+//!    does the runs and prints everything to the serial console between `SCHEDLAB-VM` markers (the
+//!    reports base64-encoded).
+//! 3. **VM**: `qemu-system-x86_64 -accel tcg` (software emulation: KVM guests crash early on the
+//!    machines this was built on), `--cpus` virtual CPUs, 1 GiB, serial console on stdout.
+//! 4. **Results**: the serial log, one report per run (`OUT/<run>.json`, the same schema as
+//!    `schedlab exec --json`, so `schedlab report` puts them side by side), and a table of checks:
+//!    sched_ext enabled with our ops name, the workload completed, no watchdog ejection, clean
+//!    unregistration; the command fails if any check fails.
+
+use anyhow::{bail, Context, Result};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Options of `schedlab vm-test`.
+#[derive(clap::Args, Debug)]
+pub struct VmTestArgs {
+    /// Policies to load with schedlab-scx, comma-separated (the kernel's own EEVDF always runs
+    /// first as the baseline).
+    #[arg(long, value_delimiter = ',', default_value = "cfs,ule,htfs")]
+    pub policy: Vec<String>,
+    /// Workload run by `schedlab exec` in the VM: a built-in, a workload TOML or an rt-app JSON file.
+    #[arg(long, default_value = "vm/mixed.toml")]
+    pub workload: String,
+    /// Real time for each run of the workload, with a unit.
+    #[arg(long, default_value = "4s")]
+    pub duration: String,
+    /// The schedlab-scx binary (build it with `bash scripts/build-scx`).
+    #[arg(long, default_value = "crates/schedlab-scx/target/release/schedlab-scx")]
+    pub scx: String,
+    /// A kernel image (bzImage) to boot instead of Debian's sched_ext kernel.
+    #[arg(long)]
+    pub kernel: Option<String>,
+    /// Where the fetched kernel is kept (default: $XDG_CACHE_HOME/schedlab/vm or ~/.cache/schedlab/vm).
+    #[arg(long)]
+    pub cache: Option<String>,
+    /// Directory for the serial log and the reports.
+    #[arg(long, short, default_value = "vm-results")]
+    pub output: String,
+    /// Virtual CPUs.
+    #[arg(long, default_value_t = 2)]
+    pub cpus: u32,
+    /// Seconds after which the VM is stopped and the test fails.
+    #[arg(long, default_value_t = 900)]
+    pub timeout: u64,
+}
+
+/// The name of the run under the kernel's own scheduler.
+pub const BASELINE: &str = "kernel";
+
+/// One run inside the VM: a file-safe name and the policy spec (`None`: the kernel's own).
+struct Run {
+    name: String,
+    policy: Option<String>,
+}
+
+/// What the serial log says about one run.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RunOutcome {
+    /// Run name.
+    pub name: String,
+    /// `/sys/kernel/sched_ext/state` once the workload started.
+    pub state: String,
+    /// `/sys/kernel/sched_ext/root/ops`.
+    pub ops: String,
+    /// Exit status of `schedlab exec`.
+    pub exec_exit: Option<i32>,
+    /// The state just before schedlab-scx was stopped.
+    pub state_before_stop: String,
+    /// Exit status of schedlab-scx.
+    pub scx_exit: Option<i32>,
+    /// The state after it exited.
+    pub state_after: String,
+    /// schedlab-scx's own output.
+    pub scx_log: Vec<String>,
+    /// schedlab exec's output.
+    pub exec_log: Vec<String>,
+    /// The report, decoded.
+    pub report: Option<String>,
+}
+
+/// Entry point of `schedlab vm-test`.
+pub fn vm_test_cmd(args: VmTestArgs) -> Result<()> {
+    if args.policy.is_empty() {
+        bail!("--policy: name at least one policy");
+    }
+    for p in &args.policy {
+        schedlab_policies::create(p).with_context(|| format!("--policy {p}"))?;
+    }
+    if !(1..=64).contains(&args.cpus) {
+        bail!("--cpus: must be 1 to 64, got {}", args.cpus);
+    }
+    let workload_src = std::fs::read(&args.workload).with_context(|| {
+        format!("--workload {}: cannot read it (a file is needed: it is copied into the VM)", args.workload)
+    })?;
+    crate::load_workload(&args.workload)?;
+    schedlab_workload::parse_duration(&args.duration).map_err(|e| anyhow::anyhow!("--duration: {e}"))?;
+    let scx = PathBuf::from(&args.scx);
+    if !scx.is_file() {
+        bail!("--scx {}: no such file; build schedlab-scx with `bash scripts/build-scx`", args.scx);
+    }
+    let qemu =
+        which("qemu-system-x86_64").context("qemu-system-x86_64 is needed (apt install qemu-system-x86)")?;
+    let busybox = which("busybox").context("busybox is needed (apt install busybox-static)")?;
+    let out = PathBuf::from(&args.output);
+    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+
+    let kernel = match &args.kernel {
+        Some(k) => PathBuf::from(k),
+        None => {
+            let cache = match &args.cache {
+                Some(c) => PathBuf::from(c),
+                None => default_cache()?,
+            };
+            fetch_kernel(&cache)?
+        }
+    };
+    let mut runs = vec![Run { name: BASELINE.into(), policy: None }];
+    for p in &args.policy {
+        let name = file_safe(p);
+        if runs.iter().any(|r| r.name == name) {
+            bail!("--policy: {p} is named twice");
+        }
+        runs.push(Run { name, policy: Some(p.clone()) });
+    }
+    let ext = Path::new(&args.workload).extension().and_then(|e| e.to_str()).unwrap_or("toml");
+    let workload_name = format!("workload.{ext}");
+    let init = init_script(&runs, &workload_name, &args.duration);
+    let initrd = out.join("initrd.cpio");
+    eprintln!("vm-test: writing the initramfs {}", initrd.display());
+    let me = std::env::current_exe().context("cannot find the schedlab binary itself")?;
+    write_initramfs(
+        &initrd,
+        &busybox,
+        &[(&me, "schedlab"), (&scx, "schedlab-scx")],
+        &workload_name,
+        &workload_src,
+        &init,
+    )?;
+
+    let serial_path = out.join("serial.log");
+    eprintln!(
+        "vm-test: booting {} on {} virtual CPUs (software emulation; {} runs of {}, 10 to 20 s each)",
+        kernel.display(),
+        args.cpus,
+        runs.len(),
+        args.duration
+    );
+    let serial = boot(&qemu, &kernel, &initrd, args.cpus, Duration::from_secs(args.timeout), &serial_path)?;
+    let outcomes = parse_serial(&serial);
+    let mut failures = Vec::new();
+    let mut table = String::from(
+        "run          sched_ext   ops                            workload   scheduler exit   after      nice0/nice5\n",
+    );
+    for run in &runs {
+        let Some(o) = outcomes.iter().find(|o| o.name == run.name) else {
+            failures.push(format!(
+                "{}: the VM never reached this run (see {})",
+                run.name,
+                serial_path.display()
+            ));
+            continue;
+        };
+        if let Some(r) = &o.report {
+            std::fs::write(out.join(format!("{}.json", run.name)), r)
+                .with_context(|| format!("cannot write {}", out.display()))?;
+        }
+        failures.extend(check_run(run.policy.as_deref(), o));
+        table.push_str(&format!(
+            "{:<12} {:<11} {:<30} {:<10} {:<16} {:<10} {}\n",
+            o.name,
+            o.state,
+            short(&o.ops, 30),
+            match o.exec_exit {
+                Some(0) => "completed".to_string(),
+                Some(c) => format!("exit {c}"),
+                None => "-".into(),
+            },
+            match (run.policy.is_some(), o.scx_exit) {
+                (false, _) => "-".to_string(),
+                (true, Some(c)) => format!("{c}"),
+                (true, None) => "none".into(),
+            },
+            if run.policy.is_some() { o.state_after.as_str() } else { "-" },
+            o.report.as_deref().and_then(nice_share_ratio).map_or("-".to_string(), |r| format!("{r:.2}"))
+        ));
+    }
+    print!("{table}");
+    println!("serial log: {}; reports: {}/<run>.json", serial_path.display(), out.display());
+    if !failures.is_empty() {
+        bail!("vm-test failed:\n  {}", failures.join("\n  "));
+    }
+    println!("vm-test: all checks passed");
+    Ok(())
+}
+
+/// The checks of one run: `policy` is `None` for the baseline.
+pub fn check_run(policy: Option<&str>, o: &RunOutcome) -> Vec<String> {
+    let mut f = Vec::new();
+    let name = &o.name;
+    if o.exec_exit != Some(0) {
+        f.push(format!(
+            "{name}: the workload did not complete (schedlab exec exit {:?}): {}",
+            o.exec_exit,
+            o.exec_log.join(" | ")
+        ));
+    }
+    if o.report.is_none() {
+        f.push(format!("{name}: no report came back"));
+    }
+    let Some(spec) = policy else {
+        if o.state != "disabled" {
+            f.push(format!("{name}: sched_ext should be off for the baseline, state is {:?}", o.state));
+        }
+        return f;
+    };
+    let base = spec.split('[').next().unwrap_or(spec);
+    if o.state != "enabled" {
+        f.push(format!("{name}: sched_ext state was {:?}, not enabled", o.state));
+    }
+    if !o.ops.starts_with(&format!("schedlab_{base}")) {
+        f.push(format!("{name}: the loaded ops are {:?}, not schedlab_{base}", o.ops));
+    }
+    if o.state_before_stop != "enabled" {
+        f.push(format!(
+            "{name}: sched_ext was {:?} before the scheduler was stopped (ejected?)",
+            o.state_before_stop
+        ));
+    }
+    let ejected = o.scx_log.iter().any(|l| l.contains("ejected") || l.contains("stall"));
+    if o.scx_exit != Some(0) || ejected {
+        f.push(format!(
+            "{name}: schedlab-scx exit {:?}: {}",
+            o.scx_exit,
+            o.scx_log.last().map_or("", |s| s.as_str())
+        ));
+    }
+    if o.state_after != "disabled" {
+        f.push(format!(
+            "{name}: sched_ext state after the scheduler exited is {:?}, not disabled",
+            o.state_after
+        ));
+    }
+    if base == "cfs" {
+        if let Some(ratio) = o.report.as_deref().and_then(nice_share_ratio) {
+            // Weights 1024 and 335 (sched_prio_to_weight): 3.06; TCG timing is noisy, so +-25 %.
+            if !(2.3..=3.8).contains(&ratio) {
+                f.push(format!(
+                    "{name}: the nice-0 hog got {ratio:.2} times the nice-5 hog's CPU time, not about 3.06"
+                ));
+            }
+        }
+    }
+    f
+}
+
+/// In a report of `vm/mixed.toml`: the CPU time of `hog-nice0` over that of `hog-nice5`, which
+/// share one CPU (CFS gives them 1024:335, 3.06), if the report has both.
+pub fn nice_share_ratio(report: &str) -> Option<f64> {
+    let v: serde_json::Value = serde_json::from_str(report).ok()?;
+    let run = |name: &str| -> Option<f64> {
+        v["tasks"].as_array()?.iter().find(|t| t["name"] == name)?["run_ns"].as_f64()
+    };
+    let (a, b) = (run("hog-nice0")?, run("hog-nice5")?);
+    (b > 0.0).then(|| a / b)
+}
+
+fn short(s: &str, n: usize) -> String {
+    if s.len() <= n {
+        s.to_string()
+    } else {
+        format!("{}...", &s[..n.saturating_sub(3)])
+    }
+}
+
+/// A run name usable as a file name: `ule[slice_ns=1]` becomes `ule_slice_ns_1_`.
+pub fn file_safe(spec: &str) -> String {
+    spec.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect()
+}
+
+fn which(prog: &str) -> Result<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join(prog))
+        .find(|p| p.is_file())
+        .ok_or_else(|| anyhow::anyhow!("{prog} not found on PATH"))
+}
+
+fn default_cache() -> Result<PathBuf> {
+    if let Some(x) = std::env::var_os("XDG_CACHE_HOME") {
+        return Ok(PathBuf::from(x).join("schedlab/vm"));
+    }
+    let home = std::env::var_os("HOME").context("neither XDG_CACHE_HOME nor HOME is set: pass --cache")?;
+    Ok(PathBuf::from(home).join(".cache/schedlab/vm"))
+}
+
+/// Debian's newest cloud kernel from the unstable archive, fetched once into `cache`: returns its
+/// vmlinuz after checking its config enables sched_ext.
+fn fetch_kernel(cache: &Path) -> Result<PathBuf> {
+    let apt = cache.join("apt");
+    for d in ["lists/partial", "cache/archives/partial"] {
+        std::fs::create_dir_all(apt.join(d)).with_context(|| format!("cannot create {}", apt.display()))?;
+    }
+    let list = apt.join("sources.list");
+    std::fs::write(
+        &list,
+        "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian sid main\n",
+    )
+    .with_context(|| format!("cannot write {}", list.display()))?;
+    let opts: Vec<String> = vec![
+        format!("-oDir::Etc::SourceList={}", list.display()),
+        "-oDir::Etc::SourceParts=/dev/null".into(),
+        format!("-oDir::State::Lists={}", apt.join("lists").display()),
+        format!("-oDir::Cache={}", apt.join("cache").display()),
+        "-oDir::State::Status=/dev/null".into(),
+        "-oAPT::Architecture=amd64".into(),
+        "-oAPT::Sandbox::User=root".into(),
+    ];
+    let lists_fresh = std::fs::read_dir(apt.join("lists"))
+        .map(|d| d.flatten().any(|e| e.file_name().to_string_lossy().contains("_Packages")))
+        .unwrap_or(false);
+    if !lists_fresh {
+        eprintln!("vm-test: reading Debian unstable's package list (private apt state in {})", apt.display());
+        run_ok(
+            Command::new("apt-get").args(&opts).args(["update", "-qq"]),
+            "apt-get update (Debian unstable)",
+        )?;
+    }
+    let search = Command::new("apt-cache")
+        .args(&opts)
+        .args(["search", "--names-only", r"^linux-binary-[0-9].*-cloud-amd64$"])
+        .output()
+        .context("cannot run apt-cache (vm-test fetches the kernel with Debian's apt; or pass --kernel)")?;
+    let text = String::from_utf8_lossy(&search.stdout);
+    let mut versions: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter_map(|p| p.strip_prefix("linux-binary-"))
+        .filter_map(|v| v.strip_suffix("-cloud-amd64"))
+        .map(String::from)
+        .collect();
+    versions.sort_by(|a, b| cmp_versions(a, b));
+    let Some(ver) = versions.pop() else {
+        bail!("no linux-binary-*-cloud-amd64 package in Debian unstable's list (apt-cache found none); pass --kernel");
+    };
+    let dir = cache.join(format!("kernel-{ver}"));
+    let vmlinuz = dir.join(format!("usr/lib/modules/{ver}-cloud-amd64/vmlinuz"));
+    let config = dir.join(format!("usr/lib/modules/{ver}-cloud-amd64/config"));
+    if !(vmlinuz.is_file() && config.is_file()) {
+        eprintln!("vm-test: fetching Debian's {ver}-cloud-amd64 kernel into {}", dir.display());
+        std::fs::create_dir_all(&dir)?;
+        let debs = cache.join("debs");
+        std::fs::create_dir_all(&debs)?;
+        for pkg in [format!("linux-binary-{ver}-cloud-amd64"), format!("linux-base-{ver}-cloud-amd64")] {
+            run_ok(
+                Command::new("apt-get").current_dir(&debs).args(&opts).args(["download", "-qq", &pkg]),
+                &format!("apt-get download {pkg}"),
+            )?;
+        }
+        for e in std::fs::read_dir(&debs)?.flatten() {
+            let p = e.path();
+            if p.extension().is_some_and(|x| x == "deb") && p.to_string_lossy().contains(&ver) {
+                run_ok(Command::new("dpkg-deb").arg("-x").arg(&p).arg(&dir), "dpkg-deb -x")?;
+            }
+        }
+    }
+    let cfg =
+        std::fs::read_to_string(&config).with_context(|| format!("cannot read {}", config.display()))?;
+    if !cfg.lines().any(|l| l.trim() == "CONFIG_SCHED_CLASS_EXT=y") {
+        bail!("{}: CONFIG_SCHED_CLASS_EXT is not enabled in this kernel; pass --kernel", config.display());
+    }
+    if !vmlinuz.is_file() {
+        bail!("{}: the kernel package did not hold a vmlinuz", vmlinuz.display());
+    }
+    Ok(vmlinuz)
+}
+
+/// Orders Debian kernel versions such as `7.2.13+deb14` numerically, part by part.
+pub fn cmp_versions(a: &str, b: &str) -> std::cmp::Ordering {
+    let parts = |s: &str| -> Vec<u64> {
+        s.split(|c: char| !c.is_ascii_digit())
+            .filter(|p| !p.is_empty())
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    };
+    parts(a).cmp(&parts(b))
+}
+
+fn run_ok(cmd: &mut Command, what: &str) -> Result<()> {
+    let o = cmd.output().with_context(|| format!("cannot run {what}"))?;
+    if !o.status.success() {
+        bail!("{what} failed ({}): {}", o.status, String::from_utf8_lossy(&o.stderr).trim());
+    }
+    Ok(())
+}
+
+/// The `/init` of the VM.
+fn init_script(runs: &[Run], workload: &str, duration: &str) -> String {
+    let mut s = String::from(
+        r#"#!/bin/sh
+# Written by `schedlab vm-test`.
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev 2>/dev/null
+mount -t tmpfs tmp /tmp
+say() { echo "SCHEDLAB-VM $*"; }
+SCX_ENV="env @SCX_ENV@"
+state() { cat /sys/kernel/sched_ext/state 2>/dev/null || echo missing; }
+say boot kernel="$(uname -r)" cpus="$(nproc)" state="$(state)"
+run() {
+  name=$1; policy=$2
+  if [ -n "$policy" ]; then
+    $SCX_ENV /bin/schedlab-scx --policy "$policy" --stats-interval 1 > /tmp/scx-$name.log 2>&1 &
+    scx=$!
+    i=0
+    while [ "$(state)" != enabled ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
+  fi
+  say run $name state="$(state)" ops="$(cat /sys/kernel/sched_ext/root/ops 2>/dev/null)"
+"#,
+    );
+    let scx_env = if std::env::var_os("SCHEDLAB_SCX_TRACE").is_some() { "SCHEDLAB_SCX_TRACE=1" } else { "" };
+    s = s.replace("@SCX_ENV@", scx_env);
+    s.push_str(&format!(
+        "  /bin/schedlab exec /work/{workload} --duration {duration} --json /tmp/$name.json --no-trace -q > /tmp/exec-$name.log 2>&1\n"
+    ));
+    s.push_str(
+        r#"  say run $name exec-exit=$?
+  if [ -n "$policy" ]; then
+    say run $name state-before-stop="$(state)"
+    kill -INT $scx
+    wait $scx
+    rc=$?
+    say run $name scx-exit=$rc state-after="$(state)"
+    sed "s/^/SCHEDLAB-VM scx $name: /" /tmp/scx-$name.log
+  fi
+  sed "s/^/SCHEDLAB-VM exec $name: /" /tmp/exec-$name.log
+  say begin $name
+  base64 /tmp/$name.json 2>/dev/null
+  say end $name
+}
+"#,
+    );
+    for r in runs {
+        s.push_str(&format!("run {} '{}'\n", r.name, r.policy.as_deref().unwrap_or("")));
+    }
+    s.push_str("say done\ndmesg | grep -i sched_ext | sed 's/^/SCHEDLAB-VM dmesg: /'\npoweroff -f\n");
+    s
+}
+
+/// Reads the `SCHEDLAB-VM` lines of a serial log.
+pub fn parse_serial(log: &str) -> Vec<RunOutcome> {
+    let mut out: Vec<RunOutcome> = Vec::new();
+    let mut b64: Option<(String, String)> = None;
+    let field = |rest: &str, key: &str| -> Option<String> {
+        let start = rest.find(&format!("{key}="))? + key.len() + 1;
+        let tail = &rest[start..];
+        // Values run to the next ` key=` or the end of the line.
+        let end = tail.find(" state-after=").or_else(|| tail.find(" ops=")).unwrap_or(tail.len());
+        Some(tail[..end].trim().to_string())
+    };
+    for raw in log.lines() {
+        let line = raw.trim_end_matches('\r');
+        if let Some((name, buf)) = b64.as_mut() {
+            if line == format!("SCHEDLAB-VM end {name}") {
+                let name = name.clone();
+                let decoded = base64_decode(buf).and_then(|b| String::from_utf8(b).ok());
+                if let Some(o) = out.iter_mut().find(|o| o.name == name) {
+                    o.report = decoded.filter(|s| !s.trim().is_empty());
+                }
+                b64 = None;
+            } else {
+                buf.push_str(line.trim());
+            }
+            continue;
+        }
+        let Some(rest) = line.find("SCHEDLAB-VM ").map(|i| &line[i + "SCHEDLAB-VM ".len()..]) else {
+            continue;
+        };
+        let mut words = rest.splitn(3, ' ');
+        let (kind, name, tail) =
+            (words.next().unwrap_or(""), words.next().unwrap_or(""), words.next().unwrap_or(""));
+        let name = name.trim_end_matches(':').to_string();
+        let get = |out: &mut Vec<RunOutcome>| -> usize {
+            match out.iter().position(|o| o.name == name) {
+                Some(i) => i,
+                None => {
+                    out.push(RunOutcome { name: name.clone(), ..RunOutcome::default() });
+                    out.len() - 1
+                }
+            }
+        };
+        match kind {
+            "run" => {
+                let i = get(&mut out);
+                let o = &mut out[i];
+                if let Some(v) = field(tail, "state") {
+                    if tail.starts_with("state=") {
+                        o.state = v;
+                        o.ops = field(tail, "ops").unwrap_or_default();
+                    }
+                }
+                if let Some(v) = field(tail, "exec-exit") {
+                    o.exec_exit = v.parse().ok();
+                }
+                if let Some(v) = field(tail, "state-before-stop") {
+                    o.state_before_stop = v;
+                }
+                if let Some(v) = field(tail, "scx-exit") {
+                    o.scx_exit = v.parse().ok();
+                    o.state_after = field(tail, "state-after").unwrap_or_default();
+                }
+            }
+            "scx" => {
+                let i = get(&mut out);
+                out[i].scx_log.push(tail.to_string());
+            }
+            "exec" => {
+                let i = get(&mut out);
+                out[i].exec_log.push(tail.to_string());
+            }
+            "begin" => {
+                get(&mut out);
+                b64 = Some((name, String::new()));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Standard base64 (busybox `base64` output), `None` if malformed.
+pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
+    let val = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    };
+    let bytes: Vec<u8> = s.bytes().filter(|c| !c.is_ascii_whitespace()).collect();
+    if !bytes.len().is_multiple_of(4) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(bytes.len() / 4 * 3);
+    for chunk in bytes.chunks(4) {
+        let pad = chunk.iter().rev().take_while(|&&c| c == b'=').count();
+        if pad > 2 {
+            return None;
+        }
+        let mut n = 0u32;
+        for &c in &chunk[..4 - pad] {
+            n = (n << 6) | val(c)?;
+        }
+        n <<= 6 * pad as u32;
+        let b = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
+        out.extend_from_slice(&b[..3 - pad]);
+    }
+    Some(out)
+}
+
+/// Writes an uncompressed initramfs (cpio "newc"): busybox with its applets, the binaries with the
+/// shared libraries `ldd` lists, the workload and `/init`.
+fn write_initramfs(
+    path: &Path,
+    busybox: &Path,
+    bins: &[(&Path, &str)],
+    workload_name: &str,
+    workload: &[u8],
+    init: &str,
+) -> Result<()> {
+    let mut a = Cpio::default();
+    for d in ["bin", "dev", "proc", "sys", "tmp", "work", "lib", "lib64", "usr", "usr/lib"] {
+        a.dir(d);
+    }
+    a.file(
+        "bin/busybox",
+        &std::fs::read(busybox).with_context(|| format!("cannot read {}", busybox.display()))?,
+        0o755,
+    );
+    for applet in [
+        "sh", "mount", "cat", "sleep", "kill", "sed", "base64", "poweroff", "nproc", "uname", "grep",
+        "dmesg", "echo", "env",
+    ] {
+        a.symlink(&format!("bin/{applet}"), "busybox");
+    }
+    let mut libs: Vec<PathBuf> = Vec::new();
+    for (bin, name) in bins {
+        a.file(
+            &format!("bin/{name}"),
+            &std::fs::read(bin).with_context(|| format!("cannot read {}", bin.display()))?,
+            0o755,
+        );
+        for lib in ldd(bin)? {
+            if !libs.contains(&lib) {
+                libs.push(lib);
+            }
+        }
+    }
+    for lib in &libs {
+        let rel = lib.to_string_lossy().trim_start_matches('/').to_string();
+        let mut parent = PathBuf::new();
+        if let Some(p) = Path::new(&rel).parent() {
+            for c in p.components() {
+                parent.push(c);
+                a.dir(&parent.to_string_lossy());
+            }
+        }
+        let bytes = std::fs::read(lib).with_context(|| format!("cannot read {}", lib.display()))?;
+        a.file(&rel, &bytes, 0o755);
+    }
+    a.file(&format!("work/{workload_name}"), workload, 0o644);
+    a.file("init", init.as_bytes(), 0o755);
+    let bytes = a.finish();
+    let mut f = std::fs::File::create(path).with_context(|| format!("cannot write {}", path.display()))?;
+    f.write_all(&bytes).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
+/// The shared libraries of an executable, as `ldd` resolves them (none for a static one).
+fn ldd(bin: &Path) -> Result<Vec<PathBuf>> {
+    let o = Command::new("ldd").arg(bin).output().context("cannot run ldd")?;
+    let text = String::from_utf8_lossy(&o.stdout);
+    Ok(text
+        .lines()
+        .filter_map(|l| l.split_whitespace().find(|w| w.starts_with('/')))
+        .map(|p| std::fs::canonicalize(p).map(|real| (PathBuf::from(p), real)))
+        .filter_map(|r| r.ok())
+        // Keep the name the loader asks for (the symlink's), with the real file's bytes.
+        .map(|(asked, _)| asked)
+        .collect())
+}
+
+/// A cpio "newc" archive, as the kernel's initramfs unpacker reads it.
+#[derive(Default)]
+pub struct Cpio {
+    bytes: Vec<u8>,
+    ino: u32,
+    dirs: Vec<String>,
+}
+
+impl Cpio {
+    fn entry(&mut self, name: &str, mode: u32, data: &[u8]) {
+        self.ino += 1;
+        let header = format!(
+            "070701{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}",
+            self.ino,
+            mode,
+            0,
+            0,
+            1,
+            0,
+            data.len(),
+            0,
+            0,
+            0,
+            0,
+            name.len() + 1,
+            0
+        );
+        self.bytes.extend_from_slice(header.as_bytes());
+        self.bytes.extend_from_slice(name.as_bytes());
+        self.bytes.push(0);
+        self.pad();
+        self.bytes.extend_from_slice(data);
+        self.pad();
+    }
+
+    fn pad(&mut self) {
+        while !self.bytes.len().is_multiple_of(4) {
+            self.bytes.push(0);
+        }
+    }
+
+    /// A directory (once).
+    pub fn dir(&mut self, name: &str) {
+        if !self.dirs.iter().any(|d| d == name) {
+            self.dirs.push(name.to_string());
+            self.entry(name, 0o040755, &[]);
+        }
+    }
+
+    /// A regular file.
+    pub fn file(&mut self, name: &str, data: &[u8], perm: u32) {
+        self.entry(name, 0o100000 | perm, data);
+    }
+
+    /// A symbolic link to `target`.
+    pub fn symlink(&mut self, name: &str, target: &str) {
+        self.entry(name, 0o120777, target.as_bytes());
+    }
+
+    /// The archive with its trailer.
+    pub fn finish(mut self) -> Vec<u8> {
+        self.entry("TRAILER!!!", 0, &[]);
+        self.bytes
+    }
+}
+
+/// Boots the VM and returns its serial output (also written to `serial_path`).
+fn boot(
+    qemu: &Path,
+    kernel: &Path,
+    initrd: &Path,
+    cpus: u32,
+    timeout: Duration,
+    serial_path: &Path,
+) -> Result<String> {
+    let log = std::fs::File::create(serial_path)
+        .with_context(|| format!("cannot write {}", serial_path.display()))?;
+    let mut child = Command::new(qemu)
+        .args(["-accel", "tcg", "-cpu", "max", "-m", "1G", "-nographic", "-no-reboot"])
+        .args(["-smp", &cpus.to_string()])
+        .arg("-kernel")
+        .arg(kernel)
+        .arg("-initrd")
+        .arg(initrd)
+        .args(["-append", "console=ttyS0 quiet panic=-1"])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()
+        .with_context(|| format!("cannot start {}", qemu.display()))?;
+    let start = Instant::now();
+    let mut last_report = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait()? {
+            let text = std::fs::read_to_string(serial_path).unwrap_or_default();
+            if !status.success() {
+                bail!("qemu exited with {status}; serial log {}", serial_path.display());
+            }
+            return Ok(text);
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!(
+                "the VM did not finish in {} s (--timeout); serial log {}",
+                timeout.as_secs(),
+                serial_path.display()
+            );
+        }
+        if last_report.elapsed() > Duration::from_secs(15) {
+            last_report = Instant::now();
+            let text = std::fs::read_to_string(serial_path).unwrap_or_default();
+            let last = text.lines().rev().find(|l| l.contains("SCHEDLAB-VM run")).unwrap_or("booting");
+            eprintln!("vm-test: {:>4.0} s: {}", start.elapsed().as_secs_f64(), last.trim());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_round_trips_what_busybox_writes() {
+        assert_eq!(base64_decode("aGVsbG8=").unwrap(), b"hello");
+        assert_eq!(base64_decode("aGVsbG8h\naGk=\n").unwrap(), b"hello!hi");
+        assert_eq!(base64_decode("YQ==").unwrap(), b"a");
+        assert_eq!(base64_decode("abc"), None);
+        assert!(base64_decode("a*==").is_none());
+    }
+
+    #[test]
+    fn kernel_versions_order_numerically() {
+        let mut v = vec!["7.10.1+deb14", "7.2.13+deb14", "7.2.9+deb14"];
+        v.sort_by(|a, b| cmp_versions(a, b));
+        assert_eq!(v, ["7.2.9+deb14", "7.2.13+deb14", "7.10.1+deb14"]);
+    }
+
+    #[test]
+    fn a_serial_log_gives_each_runs_outcome_and_report() {
+        let log = "\
+noise\r
+SCHEDLAB-VM boot kernel=7.2.13 cpus=2 state=disabled\r
+SCHEDLAB-VM run eevdf state=disabled ops=\r
+SCHEDLAB-VM run eevdf exec-exit=0\r
+SCHEDLAB-VM begin eevdf\r
+eyJhIjox\r
+fQ==\r
+SCHEDLAB-VM end eevdf\r
+SCHEDLAB-VM run cfs state=enabled ops=schedlab_cfs_0.1.0_x86_64\r
+[   5.1] a kernel line SCHEDLAB-VM exec cfs: note: something\r
+SCHEDLAB-VM run cfs exec-exit=0\r
+SCHEDLAB-VM run cfs state-before-stop=enabled\r
+SCHEDLAB-VM run cfs scx-exit=0 state-after=disabled\r
+SCHEDLAB-VM scx cfs: schedlab-scx: policy cfs unregistered cleanly\r
+SCHEDLAB-VM begin cfs\r
+SCHEDLAB-VM end cfs\r
+";
+        let o = parse_serial(log);
+        assert_eq!(o.len(), 2);
+        assert_eq!(o[0].name, "eevdf");
+        assert_eq!(o[0].report.as_deref(), Some("{\"a\":1}"));
+        assert!(check_run(None, &o[0]).is_empty(), "{:?}", check_run(None, &o[0]));
+        let cfs = &o[1];
+        assert_eq!((cfs.state.as_str(), cfs.ops.as_str()), ("enabled", "schedlab_cfs_0.1.0_x86_64"));
+        assert_eq!((cfs.exec_exit, cfs.scx_exit), (Some(0), Some(0)));
+        assert_eq!(cfs.state_after, "disabled");
+        assert_eq!(cfs.exec_log, ["note: something"]);
+        // No report came back for cfs: that alone fails its checks.
+        assert_eq!(check_run(Some("cfs"), cfs), ["cfs: no report came back"]);
+        // A wrong ops name, an ejection and a workload that did not finish are each named.
+        let mut bad = cfs.clone();
+        bad.report = Some("{}".into());
+        bad.ops = "other".into();
+        bad.state_before_stop = "disabled".into();
+        bad.exec_exit = Some(1);
+        let f = check_run(Some("cfs[sched_latency_ns=1]"), &bad);
+        assert_eq!(f.len(), 3, "{f:?}");
+        // CFS's nice weighting is checked on the hogs' CPU times.
+        let mut shares = bad.clone();
+        shares.ops = "schedlab_cfs_0.1.0".into();
+        shares.state_before_stop = "enabled".into();
+        shares.exec_exit = Some(0);
+        let report = |a: u64, b: u64| {
+            format!(
+                r#"{{"tasks":[{{"name":"hog-nice0","run_ns":{a}}},{{"name":"hog-nice5","run_ns":{b}}}]}}"#
+            )
+        };
+        shares.report = Some(report(3_060, 1_000));
+        assert!(check_run(Some("cfs"), &shares).is_empty());
+        shares.report = Some(report(1_000, 1_000));
+        let f = check_run(Some("cfs"), &shares);
+        assert!(f.len() == 1 && f[0].contains("1.00 times"), "{f:?}");
+        // Other policies weight nice levels their own way: no such check.
+        shares.ops = "schedlab_ule_0.1.0".into();
+        assert!(check_run(Some("ule"), &shares).is_empty());
+    }
+
+    #[test]
+    fn run_names_are_file_safe() {
+        assert_eq!(file_safe("ule[slice_ns=10000000]"), "ule_slice_ns_10000000_");
+        assert_eq!(file_safe("cfs"), "cfs");
+    }
+
+    #[test]
+    fn the_cpio_archive_is_newc_with_a_trailer() {
+        let mut a = Cpio::default();
+        a.dir("bin");
+        a.file("bin/x", b"abc", 0o755);
+        a.symlink("bin/y", "x");
+        let b = a.finish();
+        assert!(b.starts_with(b"070701"));
+        assert_eq!(b.len() % 4, 0);
+        let text = String::from_utf8_lossy(&b);
+        assert!(text.contains("bin/x\0") && text.contains("TRAILER!!!\0"));
+        // The file entry's size field (7th) says 3 bytes.
+        let at = text.find("bin/x").unwrap() - 110;
+        assert_eq!(&text[at + 6 + 6 * 8..at + 6 + 7 * 8], "00000003");
+        // Checked against the real cpio tool where it is installed.
+        if let Ok(mut child) =
+            Command::new("cpio").args(["-t", "--quiet"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn()
+        {
+            child.stdin.take().unwrap().write_all(&b).unwrap();
+            let out = child.wait_with_output().unwrap();
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout).lines().collect::<Vec<_>>(),
+                ["bin", "bin/x", "bin/y"]
+            );
+        }
+    }
+}
