@@ -8,6 +8,7 @@
 
 use schedlab_sim::RunReport;
 use serde::Serialize;
+use serde_json::Value;
 
 /// Whether more of a metric is better, worse, or neither.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -21,8 +22,10 @@ pub enum Better {
     Neither,
 }
 
-/// Reads a metric from a report (`None` when the report lacks it).
-pub type Getter = Box<dyn Fn(&RunReport) -> Option<f64>>;
+/// Reads a metric from a report in its JSON form (`schedlab.run/1`, as `run --json`, `exec --json`
+/// and `vm-test` write it), `None` when the report lacks it. Working on the JSON lets a comparison
+/// take real runs read from files beside the simulated ones.
+pub type Getter = Box<dyn Fn(&Value) -> Option<f64>>;
 
 /// One metric read from a report.
 pub struct Metric {
@@ -35,37 +38,74 @@ pub struct Metric {
 }
 
 /// The metrics compared, the workload's own counters (per second) first.
-pub fn metrics(first: &RunReport) -> Vec<Metric> {
+pub fn metrics(first: &Value) -> Vec<Metric> {
     let mut m: Vec<Metric> = Vec::new();
-    for c in &first.counters {
-        let name = c.name.clone();
+    for c in first["counters"].as_array().into_iter().flatten() {
+        let Some(name) = c["name"].as_str().map(String::from) else { continue };
         m.push(Metric {
             name: format!("{name} [/s]"),
             better: Better::Higher,
-            get: Box::new(move |r| r.counters.iter().find(|x| x.name == name).map(|x| x.per_sec)),
+            get: Box::new(move |r| {
+                r["counters"].as_array()?.iter().find(|x| x["name"] == name.as_str())?["per_sec"].as_f64()
+            }),
         });
     }
-    type Read = fn(&RunReport) -> Option<f64>;
+    type Read = fn(&Value) -> Option<f64>;
     let list: Vec<(&str, Better, Read)> = vec![
-        ("work done [CPUs]", Better::Higher, |r| Some(r.summary.work_per_sec)),
-        ("makespan [ms]", Better::Lower, |r| r.summary.makespan_ns.map(|x| x as f64 / 1e6)),
-        ("wakeup p50 [us]", Better::Lower, |r| Some(r.summary.wakeup_latency.p50_ns as f64 / 1e3)),
-        ("wakeup p99 [us]", Better::Lower, |r| Some(r.summary.wakeup_latency.p99_ns as f64 / 1e3)),
-        ("longest wait [ms]", Better::Lower, |r| Some(r.summary.max_wait_ns as f64 / 1e6)),
-        ("unfairness [ms]", Better::Lower, |r| Some(r.summary.fairness.unfairness_ns as f64 / 1e6)),
-        ("Jain index", Better::Higher, |r| Some(r.summary.fairness.jain_index)),
-        ("switches [/s]", Better::Neither, |r| Some(r.summary.switches_per_sec)),
-        ("migrations [/s]", Better::Neither, |r| Some(r.summary.migrations_per_sec)),
-        ("sched overhead [%]", Better::Lower, |r| {
-            let total = r.summary.busy_ns + r.summary.idle_ns + r.summary.overhead_ns;
-            (total > 0).then(|| r.summary.overhead_ns as f64 * 100.0 / total as f64)
+        ("work done [CPUs]", Better::Higher, |r| r["summary"]["work_per_sec"].as_f64()),
+        ("makespan [ms]", Better::Lower, |r| r["summary"]["makespan_ns"].as_f64().map(|x| x / 1e6)),
+        ("wakeup p50 [us]", Better::Lower, |r| {
+            r["summary"]["wakeup_latency"]["p50_ns"].as_f64().map(|x| x / 1e3)
         }),
-        ("energy [J]", Better::Lower, |r| Some(r.summary.energy_uj as f64 / 1e6)),
+        ("wakeup p99 [us]", Better::Lower, |r| {
+            r["summary"]["wakeup_latency"]["p99_ns"].as_f64().map(|x| x / 1e3)
+        }),
+        ("longest wait [ms]", Better::Lower, |r| r["summary"]["max_wait_ns"].as_f64().map(|x| x / 1e6)),
+        ("unfairness [ms]", Better::Lower, |r| {
+            r["summary"]["fairness"]["unfairness_ns"].as_f64().map(|x| x / 1e6)
+        }),
+        ("Jain index", Better::Higher, |r| r["summary"]["fairness"]["jain_index"].as_f64()),
+        ("switches [/s]", Better::Neither, |r| r["summary"]["switches_per_sec"].as_f64()),
+        ("migrations [/s]", Better::Neither, |r| r["summary"]["migrations_per_sec"].as_f64()),
+        ("sched overhead [%]", Better::Lower, |r| {
+            let v = |k: &str| r["summary"][k].as_f64();
+            let (busy, idle, over) = (v("busy_ns")?, v("idle_ns")?, v("overhead_ns")?);
+            let total = busy + idle + over;
+            (total > 0.0).then(|| over * 100.0 / total)
+        }),
+        ("energy [J]", Better::Lower, |r| r["summary"]["energy_uj"].as_f64().map(|x| x / 1e6)),
     ];
     for (name, better, f) in list {
         m.push(Metric { name: name.into(), better, get: Box::new(f) });
     }
     m
+}
+
+/// A simulated run's report in the JSON form the metrics read.
+pub fn to_json(r: &RunReport) -> Value {
+    serde_json::to_value(r).expect("a run report serialises")
+}
+
+/// Reads a run report written by `run --json`, `exec --json` or `vm-test` (schema
+/// `schedlab.run/1`).
+pub fn load_report(path: &str) -> anyhow::Result<Value> {
+    use anyhow::Context;
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))?;
+    let v: Value = serde_json::from_str(&text).with_context(|| format!("{path}: not JSON"))?;
+    if v["schema"] != "schedlab.run/1" {
+        anyhow::bail!(
+            "{path}: not a schedlab run report (schema `schedlab.run/1`, from `run`, `exec` or `vm-test`)"
+        );
+    }
+    Ok(v)
+}
+
+/// The column name of a report read from a file: the file's name and where the run happened, e.g.
+/// `cfs (real)` for `vm-results/cfs.json` from `vm-test`.
+pub fn label_of(v: &Value, path: &str) -> String {
+    let source = v["source"].as_str().unwrap_or("file");
+    let stem = std::path::Path::new(path).file_stem().and_then(|s| s.to_str()).unwrap_or(path);
+    format!("{stem} ({source})")
 }
 
 /// A metric summarised over the seeds.
@@ -160,12 +200,7 @@ pub struct Comparison {
 }
 
 /// Builds the comparison from `reports[policy][seed]`.
-pub fn compare(
-    policies: &[String],
-    baseline: usize,
-    reports: &[Vec<RunReport>],
-    seeds: &[u64],
-) -> Comparison {
+pub fn compare(policies: &[String], baseline: usize, reports: &[Vec<Value>], seeds: &[u64]) -> Comparison {
     let first = &reports[0][0];
     let rows = metrics(first)
         .into_iter()
@@ -200,9 +235,9 @@ pub fn compare(
         .collect();
     Comparison {
         schema: "schedlab.compare/1",
-        machine: first.machine.name.clone(),
-        workload: first.workload.clone(),
-        duration_ns: first.duration_ns,
+        machine: first["machine"]["name"].as_str().unwrap_or("").to_string(),
+        workload: first["workload"].as_str().unwrap_or("").to_string(),
+        duration_ns: first["duration_ns"].as_u64().unwrap_or(0),
         seeds: seeds.to_vec(),
         baseline: policies[baseline].clone(),
         rows,

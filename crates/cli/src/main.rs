@@ -220,6 +220,10 @@ struct CompareArgs {
     /// Frequency governor (machines with frequency levels).
     #[arg(long)]
     governor: Option<String>,
+    /// Run reports to add as columns (from `exec --json`, `vm-test` or `run --json`), e.g. the same
+    /// workload run on a real kernel under the same policy; repeatable.
+    #[arg(long)]
+    with: Vec<String>,
     /// Write the comparison as JSON (schema `schedlab.compare/1`) to this file.
     #[arg(long)]
     json: Option<String>,
@@ -655,12 +659,20 @@ fn compare_cmd(args: CompareArgs) -> Result<()> {
             }
             let mut policy = load_policy(spec)?;
             let cfg = RunConfig { duration_ns, seed, sample_interval_ns: 0, ..RunConfig::default() };
-            runs.push(Sim::new(&machine, &workload, policy.as_mut(), spec.clone(), cfg)?.run()?);
+            runs.push(compare::to_json(
+                &Sim::new(&machine, &workload, policy.as_mut(), spec.clone(), cfg)?.run()?,
+            ));
         }
         reports.push(runs);
     }
     if let Some(bar) = bar {
         bar.finish_and_clear();
+    }
+    let mut policies = policies;
+    for path in &args.with {
+        let v = compare::load_report(path).with_context(|| "--with")?;
+        policies.push(compare::label_of(&v, path));
+        reports.push(vec![v]);
     }
     let cmp = compare::compare(&policies, baseline, &reports, &seeds);
     if let Some(path) = &args.json {

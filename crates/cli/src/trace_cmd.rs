@@ -261,7 +261,9 @@ pub fn replay_cmd(args: ReplayArgs) -> Result<()> {
     }
     let mut names = vec!["recorded".to_string()];
     names.extend(policies.iter().cloned());
-    let cmp = crate::compare::compare(&names, 0, &reports, &[args.seed]);
+    let json: Vec<Vec<serde_json::Value>> =
+        reports.iter().map(|runs| runs.iter().map(crate::compare::to_json).collect()).collect();
+    let cmp = crate::compare::compare(&names, 0, &json, &[args.seed]);
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&cmp).context("cannot serialise the comparison")?;
         std::fs::write(path, text + "\n").with_context(|| format!("cannot write {path}"))?;

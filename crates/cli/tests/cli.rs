@@ -287,6 +287,30 @@ fn compare_with_repeats_gives_intervals_marks_noise_and_writes_json_and_csv() {
 }
 
 #[test]
+fn compare_with_report_files_adds_them_as_columns() {
+    // The same run, written by `run --json` and read back, must give the same numbers as the
+    // simulated column (+0.0 % everywhere); the column is named after the file and its source.
+    let json = tmp("with-cfs.json");
+    let args = ["--workload", "hogs[n=4]", "--machine", "up", "--duration", "1s"];
+    let (ok, _, err) =
+        schedlab(&[&["run", "--policy", "cfs", "--json", json.to_str().unwrap()][..], &args[..]].concat());
+    assert!(ok, "stderr: {err}");
+    let (ok, out, err) = schedlab(
+        &[&["compare", "--policies", "cfs", "--with", json.to_str().unwrap()][..], &args[..]].concat(),
+    );
+    assert!(ok, "stderr: {err}");
+    let header = out.lines().find(|l| l.trim_start().starts_with("metric")).unwrap();
+    assert!(header.contains("with-cfs (simulation)"), "{out}");
+    let work = out.lines().find(|l| l.trim_start().starts_with("work done")).unwrap();
+    assert!(work.contains("(+0.0 %)"), "{out}");
+    // A file that is not a run report is refused with its name.
+    let bad = tmp("not-a-report.json");
+    std::fs::write(&bad, "{}").unwrap();
+    let (ok, _, err) = schedlab(&["compare", "--policies", "cfs", "--with", bad.to_str().unwrap()]);
+    assert!(!ok && err.contains("not-a-report.json") && err.contains("not a schedlab run report"), "{err}");
+}
+
+#[test]
 fn long_runs_stay_quiet_on_stderr_when_it_is_not_a_terminal() {
     // Long enough (over a second of wall time) for the progress bar, which only a terminal shows.
     let (ok, out, err) = schedlab(&["run", "--workload", "demo", "--duration", "60s"]);
