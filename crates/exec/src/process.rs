@@ -56,11 +56,19 @@ pub fn plan(w: &Workload) -> (Vec<bool>, Vec<String>) {
     (as_process, warnings)
 }
 
+/// Held from creating a result pipe until the parent has closed its write end, so that no other task
+/// process is forked in between and inherits that write end: the keeper reads the pipe to its end,
+/// and a second holder would keep it open until that other process ended (a process that panicked
+/// was then noticed only at the end of the run).
+static FORK_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The keeper thread of one task process: forks it, waits for its result and its end, records both.
 pub fn run_process(shared: &Arc<Shared>, id: u32, s: Spawn) {
+    let fork_guard = FORK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let mut fds = [0i32; 2];
     // SAFETY: fds has room for two descriptors.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        drop(fork_guard);
         shared.fail(format!("{}: cannot create a result pipe: {}", s.name, std::io::Error::last_os_error()));
         finish_without_result(shared, &s, id);
         return;
@@ -73,6 +81,7 @@ pub fn run_process(shared: &Arc<Shared>, id: u32, s: Spawn) {
     }
     // SAFETY: the parent's copy of the write end, not used here.
     unsafe { libc::close(wr) };
+    drop(fork_guard);
     if pid < 0 {
         // SAFETY: the read end made above.
         unsafe { libc::close(rd) };
