@@ -258,6 +258,11 @@ struct ExecArgs {
     /// per-thread count or sampling instead.
     #[arg(long)]
     no_trace: bool,
+    /// Run the controlling thread (which starts, times and stops the run) as SCHED_FIFO with
+    /// SCHED_RESET_ON_FORK, so a policy that starves normal threads cannot keep the run from stopping;
+    /// the task threads still start as SCHED_OTHER (root or CAP_SYS_NICE; a warning otherwise).
+    #[arg(long)]
+    fifo_controller: bool,
     /// Print nothing but errors and warnings.
     #[arg(long, short)]
     quiet: bool,
@@ -702,6 +707,7 @@ fn exec_cmd(args: ExecArgs) -> Result<()> {
         trace_migrations: !args.no_trace,
         // Fault injection for the fault tests (docs/exec.md).
         inject_panic: std::env::var("SCHEDLAB_EXEC_INJECT_PANIC").ok(),
+        fifo_controller: args.fifo_controller,
     };
     if let Some(path) = &args.json {
         check_writable(path)?;

@@ -434,7 +434,7 @@ run() {
     let scx_env = if std::env::var_os("SCHEDLAB_SCX_TRACE").is_some() { "SCHEDLAB_SCX_TRACE=1" } else { "" };
     s = s.replace("@SCX_ENV@", scx_env);
     s.push_str(&format!(
-        "  /bin/schedlab exec /work/{workload} --duration {duration} --json /tmp/$name.json --no-trace -q > /tmp/exec-$name.log 2>&1\n"
+        "  /bin/schedlab exec /work/{workload} --duration {duration} --json /tmp/$name.json --no-trace --fifo-controller -q > /tmp/exec-$name.log 2>&1\n"
     ));
     s.push_str(
         r#"  say run $name exec-exit=$?

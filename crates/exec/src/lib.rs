@@ -66,6 +66,12 @@ pub struct ExecConfig {
     /// Fault injection for the fault tests: the task instance of this name panics when it starts
     /// (in a thread, or in a task process). `None` in normal use.
     pub inject_panic: Option<String>,
+    /// Run the controlling thread (the caller of [`run`], which starts, times and stops the run) as
+    /// SCHED_FIFO at the highest priority with SCHED_RESET_ON_FORK, so the task threads and processes
+    /// it creates still start as SCHED_OTHER, and a policy that starves normal threads (ULE's batch
+    /// threads behind interactive ones, a FIFO-like policy under sched_ext) cannot keep the run from
+    /// stopping. Its old policy comes back at the end. A warning, not an error, when refused.
+    pub fifo_controller: bool,
 }
 
 impl Default for ExecConfig {
@@ -77,6 +83,7 @@ impl Default for ExecConfig {
             seed: 1,
             trace_migrations: true,
             inject_panic: None,
+            fifo_controller: false,
         }
     }
 }
@@ -262,8 +269,20 @@ pub fn check(w: &Workload, cfg: &ExecConfig) -> Result<(), ExecError> {
 pub fn run(w: &Workload, cfg: &ExecConfig) -> Result<Outcome, ExecError> {
     check(w, cfg)?;
     sys::install_handlers();
+    let mut controller_warning = None;
+    let _saved_policy = if cfg.fifo_controller {
+        sys::raise_to_fifo_resetting_children()
+            .map_err(|e| {
+                controller_warning =
+                    Some(format!("the controller stays SCHED_OTHER: sched_setscheduler(SCHED_FIFO): {e}"))
+            })
+            .ok()
+    } else {
+        None
+    };
     let objects = Objects::new(w).map_err(|e| ExecError::System(format!("cannot create a pipe: {e}")))?;
     let (_, mut early_warnings) = objects::pipe_plan(w);
+    early_warnings.extend(controller_warning);
     let (as_process, process_warnings) = process::plan(w);
     early_warnings.extend(process_warnings);
     let groups = cgroups::TaskGroups::create(w).unwrap_or_else(|why| {

@@ -144,6 +144,56 @@ pub fn set_policy(tid: i32, p: Policy) -> io::Result<()> {
     }
 }
 
+/// The calling thread's scheduling policy (with its flags) and priority, put back when dropped.
+pub struct SavedPolicy {
+    policy: i32,
+    param: libc::sched_param,
+}
+
+impl Drop for SavedPolicy {
+    fn drop(&mut self) {
+        // SAFETY: param is a valid sched_param read by sched_getparam for this thread.
+        unsafe { libc::sched_setscheduler(0, self.policy, &self.param) };
+    }
+}
+
+/// Makes the calling thread SCHED_FIFO at the highest priority with SCHED_RESET_ON_FORK, so the
+/// threads and processes it creates start as SCHED_OTHER (and nice 0 if it was negative); the old
+/// policy comes back when the returned guard is dropped. Needs CAP_SYS_NICE (or an RLIMIT_RTPRIO).
+pub fn raise_to_fifo_resetting_children() -> io::Result<SavedPolicy> {
+    // SAFETY: sched_getscheduler and sched_getparam on the calling thread with a valid out-pointer.
+    let saved = unsafe {
+        let policy = libc::sched_getscheduler(0);
+        let mut param: libc::sched_param = std::mem::zeroed();
+        if policy < 0 || libc::sched_getparam(0, &mut param) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        SavedPolicy { policy, param }
+    };
+    // SAFETY: a valid policy constant.
+    let param =
+        libc::sched_param { sched_priority: unsafe { libc::sched_get_priority_max(libc::SCHED_FIFO) } };
+    // SAFETY: param is a valid sched_param.
+    let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &param) };
+    if r == 0 {
+        Ok(saved)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The scheduling policy of thread `tid` (0: the caller) without its flags (`SCHED_OTHER` = 0,
+/// `SCHED_FIFO` = 1, ...).
+pub fn policy_of(tid: i32) -> io::Result<i32> {
+    // SAFETY: sched_getscheduler takes a thread id.
+    let p = unsafe { libc::sched_getscheduler(tid) };
+    if p < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(p & !libc::SCHED_RESET_ON_FORK)
+    }
+}
+
 /// The signal used to interrupt blocked threads at the stop.
 pub const WAKE_SIGNAL: i32 = libc::SIGUSR1;
 

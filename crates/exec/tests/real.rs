@@ -455,3 +455,52 @@ fn every_rt_app_example_runs_for_real_and_stops_cleanly() {
     eprintln!("rt-app examples run for real: {ran} ran, {refused} refused (real-time classes)");
     assert!(ran >= 8, "{ran} of {} files ran", files.len());
 }
+
+/// `fifo_controller`: while the run goes, the controlling thread is SCHED_FIFO and the task threads it
+/// created are SCHED_OTHER (SCHED_RESET_ON_FORK, checked on the live threads with
+/// sched_getscheduler); afterwards the controller is SCHED_OTHER again. Without the privilege the
+/// run still works and says why in a warning.
+#[test]
+fn a_fifo_controller_leaves_its_tasks_normal_and_is_put_back() {
+    let _one = ONE_AT_A_TIME.lock();
+    let w = parse_toml(
+        "test.toml",
+        r#"
+        [[task]]
+        name = "fifoprobe"
+        instances = 2
+        ops = [ { loop = "forever", ops = [ { sleep = "5ms" }, { compute = "1ms" } ] } ]
+        "#,
+    )
+    .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let runner = std::thread::spawn(move || {
+        tx.send(schedlab_exec::sys::gettid()).unwrap();
+        let cfg = ExecConfig { duration_ns: 600_000_000, fifo_controller: true, ..ExecConfig::default() };
+        let out = run(&w, &cfg).unwrap();
+        (out, schedlab_exec::sys::policy_of(0).unwrap())
+    });
+    let controller = rx.recv().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let controller_policy = schedlab_exec::sys::policy_of(controller).unwrap();
+    let mut probes = Vec::new();
+    for e in std::fs::read_dir("/proc/self/task").unwrap() {
+        let dir = e.unwrap().path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if comm.trim_end().starts_with("fifoprobe") {
+            let tid: i32 = dir.file_name().unwrap().to_str().unwrap().parse().unwrap();
+            probes.push(schedlab_exec::sys::policy_of(tid).unwrap());
+        }
+    }
+    let (out, after) = runner.join().unwrap();
+    assert_eq!(after, libc::SCHED_OTHER, "the controller's policy is put back");
+    if let Some(w) = out.warnings.iter().find(|w| w.contains("controller stays SCHED_OTHER")) {
+        eprintln!("not privileged, nothing more to check: {w}");
+        assert_eq!(controller_policy, libc::SCHED_OTHER);
+        return;
+    }
+    assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+    assert_eq!(controller_policy, libc::SCHED_FIFO, "the controller runs as SCHED_FIFO");
+    assert_eq!(probes, vec![libc::SCHED_OTHER; 2], "both task threads start as SCHED_OTHER");
+    assert!(out.report.tasks.iter().all(|t| t.run_ns > 0));
+}
