@@ -193,11 +193,17 @@ impl LimitArgs {
     }
 }
 
+/// What `compare` runs without `--policies`: each general-purpose scheduler once (the modern
+/// baseline first), leaving out variants of another (`avec` on CFS, `elsc` and `pmqs` on 2.4) and the
+/// `fifo`/`rr` baselines.
+const DEFAULT_COMPARE_POLICIES: &str = "eevdf,cfs,o1,rsdl,linux24,bfs,ule,4bsd,htfs,vtrr";
+
 #[derive(clap::Args)]
 struct CompareArgs {
     /// Policy specs separated by commas (commas inside `[...]` belong to a spec), e.g.
-    /// `eevdf,cfs,ule,htfs,o1`.
-    #[arg(long)]
+    /// `eevdf,cfs,ule,htfs,o1`. Default: the general-purpose schedulers of Linux and FreeBSD and the
+    /// seeds' own designs (`DEFAULT_COMPARE_POLICIES`).
+    #[arg(long, default_value = DEFAULT_COMPARE_POLICIES)]
     policies: String,
     /// The policy the others are compared with (default: eevdf if listed, else the first).
     #[arg(long)]

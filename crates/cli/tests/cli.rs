@@ -567,3 +567,18 @@ fn bench_counts_instructions_under_callgrind() {
     assert!(ok, "{err}");
     assert!(out.lines().any(|l| l.starts_with("cfs-sysbench-cpu-2cpu") && l.ends_with("+0.0 %")), "{out}");
 }
+
+#[test]
+fn compare_without_policies_runs_the_default_set_with_eevdf_as_baseline() {
+    let (ok, out, err) =
+        schedlab(&["compare", "--workload", "hogs[n=4]", "--machine", "up", "--duration", "200ms"]);
+    assert!(ok, "stderr: {err}");
+    assert!(out.contains("baseline eevdf"), "{out}");
+    let header = out.lines().find(|l| l.trim_start().starts_with("metric")).expect("a header row");
+    let columns: Vec<&str> = header.split_whitespace().skip(1).collect();
+    assert_eq!(
+        columns,
+        ["eevdf", "cfs", "o1", "rsdl", "linux24", "bfs", "ule", "4bsd", "htfs", "vtrr"],
+        "{header}"
+    );
+}

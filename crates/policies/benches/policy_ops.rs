@@ -16,7 +16,8 @@ use schedlab_policies::testworld::TestWorld;
 use std::time::Duration;
 
 const SIZES: [u32; 5] = [10, 100, 1_000, 10_000, 100_000];
-const POLICIES: [&str; 9] = ["cfs", "eevdf", "linux24", "elsc", "o1", "ule", "bfs", "htfs", "fifo"];
+const POLICIES: [&str; 13] =
+    ["cfs", "eevdf", "linux24", "elsc", "pmqs", "o1", "rsdl", "ule", "4bsd", "bfs", "htfs", "vtrr", "fifo"];
 
 fn world(policy: &str, n: u32) -> (TestWorld, Box<dyn SchedPolicy>) {
     let mut p = schedlab_policies::create(policy).unwrap();

@@ -208,18 +208,7 @@ impl SchedPolicy for Elsc {
             self.states.resize(t.idx() + 1, TaskState24::default());
             self.list_of.resize(t.idx() + 1, None);
         }
-        let counter = match ctx.task(t).parent {
-            Some(p) => {
-                let ps = &mut self.states[p.idx()];
-                let child = (ps.counter + 1) >> 1;
-                ps.counter >>= 1;
-                if ps.counter == 0 && ctx.task(p).state == schedlab_core::TaskState::Running {
-                    self.resched[ctx.task(p).cpu.idx()] = true;
-                }
-                child
-            }
-            None => nice_to_ticks(ctx.task(t).nice, self.hz),
-        };
+        let counter = crate::linux24::fork_counter(ctx, t, &mut self.states, &mut self.resched, self.hz);
         self.states[t.idx()] = TaskState24 { counter, yielded: false, alive: true };
         reschedule_idle(ctx, t, &self.states, &mut self.nr_examined)
     }
@@ -293,23 +282,11 @@ impl SchedPolicy for Elsc {
     }
 
     fn tick(&mut self, ctx: &Ctx, cpu: CpuId, curr: TaskId) -> bool {
-        let st = &mut self.states[curr.idx()];
-        st.counter -= 1;
-        let mut resched = std::mem::take(&mut self.resched[cpu.idx()]);
-        if st.counter <= 0 {
-            st.counter = 0;
-            resched |= ctx.task(curr).class != SchedClass::Fifo;
-        }
-        resched
+        crate::linux24::tick_counter(ctx, curr, &mut self.states[curr.idx()], &mut self.resched[cpu.idx()])
     }
 
     fn check_preempt(&mut self, ctx: &Ctx, cpu: CpuId, curr: TaskId, woken: TaskId, _kind: WakeKind) -> bool {
-        if std::mem::take(&mut self.resched[cpu.idx()]) {
-            return true;
-        }
-        let mm = Some(ctx.task(curr).tgid);
-        let g = |t: TaskId| crate::linux24::goodness(ctx, t, &self.states[t.idx()], cpu, mm);
-        g(woken) > g(curr)
+        crate::linux24::preempts(ctx, cpu, curr, woken, &self.states, &mut self.resched[cpu.idx()])
     }
 
     fn yield_task(&mut self, ctx: &Ctx, _cpu: CpuId, t: TaskId) {
@@ -319,14 +296,7 @@ impl SchedPolicy for Elsc {
     }
 
     fn task_exit(&mut self, ctx: &Ctx, t: TaskId) {
-        let c = self.states[t.idx()].counter;
-        self.states[t.idx()].alive = false;
-        if let Some(p) = ctx.task(t).parent {
-            if self.states[p.idx()].alive {
-                let ps = &mut self.states[p.idx()];
-                ps.counter = (ps.counter + c).min(crate::linux24::max_counter(self.hz));
-            }
-        }
+        crate::linux24::exit_counter(ctx, t, &mut self.states, self.hz);
     }
 
     fn take_examined(&mut self) -> u64 {

@@ -67,20 +67,6 @@ impl Fifo {
     pub fn new(name: &'static str, params: FifoParams) -> Self {
         Fifo { name, params, queue: VecDeque::new(), nr_running: 0, nr_examined: 0, nr_picks: 0 }
     }
-
-    /// Previous CPU if idle, else the first idle allowed CPU, else the previous CPU.
-    fn place(&self, ctx: &Ctx, t: TaskId) -> CpuId {
-        let task = ctx.task(t);
-        let prev = task.cpu;
-        if task.allowed.contains(prev) && ctx.is_idle(prev) {
-            return prev;
-        }
-        task.allowed.iter().find(|&c| ctx.is_idle(c)).unwrap_or(if task.allowed.contains(prev) {
-            prev
-        } else {
-            task.allowed.first().expect("non-empty")
-        })
-    }
 }
 
 impl SchedPolicy for Fifo {
@@ -89,11 +75,11 @@ impl SchedPolicy for Fifo {
     }
 
     fn task_new(&mut self, ctx: &Ctx, t: TaskId) -> CpuId {
-        self.place(ctx, t)
+        crate::placement::idle_first(ctx, t)
     }
 
     fn select_cpu(&mut self, ctx: &Ctx, t: TaskId, _wake: &WakeInfo) -> CpuId {
-        self.place(ctx, t)
+        crate::placement::idle_first(ctx, t)
     }
 
     fn enqueue(&mut self, _ctx: &Ctx, _cpu: CpuId, t: TaskId, why: EnqueueReason) {

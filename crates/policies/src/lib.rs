@@ -10,6 +10,7 @@
 #![warn(missing_docs)]
 
 pub mod bfs;
+pub mod bsd4;
 pub mod cfs;
 pub mod elsc;
 pub mod fifo;
@@ -19,9 +20,12 @@ pub mod linux_rt;
 pub mod o1;
 mod params;
 mod placement;
+pub mod pmqs;
 pub mod registry;
+pub mod rsdl;
 pub mod testworld;
 pub mod ule;
+pub mod vtrr;
 
 pub use params::{ParamError, ParamInfo, Params};
 pub use registry::{create, parse_spec, policies, PolicyInfo};

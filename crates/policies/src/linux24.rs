@@ -29,8 +29,8 @@
 //! the cost model charges that (seed 001's point).
 
 use schedlab_core::{
-    CpuId, Ctx, DequeueReason, Dispatch, EnqueueReason, PolicyStat, SchedClass, SchedPolicy, SwitchReason,
-    TaskId, WakeInfo, WakeKind, WorkConservation,
+    CpuId, CpuSet, Ctx, DequeueReason, Dispatch, EnqueueReason, PolicyStat, SchedClass, SchedPolicy,
+    SwitchReason, TaskId, WakeInfo, WakeKind, WorkConservation,
 };
 
 use crate::params::{ParamInfo, Params};
@@ -101,14 +101,25 @@ pub(crate) fn can_schedule(ctx: &Ctx, t: TaskId, cpu: CpuId) -> bool {
 /// The 2.4-family wakeup placement (`reschedule_idle`): the last CPU if idle; else the allowed CPU idle
 /// longest; else the CPU whose current task the woken one beats by the most goodness; else the last CPU.
 pub(crate) fn reschedule_idle(ctx: &Ctx, t: TaskId, states: &[TaskState24], examined: &mut u64) -> CpuId {
+    reschedule_idle_in(ctx, t, ctx.task(t).allowed, states, examined)
+}
+
+/// [`reschedule_idle`] over the CPUs of `allowed` only (a non-empty subset of the task's affinity).
+pub(crate) fn reschedule_idle_in(
+    ctx: &Ctx,
+    t: TaskId,
+    allowed: CpuSet,
+    states: &[TaskState24],
+    examined: &mut u64,
+) -> CpuId {
     let info = ctx.task(t);
     let last = info.cpu;
-    if info.allowed.contains(last) && ctx.is_idle(last) {
+    if allowed.contains(last) && ctx.is_idle(last) {
         return last;
     }
     let mut oldest: Option<(u64, CpuId)> = None;
     let mut best_prio: Option<(i32, CpuId)> = None;
-    for c in info.allowed.iter() {
+    for c in allowed.iter() {
         *examined += 1;
         if ctx.is_idle(c) {
             let since = ctx.cpu(c).idle_since_ns;
@@ -126,11 +137,75 @@ pub(crate) fn reschedule_idle(ctx: &Ctx, t: TaskId, states: &[TaskState24], exam
             }
         }
     }
-    oldest.map(|o| o.1).or(best_prio.map(|b| b.1)).unwrap_or(if info.allowed.contains(last) {
+    oldest.map(|o| o.1).or(best_prio.map(|b| b.1)).unwrap_or(if allowed.contains(last) {
         last
     } else {
-        info.allowed.first().expect("non-empty affinity")
+        allowed.first().expect("non-empty affinity")
     })
+}
+
+/// `do_fork`'s counter: the child gets half the parent's remaining counter (rounded up), the parent
+/// keeps the other half, and a running parent left with nothing is rescheduled (`resched` of its
+/// CPU). A task with no parent starts with a full slice.
+pub(crate) fn fork_counter(
+    ctx: &Ctx,
+    t: TaskId,
+    states: &mut [TaskState24],
+    resched: &mut [bool],
+    hz: u64,
+) -> i32 {
+    match ctx.task(t).parent {
+        Some(p) => {
+            let ps = &mut states[p.idx()];
+            let child = (ps.counter + 1) >> 1;
+            ps.counter >>= 1;
+            if ps.counter == 0 && ctx.task(p).state == schedlab_core::TaskState::Running {
+                resched[ctx.task(p).cpu.idx()] = true;
+            }
+            child
+        }
+        None => nice_to_ticks(ctx.task(t).nice, hz),
+    }
+}
+
+/// `update_process_times`: one tick off the running task's counter; a reschedule at zero (never for
+/// SCHED_FIFO) or when one was pending for the CPU.
+pub(crate) fn tick_counter(ctx: &Ctx, curr: TaskId, st: &mut TaskState24, pending: &mut bool) -> bool {
+    st.counter -= 1;
+    let mut resched = std::mem::take(pending);
+    if st.counter <= 0 {
+        st.counter = 0;
+        resched |= ctx.task(curr).class != SchedClass::Fifo;
+    }
+    resched
+}
+
+/// `preemption_goodness(curr, woken) > 0`, or a reschedule pending for the CPU.
+pub(crate) fn preempts(
+    ctx: &Ctx,
+    cpu: CpuId,
+    curr: TaskId,
+    woken: TaskId,
+    states: &[TaskState24],
+    pending: &mut bool,
+) -> bool {
+    if std::mem::take(pending) {
+        return true;
+    }
+    let mm = Some(ctx.task(curr).tgid);
+    goodness(ctx, woken, &states[woken.idx()], cpu, mm) > goodness(ctx, curr, &states[curr.idx()], cpu, mm)
+}
+
+/// `release_task`: the parent gets the exiting child's remaining counter back, capped.
+pub(crate) fn exit_counter(ctx: &Ctx, t: TaskId, states: &mut [TaskState24], hz: u64) {
+    let c = states[t.idx()].counter;
+    states[t.idx()].alive = false;
+    if let Some(p) = ctx.task(t).parent {
+        if states[p.idx()].alive {
+            let ps = &mut states[p.idx()];
+            ps.counter = (ps.counter + c).min(max_counter(hz));
+        }
+    }
 }
 
 /// Parameters (none: 2.4 has no tunables beyond HZ, which the machine sets).
@@ -227,21 +302,7 @@ impl SchedPolicy for Goodness {
         if self.states.len() <= t.idx() {
             self.states.resize(t.idx() + 1, TaskState24::default());
         }
-        // do_fork: the child gets half the parent's remaining counter (rounded up), the parent keeps
-        // the other half; a parent left with nothing is rescheduled. A task with no parent starts with a
-        // full slice.
-        let counter = match ctx.task(t).parent {
-            Some(p) => {
-                let ps = &mut self.states[p.idx()];
-                let child = (ps.counter + 1) >> 1;
-                ps.counter >>= 1;
-                if ps.counter == 0 && ctx.task(p).state == schedlab_core::TaskState::Running {
-                    self.resched[ctx.task(p).cpu.idx()] = true;
-                }
-                child
-            }
-            None => nice_to_ticks(ctx.task(t).nice, self.hz),
-        };
+        let counter = fork_counter(ctx, t, &mut self.states, &mut self.resched, self.hz);
         self.states[t.idx()] = TaskState24 { counter, yielded: false, alive: true };
         reschedule_idle(ctx, t, &self.states, &mut self.nr_examined)
     }
@@ -310,24 +371,11 @@ impl SchedPolicy for Goodness {
     }
 
     fn tick(&mut self, ctx: &Ctx, cpu: CpuId, curr: TaskId) -> bool {
-        let st = &mut self.states[curr.idx()];
-        st.counter -= 1;
-        let mut resched = std::mem::take(&mut self.resched[cpu.idx()]);
-        if st.counter <= 0 {
-            st.counter = 0;
-            resched |= ctx.task(curr).class != SchedClass::Fifo;
-        }
-        resched
+        tick_counter(ctx, curr, &mut self.states[curr.idx()], &mut self.resched[cpu.idx()])
     }
 
     fn check_preempt(&mut self, ctx: &Ctx, cpu: CpuId, curr: TaskId, woken: TaskId, _kind: WakeKind) -> bool {
-        if std::mem::take(&mut self.resched[cpu.idx()]) {
-            return true;
-        }
-        // preemption_goodness(curr, woken) > 0.
-        let mm = Some(ctx.task(curr).tgid);
-        goodness(ctx, woken, &self.states[woken.idx()], cpu, mm)
-            > goodness(ctx, curr, &self.states[curr.idx()], cpu, mm)
+        preempts(ctx, cpu, curr, woken, &self.states, &mut self.resched[cpu.idx()])
     }
 
     fn yield_task(&mut self, ctx: &Ctx, _cpu: CpuId, t: TaskId) {
@@ -347,15 +395,7 @@ impl SchedPolicy for Goodness {
     }
 
     fn task_exit(&mut self, ctx: &Ctx, t: TaskId) {
-        // release_task: the parent gets the child's remaining counter back, capped.
-        let c = self.states[t.idx()].counter;
-        self.states[t.idx()].alive = false;
-        if let Some(p) = ctx.task(t).parent {
-            if self.states[p.idx()].alive {
-                let ps = &mut self.states[p.idx()];
-                ps.counter = (ps.counter + c).min(max_counter(self.hz));
-            }
-        }
+        exit_counter(ctx, t, &mut self.states, self.hz);
     }
 
     fn take_examined(&mut self) -> u64 {

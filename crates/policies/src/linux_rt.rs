@@ -353,7 +353,12 @@ impl<F: SchedPolicy> SchedPolicy for LinuxClasses<F> {
     }
 
     fn work_conservation(&self) -> WorkConservation {
-        self.fair.work_conservation()
+        // The RT class keeps per-CPU queues (with pulls, not a global queue), so a fair class's
+        // machine-wide promise holds only per CPU for the stack.
+        match self.fair.work_conservation() {
+            WorkConservation::Global => WorkConservation::PerCpu,
+            w => w,
+        }
     }
 
     fn nr_runnable(&self) -> Option<usize> {

@@ -43,3 +43,18 @@ pub(crate) fn wake_target(
     }
     target
 }
+
+/// The previous CPU if idle, else the first idle allowed CPU, else the previous CPU (or the first
+/// allowed one if the previous is not allowed): the placement of the single-queue baselines.
+pub(crate) fn idle_first(ctx: &Ctx, t: TaskId) -> CpuId {
+    let task = ctx.task(t);
+    let prev = task.cpu;
+    if task.allowed.contains(prev) && ctx.is_idle(prev) {
+        return prev;
+    }
+    task.allowed.iter().find(|&c| ctx.is_idle(c)).unwrap_or(if task.allowed.contains(prev) {
+        prev
+    } else {
+        task.allowed.first().expect("non-empty affinity")
+    })
+}

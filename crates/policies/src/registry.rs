@@ -61,6 +61,12 @@ pub fn policies() -> Vec<PolicyInfo> {
             params: crate::linux24::NoParams::info,
             make: |pairs| Ok(Box::new(crate::elsc::Elsc::new(apply("elsc", pairs)?))),
         },
+        PolicyInfo {
+            name: "pmqs",
+            summary: "MQS / PMQS (Kravetz, Franke et al., IBM, OLS and ALS 2001): Linux 2.4 goodness on per-CPU run queues, stealing by max_na_goodness within CPU pools, a load balancer between pools",
+            params: crate::pmqs::PmqsParams::info,
+            make: |pairs| Ok(Box::new(crate::pmqs::Pmqs::new(apply("pmqs", pairs)?))),
+        },
                         PolicyInfo {
             name: "o1",
             summary: "Linux O(1) scheduler (kernel/sched.c 2.6.22): active/expired priority arrays, sleep_avg interactivity, expired_starving, sched-domain balancing",
@@ -87,6 +93,27 @@ pub fn policies() -> Vec<PolicyInfo> {
             summary: "FreeBSD ULE (sys/kern/sched_ule.c, 10.4/11.1; seed 002): interactivity score, interactive threads before batch, calendar queue, no user preemption, thread-count balancing",
             params: crate::ule::UleParams::info,
             make: |pairs| Ok(Box::new(crate::ule::Ule::new(apply("ule", pairs)?))),
+        },
+        PolicyInfo {
+            name: "4bsd",
+            summary: "FreeBSD 4BSD (sys/kern/sched_4bsd.c, 10.4): one global queue of 64 priority lists, estcpu decayed by the load average, priority from estcpu and nice, 100 ms round robin",
+            params: crate::bsd4::Bsd4Params::info,
+            make: |pairs| Ok(Box::new(crate::bsd4::Bsd4::new(apply("4bsd", pairs)?))),
+        },
+        PolicyInfo {
+            name: "rsdl",
+            summary: "RSDL (Con Kolivas, 2007; 2.6.20 patch): the rotating staircase deadline scheduler, per-level quotas, minor and major rotations on O(1)'s arrays and balancer",
+            params: crate::rsdl::RsdlParams::info,
+            make: |pairs| Ok(Box::new(crate::rsdl::Rsdl::new(apply("rsdl", pairs)?))),
+        },
+        PolicyInfo {
+            name: "vtrr",
+            summary: "VTRR (Nieh, Vaill, Zhong, USENIX 2001): virtual-time round robin, O(1) proportional share: a queue ordered by share, time counters, the VFT inequality and the skip to the head; the Linux RT class above it",
+            params: crate::vtrr::VtrrParams::info,
+            make: |pairs| {
+                let fair = crate::vtrr::Vtrr::new(apply::<crate::vtrr::VtrrParams>("vtrr", pairs)?);
+                Ok(Box::new(crate::linux_rt::LinuxClasses::new(fair)))
+            },
         },
         PolicyInfo {
             name: "fifo",
@@ -169,6 +196,10 @@ mod doc_tests {
             "bfs" => include_str!("../../../docs/policies/bfs.md"),
             "o1" => include_str!("../../../docs/policies/o1.md"),
             "ule" => include_str!("../../../docs/policies/ule.md"),
+            "4bsd" => include_str!("../../../docs/policies/4bsd.md"),
+            "vtrr" => include_str!("../../../docs/policies/vtrr.md"),
+            "rsdl" => include_str!("../../../docs/policies/rsdl.md"),
+            "pmqs" => include_str!("../../../docs/policies/pmqs.md"),
             "htfs" => include_str!("../../../docs/policies/htfs.md"),
             "fifo" | "rr" => include_str!("../../../docs/policies/fifo.md"),
             _ => return None,

@@ -535,7 +535,7 @@ fn eevdf_shares_cpu_by_weight_1024_to_335() {
 fn hackbench_on_the_dual_core_completes_under_every_linux_policy() {
     let w = schedlab_workload::generators::builtin("hackbench[groups=2,fds=10,loops=20]").unwrap().unwrap();
     let m = Machine::preset("athlon2-x2").unwrap();
-    for spec in ["cfs", "eevdf", "linux24", "elsc", "bfs", "o1", "ule", "htfs"] {
+    for spec in ["cfs", "eevdf", "linux24", "elsc", "bfs", "o1", "ule", "htfs", "4bsd"] {
         let r = run(&m, &w, spec, 60_000 * MS);
         assert_eq!(r.stop_reason, "all_done", "{spec}");
         assert_eq!(r.counters[0].value, 2 * 10 * 10 * 20, "{spec}");
@@ -641,7 +641,7 @@ fn the_longest_times_a_workload_may_name_run_without_overflow() {
     w.task("lognormal", P::new().compute(Dist::LogNormal { mean: max, stddev: max }).build());
     w.task("late", P::new().compute(1000).build()).start_ns = max;
     let w = w.build().unwrap();
-    for spec in ["cfs", "eevdf", "ule", "bfs", "o1", "htfs", "linux24"] {
+    for spec in ["cfs", "eevdf", "ule", "bfs", "o1", "htfs", "linux24", "4bsd"] {
         let r = run(&Machine::preset("core2duo").unwrap(), &w, spec, 10 * MS);
         assert_eq!(r.stop_reason, "duration", "{spec}");
     }

@@ -55,8 +55,8 @@
 //! loop retries it when its switch count changes.
 
 mod groups;
-mod interact;
-mod runq;
+pub(crate) mod interact;
+pub(crate) mod runq;
 
 pub use interact::{
     interact_fork, interact_score, interact_update, linux_prio, slp_run_fork, slp_run_max, tdq_slice,
@@ -74,6 +74,13 @@ use schedlab_core::{
     SchedClass, SchedPolicy, SwitchReason, TaskId, TaskState, WakeInfo, WakeKind, WorkConservation,
     NSEC_PER_SEC,
 };
+
+/// The FreeBSD priority of a thread of Linux RT priority `rt` (1..99): rtprio 31..0, i.e. priorities
+/// 79..48 (sys/sys/rtprio.h: `PRI_MIN_REALTIME + rtprio`, the best rtprio being 0).
+pub(crate) fn realtime_pri(rt: u8) -> u8 {
+    let rt = rt.clamp(1, 99) as u32;
+    PRI_MIN_REALTIME + (31 - (rt - 1) * 31 / 98) as u8
+}
 
 /// ULE's tunables (the `kern.sched` sysctls and the clock rates).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -438,10 +445,7 @@ impl Ule {
     /// 31..0, i.e. priorities 79..48; the idle class is 224.
     fn fixed_pri(ctx: &Ctx, t: TaskId, class: Class) -> u8 {
         match class {
-            Class::Realtime { .. } => {
-                let rt = ctx.task(t).rt_priority.clamp(1, 99) as u32;
-                PRI_MIN_REALTIME + (31 - (rt - 1) * 31 / 98) as u8
-            }
+            Class::Realtime { .. } => realtime_pri(ctx.task(t).rt_priority),
             Class::Idle => PRI_MIN_IDLE,
             Class::Timeshare => unreachable!("timeshare priorities are computed"),
         }

@@ -6,7 +6,9 @@ macro_rules! every_policy {
     ($check:ident) => {
         every_policy!(@list $check;
             cfs => "cfs", eevdf => "eevdf", avec => "avec", linux24 => "linux24", elsc => "elsc",
-            bfs => "bfs", o1 => "o1", ule => "ule", htfs => "htfs", fifo => "fifo", rr => "rr");
+            bfs => "bfs", o1 => "o1", ule => "ule", htfs => "htfs", bsd4 => "4bsd", vtrr => "vtrr", rsdl => "rsdl", pmqs => "pmqs",
+            fifo => "fifo",
+            rr => "rr");
     };
     (@list $check:ident; $($name:ident => $spec:expr),* $(,)?) => {
         $(

@@ -41,16 +41,15 @@
 //! whenever the busiest queue has two and the gap exceeds one task's load (the core of
 //! `fix_small_imbalance`); fork placement takes the least loaded allowed CPU, the parent's on ties.
 
-use crate::cfs::domains::{self, Domain, Style};
-use crate::cfs::{fold_cpu_load, CPU_LOAD_IDX_MAX};
+pub(crate) mod runqueue;
+
+use runqueue::{Runqueues, MAX_PRIO};
 use schedlab_core::{
     BalanceKind, CpuId, Ctx, DequeueReason, Dispatch, EnqueueReason, Migration, Ns, PolicyStat, SchedClass,
     SchedPolicy, SwitchReason, TaskId, TaskState, WakeInfo, WakeKind, WorkConservation, NSEC_PER_MSEC,
     NSEC_PER_SEC,
 };
-use std::collections::VecDeque;
 
-const MAX_PRIO: usize = 140;
 const MAX_RT_PRIO: usize = 100;
 const DEF_TIMESLICE: Ns = 100 * NSEC_PER_MSEC;
 const MIN_TIMESLICE: Ns = 5 * NSEC_PER_MSEC;
@@ -61,8 +60,6 @@ const INTERACTIVE_DELTA: i64 = 2;
 const CHILD_PENALTY: u64 = 95;
 const EXIT_WEIGHT: u64 = 3;
 const GRANULARITY: Ns = 10 * NSEC_PER_MSEC;
-/// `cache_hot_time`.
-const CACHE_HOT_NS: Ns = 2_500_000;
 /// `SCHED_LOAD_SCALE` of 2.6.22.
 const LOAD_SCALE: u64 = 128;
 
@@ -91,60 +88,11 @@ struct Task1 {
     queued: bool,
 }
 
-#[derive(Clone, Debug)]
-struct PrioArray {
-    queues: Vec<VecDeque<TaskId>>,
-    bitmap: [u64; 3],
-    nr_active: usize,
-}
-
-impl PrioArray {
-    fn new() -> PrioArray {
-        PrioArray { queues: vec![VecDeque::new(); MAX_PRIO], bitmap: [0; 3], nr_active: 0 }
-    }
-    fn push(&mut self, prio: usize, t: TaskId, head: bool) {
-        if head {
-            self.queues[prio].push_front(t);
-        } else {
-            self.queues[prio].push_back(t);
-        }
-        self.bitmap[prio / 64] |= 1 << (prio % 64);
-        self.nr_active += 1;
-    }
-    fn remove(&mut self, prio: usize, t: TaskId) {
-        let q = &mut self.queues[prio];
-        let i = q.iter().position(|&x| x == t).expect("task in its priority list");
-        q.remove(i);
-        if q.is_empty() {
-            self.bitmap[prio / 64] &= !(1 << (prio % 64));
-        }
-        self.nr_active -= 1;
-    }
-    /// `sched_find_first_bit`.
-    fn first(&self) -> Option<usize> {
-        self.bitmap
-            .iter()
-            .enumerate()
-            .find(|(_, &w)| w != 0)
-            .map(|(i, w)| i * 64 + w.trailing_zeros() as usize)
-    }
-}
-
-#[derive(Clone, Debug)]
-struct Rq {
-    arrays: [PrioArray; 2],
-    /// Index of the active array.
-    active: usize,
+/// What the O(1) scheduler keeps per CPU beyond the shared run queue.
+#[derive(Clone, Copy, Debug)]
+struct O1Rq {
     expired_timestamp: Option<Ns>,
     best_expired_prio: usize,
-    nr_running: u64,
-    /// `raw_weighted_load`.
-    load: u64,
-    /// `cpu_load[]`: the load averaged over ticks with weights 1/2^i.
-    cpu_load: [u64; CPU_LOAD_IDX_MAX],
-    /// Tick of the last `cpu_load` update.
-    last_load_update_tick: u64,
-    domains: Vec<Domain>,
 }
 
 /// No tunables beyond HZ.
@@ -152,28 +100,26 @@ pub use crate::linux24::NoParams;
 
 /// The O(1) scheduler.
 pub struct O1 {
-    rqs: Vec<Rq>,
+    q: Runqueues<O1Rq>,
     tasks: Vec<Task1>,
     tick_ns: Ns,
     resched: Vec<bool>,
     nr_running: usize,
     nr_examined: u64,
     nr_swaps: u64,
-    nr_lb_moved: u64,
 }
 
 impl O1 {
     /// A new instance.
     pub fn new(_p: NoParams) -> O1 {
         O1 {
-            rqs: Vec::new(),
+            q: Runqueues::empty(),
             tasks: Vec::new(),
             tick_ns: 1_000_000,
             resched: Vec::new(),
             nr_running: 0,
             nr_examined: 0,
             nr_swaps: 0,
-            nr_lb_moved: 0,
         }
     }
 
@@ -214,7 +160,7 @@ impl O1 {
     /// `TIMESLICE_GRANULARITY` (x the CPU count, as 2.6.22 scales it).
     fn granularity(&self, st: &Task1) -> Ns {
         let shift = (MAX_BONUS - Self::bonus(st)).max(1) - 1;
-        GRANULARITY * (1 << shift) * self.rqs.len() as u64
+        GRANULARITY * (1 << shift) * self.q.rqs.len() as u64
     }
 
     fn load_weight(st: &Task1, ctx: &Ctx, t: TaskId) -> u64 {
@@ -228,7 +174,7 @@ impl O1 {
         let st = &mut self.tasks[t.idx()];
         st.expired = expired;
         st.queued = true;
-        let rq = &mut self.rqs[cpu.idx()];
+        let rq = &mut self.q.rqs[cpu.idx()];
         let a = if expired { 1 - rq.active } else { rq.active };
         rq.arrays[a].push(st.prio, t, head);
     }
@@ -239,18 +185,18 @@ impl O1 {
             return;
         }
         st.queued = false;
-        let rq = &mut self.rqs[cpu.idx()];
+        let rq = &mut self.q.rqs[cpu.idx()];
         let a = if st.expired { 1 - rq.active } else { rq.active };
         rq.arrays[a].remove(st.prio, t);
     }
 
     /// `expired_starving`.
     fn expired_starving(&self, ctx: &Ctx, cpu: CpuId, curr: TaskId) -> bool {
-        let rq = &self.rqs[cpu.idx()];
-        if self.tasks[curr.idx()].static_prio > rq.best_expired_prio {
+        let rq = &self.q.rqs[cpu.idx()];
+        if self.tasks[curr.idx()].static_prio > rq.x.best_expired_prio {
             return true;
         }
-        match rq.expired_timestamp {
+        match rq.x.expired_timestamp {
             Some(ts) => ctx.now.saturating_sub(ts) > STARVATION_LIMIT * rq.nr_running,
             None => false,
         }
@@ -277,174 +223,6 @@ impl O1 {
         st.prio = Self::effective_prio(ctx, t, st);
         st.timestamp = ctx.now;
     }
-
-    /// `update_cpu_load` (scheduler_tick), catching up ticks an idle CPU did not take.
-    fn update_cpu_load(&mut self, cpu: CpuId, now: Ns) {
-        let tick = now / self.tick_ns;
-        let rq = &mut self.rqs[cpu.idx()];
-        let pending = tick.saturating_sub(rq.last_load_update_tick);
-        rq.last_load_update_tick = tick;
-        fold_cpu_load(&mut rq.cpu_load, rq.load, pending);
-    }
-
-    /// `source_load` (`local` false: a low guess, to migrate from) or `target_load` (`local`: a high
-    /// guess, to migrate to) of `cpu` with averaging index `idx` (0: the raw load).
-    fn guess_load(&self, cpu: CpuId, idx: usize, local: bool) -> u64 {
-        let rq = &self.rqs[cpu.idx()];
-        if idx == 0 {
-            return rq.load;
-        }
-        let avg = rq.cpu_load[idx - 1];
-        if local {
-            avg.max(rq.load)
-        } else {
-            avg.min(rq.load)
-        }
-    }
-
-    /// 2.6.22 `load_balance` for one domain; returns whether tasks were moved.
-    #[allow(clippy::too_many_arguments)]
-    fn load_balance(
-        &mut self,
-        ctx: &Ctx,
-        this: CpuId,
-        level: usize,
-        idle: bool,
-        load_idx: usize,
-        out: &mut Vec<Migration>,
-    ) -> bool {
-        let d = &self.rqs[this.idx()].domains[level];
-        let pct = d.imbalance_pct;
-        let groups = d.groups.clone();
-        for g in groups.iter() {
-            for &c in g.members.iter() {
-                if self.rqs[c.idx()].nr_running == 0 {
-                    self.update_cpu_load(c, ctx.now);
-                }
-            }
-        }
-        // find_busiest_group: the local group's load is a high guess, the others' a low one.
-        let avg = |s: &Self, g: &domains::Group, local: bool| {
-            g.members.iter().map(|&c| s.guess_load(c, load_idx, local)).sum::<u64>() * 1024 / g.power
-        };
-        let this_load = avg(self, &groups[0], true);
-        let total: u64 = groups.iter().enumerate().map(|(i, g)| avg(self, g, i == 0) * g.power).sum::<u64>();
-        let power: u64 = groups.iter().map(|g| g.power).sum();
-        let avg_load = total / power;
-        let busiest = groups.iter().skip(1).map(|g| (avg(self, g, false), g)).max_by_key(|g| g.0);
-        self.nr_examined += ctx.nr_cpus() as u64;
-        let moved = match busiest {
-            Some((max_load, g)) if max_load > this_load && 100 * max_load > pct * this_load => {
-                let src = g
-                    .members
-                    .iter()
-                    .copied()
-                    .filter(|c| self.rqs[c.idx()].nr_running >= 2)
-                    .max_by_key(|c| (self.rqs[c.idx()].load, std::cmp::Reverse(c.0)));
-                match src {
-                    Some(src) => {
-                        let gap = (max_load - avg_load).min(avg_load.saturating_sub(this_load)).max(1);
-                        self.move_tasks(ctx, src, this, gap, level, idle, out)
-                    }
-                    None => false,
-                }
-            }
-            _ => false,
-        };
-        let d = &mut self.rqs[this.idx()].domains[level];
-        if moved {
-            d.nr_balance_failed = 0;
-            d.balance_interval_ms = d.min_interval_ms;
-        } else if busiest.is_some_and(|b| b.0 > this_load && 100 * b.0 > pct * this_load) {
-            d.nr_balance_failed += 1;
-            if d.nr_balance_failed > d.cache_nice_tries + 2 {
-                // Active balance: push the busiest queue's running task here.
-                d.nr_balance_failed = d.cache_nice_tries + 1;
-                if let Some((_, g)) = busiest {
-                    if let Some(&src) = g.members.iter().find(|c| self.rqs[c.idx()].nr_running >= 2) {
-                        if let Some(curr) = ctx.cpu(src).curr.filter(|&c| ctx.task(c).allowed.contains(this))
-                        {
-                            out.push(Migration { task: curr, from: src, to: this });
-                            return true;
-                        }
-                    }
-                }
-            }
-        } else if d.balance_interval_ms < d.max_interval_ms {
-            d.balance_interval_ms *= 2;
-        }
-        moved
-    }
-
-    /// `move_tasks`: expired array first, best priority first, up to `imbalance` of load.
-    #[allow(clippy::too_many_arguments)]
-    fn move_tasks(
-        &mut self,
-        ctx: &Ctx,
-        src: CpuId,
-        this: CpuId,
-        imbalance: u64,
-        level: usize,
-        _idle: bool,
-        out: &mut Vec<Migration>,
-    ) -> bool {
-        let rq = &self.rqs[src.idx()];
-        let failed = rq.domains.get(level).map_or(0, |d| d.nr_balance_failed);
-        let tries = self.rqs[this.idx()].domains[level].cache_nice_tries;
-        let mut rem = imbalance as i64;
-        let mut moved = false;
-        let order = [1 - rq.active, rq.active];
-        let mut picks = Vec::new();
-        'outer: for a in order {
-            let arr = &rq.arrays[a];
-            let mut prio = 0;
-            while prio < MAX_PRIO {
-                for &t in &arr.queues[prio] {
-                    self.nr_examined += 1;
-                    let st = &self.tasks[t.idx()];
-                    let w = Self::load_weight(st, ctx, t) as i64;
-                    let hot = ctx.now.saturating_sub(ctx.task(t).last_ran_ns) < CACHE_HOT_NS
-                        && ctx.task(t).last_ran_ns > 0;
-                    if !ctx.task(t).allowed.contains(this)
-                        || ctx.cpu(src).curr == Some(t)
-                        || (hot && failed <= tries)
-                    {
-                        continue;
-                    }
-                    if w / 2 > rem && moved {
-                        continue;
-                    }
-                    picks.push(t);
-                    moved = true;
-                    rem -= w;
-                    if rem <= 0 || picks.len() >= 32 {
-                        break 'outer;
-                    }
-                }
-                prio += 1;
-            }
-        }
-        for t in picks {
-            out.push(Migration { task: t, from: src, to: this });
-            self.nr_lb_moved += 1;
-        }
-        moved
-    }
-
-    fn rebalance(&mut self, ctx: &Ctx, cpu: CpuId, idle: bool, newly: bool, out: &mut Vec<Migration>) {
-        let jiffies = ctx.now / self.tick_ns;
-        let hz = ctx.hz();
-        for level in 0..self.rqs[cpu.idx()].domains.len() {
-            let Some(load_idx) =
-                domains::due(&mut self.rqs[cpu.idx()].domains[level], jiffies, hz, idle, newly)
-            else {
-                continue;
-            };
-            if self.load_balance(ctx, cpu, level, idle, load_idx, out) {
-                break; // migrations apply after this hook returns: wider domains would see stale loads
-            }
-        }
-    }
 }
 
 impl SchedPolicy for O1 {
@@ -455,20 +233,7 @@ impl SchedPolicy for O1 {
     fn init(&mut self, ctx: &Ctx) {
         self.tick_ns = ctx.tick_ns;
         self.resched = vec![false; ctx.nr_cpus()];
-        self.rqs = domains::build_all(ctx.topo, ctx.numa, Style::Linux2638)
-            .into_iter()
-            .map(|domains| Rq {
-                arrays: [PrioArray::new(), PrioArray::new()],
-                active: 0,
-                expired_timestamp: None,
-                best_expired_prio: MAX_PRIO,
-                nr_running: 0,
-                load: 0,
-                cpu_load: [0; CPU_LOAD_IDX_MAX],
-                last_load_update_tick: 0,
-                domains,
-            })
-            .collect();
+        self.q = Runqueues::build(ctx, O1Rq { expired_timestamp: None, best_expired_prio: MAX_PRIO });
     }
 
     fn task_new(&mut self, ctx: &Ctx, t: TaskId) -> CpuId {
@@ -496,13 +261,13 @@ impl SchedPolicy for O1 {
         st.prio = Self::effective_prio(ctx, t, &st);
         self.tasks[t.idx()] = st;
         self.nr_examined += ctx.task(t).allowed.count() as u64;
-        let rqs = &self.rqs;
+        let rqs = &self.q.rqs;
         crate::placement::least_loaded(ctx, t, ctx.task(t).cpu, |c| rqs[c.idx()].load)
     }
 
     fn select_cpu(&mut self, ctx: &Ctx, t: TaskId, wake: &WakeInfo) -> CpuId {
         // try_to_wake_up, reduced (see crate::placement).
-        let rqs = &self.rqs;
+        let rqs = &self.q.rqs;
         crate::placement::wake_target(ctx, t, wake.waker_cpu, |c| rqs[c.idx()].load)
     }
 
@@ -529,7 +294,7 @@ impl SchedPolicy for O1 {
             EnqueueReason::Migrated => expired = self.tasks[t.idx()].expired,
         }
         let w = Self::load_weight(&self.tasks[t.idx()], ctx, t);
-        let rq = &mut self.rqs[cpu.idx()];
+        let rq = &mut self.q.rqs[cpu.idx()];
         rq.nr_running += 1;
         rq.load += w;
         self.enqueue_array(cpu, t, expired, head);
@@ -538,22 +303,22 @@ impl SchedPolicy for O1 {
     fn dequeue(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId, _why: DequeueReason) {
         self.dequeue_array(cpu, t);
         let w = Self::load_weight(&self.tasks[t.idx()], ctx, t);
-        let rq = &mut self.rqs[cpu.idx()];
+        let rq = &mut self.q.rqs[cpu.idx()];
         rq.nr_running -= 1;
         rq.load -= w;
     }
 
     fn pick_next(&mut self, ctx: &Ctx, cpu: CpuId) -> Option<Dispatch> {
         self.resched[cpu.idx()] = false;
-        let rq = &mut self.rqs[cpu.idx()];
+        let rq = &mut self.q.rqs[cpu.idx()];
         if rq.arrays[rq.active].nr_active == 0 {
             if rq.arrays[1 - rq.active].nr_active == 0 {
                 return None;
             }
             // Switch the active and expired arrays.
             rq.active = 1 - rq.active;
-            rq.expired_timestamp = None;
-            rq.best_expired_prio = MAX_PRIO;
+            rq.x.expired_timestamp = None;
+            rq.x.best_expired_prio = MAX_PRIO;
             self.nr_swaps += 1;
             let active = rq.active;
             for q in &rq.arrays[active].queues {
@@ -563,7 +328,7 @@ impl SchedPolicy for O1 {
             }
         }
         self.nr_examined += 1;
-        let rq = &self.rqs[cpu.idx()];
+        let rq = &self.q.rqs[cpu.idx()];
         let prio = rq.arrays[rq.active].first()?;
         let t = *rq.arrays[rq.active].queues[prio].front()?;
         self.dequeue_array(cpu, t);
@@ -583,7 +348,7 @@ impl SchedPolicy for O1 {
         }
         if !why.still_runnable() {
             let w = Self::load_weight(&self.tasks[t.idx()], ctx, t);
-            let rq = &mut self.rqs[cpu.idx()];
+            let rq = &mut self.q.rqs[cpu.idx()];
             rq.nr_running -= 1;
             rq.load -= w;
             self.nr_running -= 1;
@@ -594,7 +359,7 @@ impl SchedPolicy for O1 {
     }
 
     fn tick(&mut self, ctx: &Ctx, cpu: CpuId, curr: TaskId) -> bool {
-        self.update_cpu_load(cpu, ctx.now);
+        self.q.update_cpu_load(cpu, ctx.now);
         let mut resched = std::mem::take(&mut self.resched[cpu.idx()]);
         let info = ctx.task(curr);
         let tick = ctx.tick_ns;
@@ -617,14 +382,14 @@ impl SchedPolicy for O1 {
             st.prio = Self::effective_prio(ctx, curr, &st);
             st.slice_left = timeslice_ns(st.static_prio, tick);
             st.first_time_slice = false;
-            let rq = &mut self.rqs[cpu.idx()];
-            if rq.expired_timestamp.is_none() {
-                rq.expired_timestamp = Some(ctx.now);
+            let rq = &mut self.q.rqs[cpu.idx()];
+            if rq.x.expired_timestamp.is_none() {
+                rq.x.expired_timestamp = Some(ctx.now);
             }
             st.expired = !Self::interactive(ctx, curr, &st) || self.expired_starving(ctx, cpu, curr);
             if st.expired {
-                let rq = &mut self.rqs[cpu.idx()];
-                rq.best_expired_prio = rq.best_expired_prio.min(st.static_prio);
+                let rq = &mut self.q.rqs[cpu.idx()];
+                rq.x.best_expired_prio = rq.x.best_expired_prio.min(st.static_prio);
             }
             self.tasks[curr.idx()] = st;
             return true;
@@ -648,7 +413,7 @@ impl SchedPolicy for O1 {
         // TASK_PREEMPTS_CURR: a strictly better priority (or child-runs-first).
         self.tasks[woken.idx()].prio < self.tasks[curr.idx()].prio
             || (child_first && self.tasks[woken.idx()].queued && {
-                let rq = &self.rqs[cpu.idx()];
+                let rq = &self.q.rqs[cpu.idx()];
                 rq.arrays[rq.active].queues[self.tasks[woken.idx()].prio].front() == Some(&woken)
             })
     }
@@ -664,11 +429,13 @@ impl SchedPolicy for O1 {
         if ctx.nr_cpus() < 2 {
             return;
         }
-        match kind {
-            BalanceKind::Periodic => self.rebalance(ctx, cpu, false, false, out),
-            BalanceKind::NohzIdle => self.rebalance(ctx, cpu, true, false, out),
-            BalanceKind::NewlyIdle => self.rebalance(ctx, cpu, true, true, out),
-        }
+        let (idle, newly) = match kind {
+            BalanceKind::Periodic => (false, false),
+            BalanceKind::NohzIdle => (true, false),
+            BalanceKind::NewlyIdle => (true, true),
+        };
+        let tasks = &self.tasks;
+        self.q.rebalance(ctx, cpu, idle, newly, &|t| Self::load_weight(&tasks[t.idx()], ctx, t), out);
     }
 
     fn task_exit(&mut self, ctx: &Ctx, t: TaskId) {
@@ -688,7 +455,7 @@ impl SchedPolicy for O1 {
     }
 
     fn take_examined(&mut self) -> u64 {
-        std::mem::take(&mut self.nr_examined)
+        std::mem::take(&mut self.nr_examined) + std::mem::take(&mut self.q.nr_examined)
     }
 
     fn stats(&self) -> Vec<PolicyStat> {
@@ -698,7 +465,11 @@ impl SchedPolicy for O1 {
                 value: self.nr_swaps,
                 help: "active/expired array switches",
             },
-            PolicyStat { name: "nr_lb_moved", value: self.nr_lb_moved, help: "tasks moved by the balancer" },
+            PolicyStat {
+                name: "nr_lb_moved",
+                value: self.q.nr_lb_moved,
+                help: "tasks moved by the balancer",
+            },
         ]
     }
 
@@ -736,22 +507,22 @@ mod tests {
         o.init(&w.ctx());
         let t = w.add_task(0);
         let cpu = w.start(&mut o, t);
-        let l = o.rqs[cpu.idx()].load;
+        let l = o.q.rqs[cpu.idx()].load;
         assert_eq!(l, 128, "nice 0 weighs SCHED_LOAD_SCALE");
         w.pick(&mut o, cpu);
         w.advance(&mut o, 2_000_000);
         // Two ticks: cpu_load[i] moves 1/2^i of the way to 128 each time, rounding up when rising:
         // i=1: (0 + 129) >> 1 = 64, then (64 + 129) >> 1 = 96; i=2: 131 >> 2 = 32, then (96 + 131) >> 2 = 56.
-        assert_eq!(o.rqs[cpu.idx()].cpu_load[..3], [128, 96, 56]);
+        assert_eq!(o.q.rqs[cpu.idx()].cpu_load[..3], [128, 96, 56]);
         w.stop(&mut o, cpu, SwitchReason::Blocked);
         // Three ticks later, untaken while idle: two decay as missed, the last folds in load 0.
         // i=1: 96 -> 48 -> 24 -> 12; i=2: 56 -> 42 -> 31 -> 23.
         w.advance(&mut o, 3_000_000);
-        o.update_cpu_load(cpu, w.now);
-        assert_eq!(o.rqs[cpu.idx()].cpu_load[..3], [0, 12, 23]);
+        o.q.update_cpu_load(cpu, w.now);
+        assert_eq!(o.q.rqs[cpu.idx()].cpu_load[..3], [0, 12, 23]);
         // target_load takes the higher of the average and the raw load, source_load the lower.
-        assert_eq!((o.guess_load(cpu, 2, true), o.guess_load(cpu, 2, false)), (12, 0));
-        assert_eq!(o.guess_load(cpu, 0, true), 0);
+        assert_eq!((o.q.guess_load(cpu, 2, true), o.q.guess_load(cpu, 2, false)), (12, 0));
+        assert_eq!(o.q.guess_load(cpu, 0, true), 0);
     }
 
     #[test]
@@ -786,7 +557,7 @@ mod tests {
         assert!(!o.in_expired(i), "interactive: reinserted into the active array");
         // Once a task waited in the expired array longer than STARVATION_LIMIT x nr_running (2 s),
         // the interactive task expires too.
-        o.rqs[0].expired_timestamp = Some(0);
+        o.q.rqs[0].x.expired_timestamp = Some(0);
         w.now = 3 * NSEC_PER_SEC;
         o.tasks[i.idx()].slice_left = 1_000_000;
         w.advance(&mut o, 1_000_000);
