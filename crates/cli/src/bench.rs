@@ -392,7 +392,7 @@ pub fn bench_cmd(args: BenchArgs) -> Result<()> {
         let change = baseline
             .as_ref()
             .and_then(|b| b.results.iter().find(|x| x.name == r.name))
-            .map_or("-".to_string(), |b| format!("{:+.1} %", (r.speed() / b.speed() - 1.0) * 100.0));
+            .map_or("-".to_string(), |b| change_pct(r.speed(), b.speed()));
         out.push_str(&format!(
             "{:<28} {:>7} {:>6} {:>9.3} {:>12} {:>8.3} {:>12.0} {:>10.1} {:>9}\n",
             r.name,
@@ -495,7 +495,7 @@ fn instructions_cmd(args: &BenchArgs, chosen: &[&Case], exe: &std::path::Path) -
         let change = baseline
             .as_ref()
             .and_then(|b| b.results.iter().find(|x| x.name == r.name))
-            .map_or("-".to_string(), |b| format!("{:+.1} %", (r.per_event() / b.per_event() - 1.0) * 100.0));
+            .map_or("-".to_string(), |b| change_pct(r.per_event(), b.per_event()));
         out.push_str(&format!(
             "{:<28} {:>12} {:>14} {:>10.0} {:>10.0} {:>10.0} {:>14.2} {:>9}\n",
             r.name,
@@ -527,6 +527,14 @@ fn instructions_cmd(args: &BenchArgs, chosen: &[&Case], exe: &std::path::Path) -
     Ok(())
 }
 
+/// The change from `base` to `new` in percent with one decimal and its sign; a change that rounds to
+/// zero is `+0.0 %` whichever side of zero it fell (callgrind's counts of one case can differ by a
+/// few instructions between runs, in library routines whose cost depends on address alignment).
+fn change_pct(new: f64, base: f64) -> String {
+    let pct = ((new / base - 1.0) * 1000.0).round() / 10.0;
+    format!("{:+.1} %", if pct == 0.0 { 0.0 } else { pct })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -543,6 +551,13 @@ mod tests {
             peak_rss_kib,
             reference_s: 0.0,
         }
+    }
+
+    #[test]
+    fn changes_that_round_to_zero_have_no_sign() {
+        assert_eq!(change_pct(100.0, 100.0), "+0.0 %");
+        assert_eq!(change_pct(99.9999, 100.0), "+0.0 %");
+        assert_eq!((change_pct(101.0, 100.0), change_pct(99.0, 100.0)), ("+1.0 %".into(), "-1.0 %".into()));
     }
 
     #[test]
