@@ -6,18 +6,18 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use schedlab_core::{fmt_ns, Ns};
+use schedlab_cli::resolve::{load_policy, load_workload, run_duration, split_specs};
+use schedlab_cli::{compare, report_html};
+use schedlab_core::fmt_ns;
 use schedlab_sim::{Machine, RunConfig, Sim};
-use schedlab_workload::{generators, parse_duration, parse_toml, Workload};
+use schedlab_workload::{generators, parse_duration};
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 
 mod bench;
 mod callgrind;
-mod compare;
-mod report_html;
 mod reproduce;
-mod sweep;
+mod sweep_cmd;
 mod trace_cmd;
 mod validate;
 mod vm_test;
@@ -62,7 +62,7 @@ enum Cmd {
     },
     /// Run every combination of a grid's machines, workloads, policies and seeds in parallel, into
     /// one table (CSV and JSON); an interrupted sweep resumes where it stopped (docs/sweep.md).
-    Sweep(sweep::SweepArgs),
+    Sweep(sweep_cmd::SweepArgs),
     /// Re-run the seed papers' experiments (experiments/) and check each claim: the paper's value,
     /// schedlab's, and whether the claim holds.
     Reproduce(ReproduceArgs),
@@ -383,7 +383,7 @@ fn main() {
         Cmd::Trace { cmd } => trace_cmd::trace_cmd(cmd),
         Cmd::Replay(args) => trace_cmd::replay_cmd(args),
         Cmd::Bench(args) => bench::bench_cmd(args),
-        Cmd::Sweep(args) => sweep::sweep_cmd(args),
+        Cmd::Sweep(args) => sweep_cmd::sweep_cmd(args),
         Cmd::VmTest(args) => vm_test::vm_test_cmd(args),
     };
     if let Err(e) = result {
@@ -444,85 +444,22 @@ fn workloads_markdown() -> String {
     out
 }
 
-fn load_workload(spec: &str) -> Result<Workload> {
-    if let Some(w) = generators::builtin(spec).map_err(anyhow::Error::msg)? {
-        return Ok(w);
-    }
-    let path = Path::new(spec);
-    if !path.exists() {
-        let names: Vec<_> = generators::generators().iter().map(|g| g.name).collect();
-        bail!("workload `{spec}` is neither a built-in ({}) nor an existing file", names.join(", "));
-    }
-    let src = std::fs::read_to_string(path).with_context(|| format!("cannot read workload file {spec}"))?;
-    if path.extension().is_some_and(|e| e == "json") {
-        // An rt-app file: report what could not be modelled, then run the rest.
-        let imported = schedlab_workload::rtapp::import(spec, &src)?;
-        for w in &imported.warnings {
-            eprintln!("warning: {w}");
-        }
-        return Ok(imported.workload);
-    }
-    Ok(parse_toml(spec, &src)?)
-}
-
-fn load_policy(spec: &str) -> Result<Box<dyn schedlab_core::SchedPolicy>> {
-    let path = Path::new(spec);
-    if spec.ends_with(".toml") && path.exists() {
-        // name = "cfs"
-        // [params]
-        // sched_latency_ns = 6000000
-        let src = std::fs::read_to_string(path).with_context(|| format!("cannot read policy file {spec}"))?;
-        let doc: toml::Table =
-            toml::from_str(&src).map_err(|e| anyhow::anyhow!("{spec}: {}", e.message()))?;
-        let name = doc.get("name").and_then(|v| v.as_str()).ok_or_else(|| {
-            anyhow::anyhow!("{spec}: key `name`: a policy file needs `name = \"<policy>\"`")
-        })?;
-        if let Some(k) = doc.keys().find(|k| *k != "name" && *k != "params") {
-            bail!("{spec}: key `{k}`: a policy file has only `name` and a `[params]` table");
-        }
-        let mut pairs = Vec::new();
-        if let Some(params) = doc.get("params") {
-            let t =
-                params.as_table().ok_or_else(|| anyhow::anyhow!("{spec}: key `params` must be a table"))?;
-            for (k, v) in t {
-                let text = match v {
-                    toml::Value::String(s) => s.clone(),
-                    toml::Value::Integer(i) => i.to_string(),
-                    toml::Value::Boolean(b) => b.to_string(),
-                    _ => bail!("{spec}: key `params.{k}`: expected a number, boolean or string"),
-                };
-                pairs.push((k.clone(), text));
-            }
-        }
-        return schedlab_policies::registry::create_with(name, &pairs)
-            .map_err(|e| anyhow::anyhow!("{spec}: {e}"));
-    }
-    Ok(schedlab_policies::create(spec)?)
-}
-
 fn run(args: RunArgs) -> Result<()> {
-    let mut machine = Machine::load(&args.machine)?;
-    if let Some(hz) = args.hz {
-        if ![100, 250, 300, 1000].contains(&hz) {
-            bail!("--hz {hz}: expected 100, 250, 300 or 1000");
-        }
-        machine.hz = hz;
-    }
-    set_governor(&mut machine, args.governor.as_deref())?;
-    let workload = load_workload(&args.workload)?;
-    let mut policy = load_policy(&args.policy)?;
-    let duration_ns = run_duration(args.duration.as_deref(), &workload)?;
-    let sample_interval_ns =
-        parse_duration(&args.sample_interval).map_err(|e| anyhow::anyhow!("--sample-interval: {e}"))?;
-    let mut cfg = RunConfig {
-        duration_ns,
+    let req = schedlab_cli::api::RunRequest {
+        machine: args.machine.clone(),
+        policy: args.policy.clone(),
+        workload: args.workload.clone(),
+        duration: args.duration.clone(),
         seed: args.seed,
-        sample_interval_ns,
+        hz: args.hz,
+        governor: args.governor.clone(),
+        sample_interval: args.sample_interval.clone(),
         sample_tasks: args.sample_tasks,
-        check_invariants: args.check,
-        trace: args.trace.is_some(),
-        ..RunConfig::default()
+        check: args.check,
     };
+    let schedlab_cli::api::Prepared { machine, workload, mut policy, mut cfg } = req.prepare()?;
+    let duration_ns = cfg.duration_ns;
+    cfg.trace = args.trace.is_some();
     args.limits.apply(&mut cfg)?;
     // Find an unwritable output path now, not after the run.
     for path in [&args.json, &args.trace].into_iter().flatten() {
@@ -585,100 +522,34 @@ fn check_writable(path: &str) -> Result<()> {
     Ok(())
 }
 
-/// `--duration` if given, else the workload's own duration, else 10 s; never zero.
-fn run_duration(arg: Option<&str>, workload: &Workload) -> Result<Ns> {
-    let d = match arg {
-        Some(d) => parse_duration(d).map_err(|e| anyhow::anyhow!("--duration: {e}"))?,
-        None => workload.duration_ns.unwrap_or(10_000_000_000),
-    };
-    if d == 0 {
-        bail!("--duration must be above zero");
-    }
-    Ok(d)
-}
-
-fn set_governor(machine: &mut Machine, governor: Option<&str>) -> Result<()> {
-    if let Some(g) = governor {
-        machine.dvfs.governor = g.parse().map_err(|e: String| anyhow::anyhow!("--governor: {e}"))?;
-        if machine.dvfs.levels_mhz.is_empty() && machine.dvfs.governor != schedlab_sim::Governor::Performance
-        {
-            bail!(
-                "--governor {g}: machine `{}` has no frequency levels (set [dvfs] levels_mhz)",
-                machine.name
-            );
-        }
-    }
-    Ok(())
-}
-
-/// Splits `a,b[x=1,y=2],c` at the commas outside brackets.
-fn split_specs(list: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let (mut depth, mut cur) = (0i32, String::new());
-    for ch in list.chars() {
-        match ch {
-            '[' => depth += 1,
-            ']' => depth -= 1,
-            ',' if depth == 0 => {
-                out.push(std::mem::take(&mut cur).trim().to_string());
-                continue;
-            }
-            _ => {}
-        }
-        cur.push(ch);
-    }
-    out.push(cur.trim().to_string());
-    out.into_iter().filter(|s| !s.is_empty()).collect()
-}
-
 fn compare_cmd(args: CompareArgs) -> Result<()> {
-    let mut machine = Machine::load(&args.machine)?;
-    set_governor(&mut machine, args.governor.as_deref())?;
-    let workload = load_workload(&args.workload)?;
-    let policies = split_specs(&args.policies);
-    if policies.is_empty() {
-        bail!("--policies: no policy given");
-    }
-    for p in &policies {
-        load_policy(p).with_context(|| format!("--policies: `{p}`"))?;
-    }
-    let baseline = match &args.baseline {
-        Some(b) => policies
-            .iter()
-            .position(|p| p == b)
-            .ok_or_else(|| anyhow::anyhow!("--baseline `{b}` is not one of --policies"))?,
-        None => policies.iter().position(|p| p == "eevdf").unwrap_or(0),
+    let req = schedlab_cli::api::CompareRequest {
+        machine: args.machine.clone(),
+        governor: args.governor.clone(),
+        workload: args.workload.clone(),
+        policies: split_specs(&args.policies),
+        baseline: args.baseline.clone(),
+        duration: args.duration.clone(),
+        seed: args.seed,
+        repeat: args.repeat,
     };
-    if args.repeat == 0 {
-        bail!("--repeat must be at least 1");
-    }
-    let duration_ns = run_duration(args.duration.as_deref(), &workload)?;
-    let seeds: Vec<u64> = (0..args.repeat as u64).map(|i| args.seed + i).collect();
-    let total = policies.len() * seeds.len();
+    let total = req.policies.len() * args.repeat as usize;
     let bar = progress_bar(!args.quiet, total as u64);
     let start = std::time::Instant::now();
-    let mut reports = Vec::new();
-    for (i, spec) in policies.iter().enumerate() {
-        let mut runs = Vec::new();
-        for (j, &seed) in seeds.iter().enumerate() {
-            if let Some(bar) = &bar {
-                if start.elapsed().as_secs_f64() >= 1.0 && bar.is_hidden() {
-                    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-                }
-                bar.set_position((i * seeds.len() + j) as u64);
-                bar.set_message(format!("{spec}, seed {seed}"));
+    let repeat = args.repeat as usize;
+    let sim = req.simulate(&mut |i, j, spec, seed| {
+        if let Some(bar) = &bar {
+            if start.elapsed().as_secs_f64() >= 1.0 && bar.is_hidden() {
+                bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
             }
-            let mut policy = load_policy(spec)?;
-            let cfg = RunConfig { duration_ns, seed, sample_interval_ns: 0, ..RunConfig::default() };
-            runs.push(compare::to_json(
-                &Sim::new(&machine, &workload, policy.as_mut(), spec.clone(), cfg)?.run()?,
-            ));
+            bar.set_position((i * repeat + j) as u64);
+            bar.set_message(format!("{spec}, seed {seed}"));
         }
-        reports.push(runs);
-    }
+    })?;
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
+    let schedlab_cli::api::Simulated { policies, baseline, mut reports, seeds } = sim;
     let mut policies = policies;
     for path in &args.with {
         let v = compare::load_report(path).with_context(|| "--with")?;

@@ -9,7 +9,7 @@
 //! whenever everything ran.
 
 pub mod claim;
-pub mod metric;
+pub use schedlab_cli::metric;
 pub mod spec;
 
 use crate::report_html::{self, esc};

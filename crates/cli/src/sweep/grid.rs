@@ -15,7 +15,8 @@
 //!
 //! Files are found relative to the grid file.
 
-use crate::reproduce::metric::Metric;
+use crate::metric::Metric;
+use crate::resolve::{load_policy, load_workload};
 use anyhow::{bail, Result};
 use schedlab_core::Ns;
 use schedlab_workload::parse_duration;
@@ -71,7 +72,7 @@ impl Grid {
     }
 
     /// Number of runs.
-    pub fn len(&self) -> usize {
+    pub fn nr_runs(&self) -> usize {
         self.policies.len() * self.workloads.len() * self.machines.len() * self.seeds.len()
     }
 }
@@ -146,10 +147,9 @@ pub fn read(path: &Path) -> Result<Grid> {
         Ok(out)
     };
     let dir = grid.dir.clone();
-    grid.policies =
-        list("policies", &doc.policies, None, &|s| crate::load_policy(&resolve(&dir, s)).map(|_| ()))?;
+    grid.policies = list("policies", &doc.policies, None, &|s| load_policy(&resolve(&dir, s)).map(|_| ()))?;
     grid.workloads =
-        list("workloads", &doc.workloads, None, &|s| crate::load_workload(&resolve(&dir, s)).map(|_| ()))?;
+        list("workloads", &doc.workloads, None, &|s| load_workload(&resolve(&dir, s)).map(|_| ()))?;
     grid.machines = list("machines", &doc.machines, Some("xeon-e5520-2s"), &|s| {
         schedlab_sim::Machine::load(&resolve(&dir, s)).map(|_| ()).map_err(anyhow::Error::from)
     })?;

@@ -1,5 +1,7 @@
-//! `schedlab sweep GRID`: every combination of a grid's machines, workloads, policies and seeds,
-//! simulated in parallel on the local cores (rayon), into one table (docs/sweep.md).
+//! Sweeps: every combination of a grid's machines, workloads, policies and seeds, each run a row of
+//! one table (docs/sweep.md). The `schedlab sweep` command runs the cells on local threads; the
+//! Python package runs the same cells on local processes or a Dask cluster. Both keep the same
+//! journal and write the same results, through this module.
 //!
 //! Output directory:
 //! * `rows.jsonl`: one JSON row per finished run, appended (and flushed) as each run ends, in
@@ -10,14 +12,14 @@
 //!   order (machine, workload, policy, seed), written when all runs are done. The runs are
 //!   deterministic, so these two files are byte-identical however many jobs ran them and however
 //!   often the sweep was interrupted.
-//! * `runs/NNNN.json` with `--reports`: each run's full report (`schedlab.run/1`), NNNN being the
+//! * `runs/NNNN.json` with reports on: each run's full report (`schedlab.run/1`), NNNN being the
 //!   row's index in grid order.
 
 pub mod grid;
 
-use crate::reproduce::metric::Metric;
-use anyhow::{bail, Context, Result};
-use rayon::prelude::*;
+use crate::metric::Metric;
+use crate::resolve::{load_policy, load_workload};
+use anyhow::{Context, Result};
 use schedlab_core::Ns;
 use schedlab_sim::{Machine, RunConfig, Sim};
 use schedlab_workload::Workload;
@@ -25,29 +27,6 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-
-/// `schedlab sweep`
-#[derive(clap::Args)]
-pub struct SweepArgs {
-    /// The grid file (TOML: policies, workloads, machines, seeds, duration, metrics; docs/sweep.md).
-    grid: String,
-    /// Output directory [default: `<grid name>-sweep` in the current directory].
-    #[arg(short, long)]
-    out: Option<String>,
-    /// Runs at the same time [default: one per CPU].
-    #[arg(short, long)]
-    jobs: Option<usize>,
-    /// Also write every run's full report to `runs/NNNN.json` in the output directory.
-    #[arg(long)]
-    reports: bool,
-    /// Discard the rows of an earlier sweep in the output directory instead of resuming it.
-    #[arg(long)]
-    fresh: bool,
-    /// Print nothing but errors.
-    #[arg(short, long)]
-    quiet: bool,
-}
 
 /// One run's result: a line of `rows.jsonl` and a row of the results.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -75,23 +54,31 @@ pub struct Row {
     pub metrics: BTreeMap<String, Option<f64>>,
 }
 
-/// What identifies a run.
-type Key = (String, String, String, u64, Ns);
+/// What identifies a run: machine, workload, policy, seed, duration.
+pub type Key = (String, String, String, u64, Ns);
 
 impl Row {
-    fn key(&self) -> Key {
+    /// The run this row is the result of.
+    pub fn key(&self) -> Key {
         (self.machine.clone(), self.workload.clone(), self.policy.clone(), self.seed, self.duration_ns)
     }
 }
 
-/// One run to do.
-struct Run {
-    index: usize,
-    machine: usize,
-    workload: usize,
-    policy: usize,
-    seed: u64,
-    duration_ns: Ns,
+/// One run of a grid.
+#[derive(Clone, Debug, Serialize)]
+pub struct Cell {
+    /// Its index in grid order (machine, workload, policy, seed).
+    pub index: usize,
+    /// Index into the grid's machines.
+    pub machine: usize,
+    /// Index into the grid's workloads.
+    pub workload: usize,
+    /// Index into the grid's policies.
+    pub policy: usize,
+    /// Seed.
+    pub seed: u64,
+    /// Simulated duration, ns.
+    pub duration_ns: Ns,
 }
 
 /// The summary fields of the CSV, as paths into the summary object.
@@ -116,7 +103,7 @@ const CSV_FIELDS: &[(&str, &str)] = &[
 
 /// Reads the journal: the rows of finished runs. A last line without its newline (the sweep was
 /// killed while writing it) is dropped and cut from the file; any other bad line is an error.
-fn read_journal(path: &Path) -> Result<Vec<Row>> {
+pub fn read_journal(path: &Path) -> Result<Vec<Row>> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -195,222 +182,174 @@ fn csv(rows: &[Row], metrics: &[String]) -> String {
     out
 }
 
-/// Simulates one run.
-fn execute(
-    run: &Run,
-    g: &grid::Grid,
-    machines: &[Machine],
-    workloads: &[Workload],
-    sample_interval_ns: Ns,
-    reports: Option<&Path>,
-) -> Row {
-    let policy_spec = &g.policies[run.policy];
-    let mut row = Row {
-        machine: g.machines[run.machine].clone(),
-        workload: g.workloads[run.workload].clone(),
-        policy: policy_spec.clone(),
-        seed: run.seed,
-        duration_ns: run.duration_ns,
-        status: "ok".into(),
-        error: None,
-        summary: serde_json::Value::Null,
-        metrics: BTreeMap::new(),
-    };
-    let result = (|| -> Result<()> {
-        let mut policy = crate::load_policy(&g.resolve(policy_spec))?;
-        let cfg = RunConfig {
-            duration_ns: run.duration_ns,
-            seed: run.seed,
-            sample_interval_ns,
-            ..RunConfig::default()
-        };
-        let sim = Sim::new(
-            &machines[run.machine],
-            &workloads[run.workload],
-            policy.as_mut(),
-            policy_spec.clone(),
-            cfg,
-        )?;
-        let report = sim.run()?;
-        let json = report.to_json();
-        if let Some(dir) = reports {
-            let path = dir.join(format!("{:04}.json", run.index));
-            std::fs::write(&path, &json).with_context(|| format!("cannot write {}", path.display()))?;
-        }
-        let v: serde_json::Value = serde_json::from_str(&json)?;
-        for (name, _, m) in &g.metrics {
-            row.metrics.insert(name.clone(), Metric::eval(m, &v));
-        }
-        row.summary = v["summary"].clone();
-        Ok(())
-    })();
-    if let Err(e) = result {
-        row.status = "error".into();
-        row.error = Some(format!("{e:#}"));
-    }
-    row
+/// A checked grid with its machines and workloads loaded and its cells in grid order.
+pub struct Plan {
+    /// The grid.
+    pub grid: grid::Grid,
+    /// Its machines, loaded.
+    pub machines: Vec<Machine>,
+    /// Its workloads, loaded.
+    pub workloads: Vec<Workload>,
+    /// Every run, in grid order.
+    pub cells: Vec<Cell>,
 }
 
-/// Runs `schedlab sweep`.
-pub fn sweep_cmd(args: SweepArgs) -> Result<()> {
-    let g = grid::read(Path::new(&args.grid))?;
-    if args.jobs == Some(0) {
-        bail!("--jobs must be at least 1");
-    }
-    let out = PathBuf::from(args.out.clone().unwrap_or_else(|| format!("{}-sweep", g.name)));
-    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
-    let journal = out.join("rows.jsonl");
-    if args.fresh {
-        let _ = std::fs::remove_file(&journal);
-    }
-    let reports = if args.reports {
-        let d = out.join("runs");
-        std::fs::create_dir_all(&d).with_context(|| format!("cannot create {}", d.display()))?;
-        Some(d)
-    } else {
-        None
-    };
-    let machines: Vec<Machine> =
-        g.machines.iter().map(|m| Machine::load(&g.resolve(m))).collect::<Result<_, _>>()?;
-    let workloads: Vec<Workload> =
-        g.workloads.iter().map(|w| crate::load_workload(&g.resolve(w))).collect::<Result<_>>()?;
-    // Every run, in grid order.
-    let mut runs = Vec::with_capacity(g.len());
-    for machine in 0..g.machines.len() {
-        for (workload, w) in workloads.iter().enumerate() {
-            let duration_ns = g.duration_ns.or(w.duration_ns).unwrap_or(10_000_000_000);
-            for policy in 0..g.policies.len() {
-                for &seed in &g.seeds {
-                    runs.push(Run { index: runs.len(), machine, workload, policy, seed, duration_ns });
+impl Plan {
+    /// Reads and checks a grid file (every error names the file, line and key) and lists its runs.
+    pub fn read(path: &Path) -> Result<Plan> {
+        let grid = grid::read(path)?;
+        let machines: Vec<Machine> =
+            grid.machines.iter().map(|m| Machine::load(&grid.resolve(m))).collect::<Result<_, _>>()?;
+        let workloads: Vec<Workload> =
+            grid.workloads.iter().map(|w| load_workload(&grid.resolve(w))).collect::<Result<_>>()?;
+        let mut cells = Vec::with_capacity(grid.nr_runs());
+        for machine in 0..grid.machines.len() {
+            for (workload, w) in workloads.iter().enumerate() {
+                let duration_ns = grid.duration_ns.or(w.duration_ns).unwrap_or(10_000_000_000);
+                for policy in 0..grid.policies.len() {
+                    for &seed in &grid.seeds {
+                        cells.push(Cell { index: cells.len(), machine, workload, policy, seed, duration_ns });
+                    }
                 }
             }
         }
+        Ok(Plan { grid, machines, workloads, cells })
     }
-    let key_of = |r: &Run| -> Key {
+
+    /// The key of a cell's row.
+    pub fn key(&self, c: &Cell) -> Key {
+        let g = &self.grid;
         (
-            g.machines[r.machine].clone(),
-            g.workloads[r.workload].clone(),
-            g.policies[r.policy].clone(),
-            r.seed,
-            r.duration_ns,
+            g.machines[c.machine].clone(),
+            g.workloads[c.workload].clone(),
+            g.policies[c.policy].clone(),
+            c.seed,
+            c.duration_ns,
         )
-    };
-    let mut done: HashMap<Key, Row> = HashMap::new();
-    for row in read_journal(&journal)? {
-        if row.status == "ok" {
-            done.insert(row.key(), row);
+    }
+
+    /// The sampling interval runs need: none unless metrics or full reports may read the series.
+    pub fn sample_interval_ns(&self, reports: bool) -> Ns {
+        if self.grid.metrics.is_empty() && !reports {
+            0
+        } else {
+            10_000_000
         }
     }
-    let wanted: std::collections::HashSet<Key> = runs.iter().map(key_of).collect();
-    let stale = done.keys().filter(|k| !wanted.contains(*k)).count();
-    let pending: Vec<&Run> = runs.iter().filter(|r| !done.contains_key(&key_of(r))).collect();
-    let resumed = runs.len() - pending.len();
-    let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(jobs)
-        .build()
-        .context("cannot start the worker threads")?;
-    let sample_interval_ns = if g.metrics.is_empty() && !args.reports { 0 } else { 10_000_000 };
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&journal)
-        .with_context(|| format!("cannot open {}", journal.display()))?;
-    let file = Mutex::new(file);
-    let bar = crate::progress_bar(!args.quiet, pending.len() as u64);
-    let start = std::time::Instant::now();
-    let finished: Mutex<Vec<Row>> = Mutex::new(Vec::new());
-    let write_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
-    pool.install(|| {
-        pending.par_iter().for_each(|run| {
-            let row = execute(run, &g, &machines, &workloads, sample_interval_ns, reports.as_deref());
-            let line = serde_json::to_string(&row).expect("a row serialises") + "\n";
-            {
-                let mut f = file.lock().expect("journal lock");
-                if let Err(e) = f.write_all(line.as_bytes()).and_then(|()| f.flush()) {
-                    write_error.lock().expect("lock").get_or_insert(anyhow::Error::new(e));
-                }
+
+    /// The rows of `journal` for this grid's runs (failed ones are run again), and how many rows
+    /// belong to runs no longer in the grid.
+    pub fn done(&self, journal: Vec<Row>) -> (HashMap<Key, Row>, usize) {
+        let mut done = HashMap::new();
+        for row in journal {
+            if row.status == "ok" {
+                done.insert(row.key(), row);
             }
-            if let Some(bar) = &bar {
-                if start.elapsed().as_secs_f64() >= 1.0 && bar.is_hidden() {
-                    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-                }
-                bar.inc(1);
-                bar.set_message(format!("{} {} {} seed {}", row.machine, row.workload, row.policy, row.seed));
-            }
-            finished.lock().expect("rows lock").push(row);
-        });
-    });
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
-    if let Some(e) = write_error.into_inner().expect("lock") {
-        return Err(e).with_context(|| format!("cannot append to {}", journal.display()));
-    }
-    for row in finished.into_inner().expect("rows lock") {
-        done.insert(row.key(), row);
-    }
-    let rows: Vec<Row> = runs.iter().map(|r| done.remove(&key_of(r)).expect("every run has a row")).collect();
-    let metric_names: Vec<String> = g.metrics.iter().map(|(n, _, _)| n.clone()).collect();
-    let csv_path = out.join("results.csv");
-    std::fs::write(&csv_path, csv(&rows, &metric_names))
-        .with_context(|| format!("cannot write {}", csv_path.display()))?;
-    let json_path = out.join("results.json");
-    let doc = serde_json::json!({
-        "schema": "schedlab.sweep/1",
-        "name": g.name,
-        "metrics": g.metrics.iter().map(|(n, t, _)| serde_json::json!({"name": n, "expr": t})).collect::<Vec<_>>(),
-        "rows": rows,
-    });
-    std::fs::write(&json_path, serde_json::to_string_pretty(&doc)? + "\n")
-        .with_context(|| format!("cannot write {}", json_path.display()))?;
-    let failed: Vec<&Row> = rows.iter().filter(|r| r.status != "ok").collect();
-    if !args.quiet {
-        let mut text = format!(
-            "sweep {}: {} runs ({} machine x {} workload x {} policy x {} seed), {} run now on {} threads in {:.1} s, {} from an earlier sweep\n",
-            g.name,
-            runs.len(),
-            g.machines.len(),
-            g.workloads.len(),
-            g.policies.len(),
-            g.seeds.len(),
-            pending.len(),
-            jobs,
-            start.elapsed().as_secs_f64(),
-            resumed
-        );
-        if stale > 0 {
-            text.push_str(&format!(
-                "  {stale} earlier rows in {} are not in this grid (left out)\n",
-                journal.display()
-            ));
         }
-        text.push_str(&format!("  results: {} and {}\n", csv_path.display(), json_path.display()));
-        crate::emit(&text);
+        let wanted: std::collections::HashSet<Key> = self.cells.iter().map(|c| self.key(c)).collect();
+        let stale = done.keys().filter(|k| !wanted.contains(*k)).count();
+        (done, stale)
     }
-    if !failed.is_empty() {
-        let list: Vec<String> = failed
+
+    /// Each run's row from a journal holding every run's result: its `ok` row, else its last
+    /// failed one (what the results of a finished sweep show).
+    pub fn finished(&self, journal: Vec<Row>) -> HashMap<Key, Row> {
+        let mut rows: HashMap<Key, Row> = HashMap::new();
+        for row in journal {
+            let keep = rows.get(&row.key()).is_none_or(|old| old.status != "ok");
+            if keep {
+                rows.insert(row.key(), row);
+            }
+        }
+        rows
+    }
+
+    /// Simulates one cell into its row; a failure is a row with status `error` and its message.
+    /// With `reports`, the full report is written to `reports/NNNN.json`.
+    pub fn run(&self, c: &Cell, reports: Option<&Path>) -> Row {
+        let g = &self.grid;
+        let policy_spec = &g.policies[c.policy];
+        let mut row = Row {
+            machine: g.machines[c.machine].clone(),
+            workload: g.workloads[c.workload].clone(),
+            policy: policy_spec.clone(),
+            seed: c.seed,
+            duration_ns: c.duration_ns,
+            status: "ok".into(),
+            error: None,
+            summary: serde_json::Value::Null,
+            metrics: BTreeMap::new(),
+        };
+        let result = (|| -> Result<()> {
+            let mut policy = load_policy(&g.resolve(policy_spec))?;
+            let cfg = RunConfig {
+                duration_ns: c.duration_ns,
+                seed: c.seed,
+                sample_interval_ns: self.sample_interval_ns(reports.is_some()),
+                ..RunConfig::default()
+            };
+            let sim = Sim::new(
+                &self.machines[c.machine],
+                &self.workloads[c.workload],
+                policy.as_mut(),
+                policy_spec.clone(),
+                cfg,
+            )?;
+            let json = sim.run()?.to_json();
+            if let Some(dir) = reports {
+                let path = dir.join(format!("{:04}.json", c.index));
+                std::fs::write(&path, &json).with_context(|| format!("cannot write {}", path.display()))?;
+            }
+            let v: serde_json::Value = serde_json::from_str(&json)?;
+            for (name, _, m) in &g.metrics {
+                row.metrics.insert(name.clone(), Metric::eval(m, &v));
+            }
+            row.summary = v["summary"].clone();
+            Ok(())
+        })();
+        if let Err(e) = result {
+            row.status = "error".into();
+            row.error = Some(format!("{e:#}"));
+        }
+        row
+    }
+
+    /// Writes `results.csv` and `results.json` in `out` from the rows of every cell (in grid
+    /// order); returns the rows and the two paths. Fails if a cell has no row.
+    pub fn write_results(
+        &self,
+        out: &Path,
+        mut done: HashMap<Key, Row>,
+    ) -> Result<(Vec<Row>, PathBuf, PathBuf)> {
+        let rows: Vec<Row> = self
+            .cells
             .iter()
-            .take(5)
-            .map(|r| {
-                format!(
-                    "  {} / {} / {} / seed {}: {}",
-                    r.machine,
-                    r.workload,
-                    r.policy,
-                    r.seed,
-                    r.error.as_deref().unwrap_or("")
-                )
+            .map(|c| {
+                done.remove(&self.key(c)).ok_or_else(|| anyhow::anyhow!("run {} has no result", c.index))
             })
-            .collect();
-        bail!(
-            "{} of {} runs failed (rows with status `error`):\n{}",
-            failed.len(),
-            rows.len(),
-            list.join("\n")
-        );
+            .collect::<Result<_>>()?;
+        let metric_names: Vec<String> = self.grid.metrics.iter().map(|(n, _, _)| n.clone()).collect();
+        let csv_path = out.join("results.csv");
+        std::fs::write(&csv_path, csv(&rows, &metric_names))
+            .with_context(|| format!("cannot write {}", csv_path.display()))?;
+        let json_path = out.join("results.json");
+        let doc = serde_json::json!({
+            "schema": "schedlab.sweep/1",
+            "name": self.grid.name,
+            "metrics": self.grid.metrics.iter().map(|(n, t, _)| serde_json::json!({"name": n, "expr": t})).collect::<Vec<_>>(),
+            "rows": rows,
+        });
+        std::fs::write(&json_path, serde_json::to_string_pretty(&doc)? + "\n")
+            .with_context(|| format!("cannot write {}", json_path.display()))?;
+        Ok((rows, csv_path, json_path))
     }
-    Ok(())
+}
+
+/// Appends one row to the journal and flushes it.
+pub fn append_row(journal: &mut std::fs::File, row: &Row) -> std::io::Result<()> {
+    let line = serde_json::to_string(row).expect("a row serialises") + "\n";
+    journal.write_all(line.as_bytes())?;
+    journal.flush()
 }
 
 #[cfg(test)]
