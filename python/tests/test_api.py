@@ -192,3 +192,13 @@ def test_plots_draw_the_runs_data():
     c = schedlab.compare(["cfs", "ule"], workload="hogs[n=3]", machine="core2duo", duration="50ms")
     ax = c.plot("work done [CPUs]")
     assert len(ax.patches) == 2
+
+
+def test_a_policy_from_outside_the_policy_crate_runs_from_python(tmp_path):
+    # examples/lottery registers itself through the public registry in the command's main() and in
+    # the Python module's initialisation (docs/guide/your-policy.md).
+    assert "lottery" in schedlab.policies().index
+    kw = dict(workload="hogs[n=3]", policy="lottery[quantum_ns=5000000]", machine="core2duo", duration="200ms")
+    r = schedlab.run(**kw)
+    assert r.json == cli_run_json(tmp_path, **kw)
+    assert r.policy_stats["nr_draws"] > 0

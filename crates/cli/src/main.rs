@@ -349,6 +349,9 @@ fn emit(text: &str) {
 }
 
 fn main() {
+    // Policies from outside schedlab-policies join through the public registry (one line each; see
+    // docs/guide/your-policy.md).
+    schedlab_example_lottery::register();
     let cli = Cli::parse();
     let result = match cli.cmd {
         Cmd::Run(args) => run(args),

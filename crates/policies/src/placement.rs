@@ -46,7 +46,7 @@ pub(crate) fn wake_target(
 
 /// The previous CPU if idle, else the first idle allowed CPU, else the previous CPU (or the first
 /// allowed one if the previous is not allowed): the placement of the single-queue baselines.
-pub(crate) fn idle_first(ctx: &Ctx, t: TaskId) -> CpuId {
+pub fn idle_first(ctx: &Ctx, t: TaskId) -> CpuId {
     let task = ctx.task(t);
     let prev = task.cpu;
     if task.allowed.contains(prev) && ctx.is_idle(prev) {

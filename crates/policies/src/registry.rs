@@ -5,7 +5,7 @@ use crate::{cfs, fifo};
 use schedlab_core::SchedPolicy;
 
 /// Builds a policy from key/value parameters.
-type MakeFn = fn(&[(String, String)]) -> Result<Box<dyn SchedPolicy>, ParamError>;
+pub type MakeFn = fn(&[(String, String)]) -> Result<Box<dyn SchedPolicy>, ParamError>;
 
 /// What the registry knows about a policy.
 #[derive(Clone, Copy)]
@@ -19,8 +19,53 @@ pub struct PolicyInfo {
     make: MakeFn,
 }
 
-/// Every registered policy, in the order `schedlab list policies` shows them.
+impl PolicyInfo {
+    /// A policy's entry, for [`register`]: its name in specs, a one-line summary naming its source,
+    /// its parameters (with defaults and help) and how to build it from `key=value` pairs (usually
+    /// `|pairs| Ok(Box::new(Mine::new(schedlab_policies::apply("mine", pairs)?)))`).
+    pub const fn new(
+        name: &'static str,
+        summary: &'static str,
+        params: fn() -> &'static [ParamInfo],
+        make: MakeFn,
+    ) -> PolicyInfo {
+        PolicyInfo { name, summary, params, make }
+    }
+}
+
+/// Policies registered at run time by code outside this crate, after the built-ins.
+static REGISTERED: std::sync::Mutex<Vec<PolicyInfo>> = std::sync::Mutex::new(Vec::new());
+
+/// Registers a policy defined outside this crate, so that specs naming it work wherever specs are
+/// read (the command line, the Python package, sweeps, experiments) in this process. Registering the
+/// same entry again does nothing; another policy with a taken name is an error.
+pub fn register(info: PolicyInfo) -> Result<(), String> {
+    let mut extra = REGISTERED.lock().expect("registry lock");
+    if let Some(old) = builtins().iter().chain(extra.iter()).find(|p| p.name == info.name) {
+        if old.make as usize == info.make as usize && old.summary == info.summary {
+            return Ok(());
+        }
+        return Err(format!("a policy named `{}` is already registered", info.name));
+    }
+    if info.name.is_empty()
+        || info.name.contains(['[', ']', ',', '='])
+        || info.name.contains(char::is_whitespace)
+    {
+        return Err(format!("`{}` is not a policy name (no spaces, brackets, commas or `=`)", info.name));
+    }
+    extra.push(info);
+    Ok(())
+}
+
+/// Every registered policy, the built-ins first, in the order `schedlab list policies` shows them.
 pub fn policies() -> Vec<PolicyInfo> {
+    let mut all = builtins();
+    all.extend(REGISTERED.lock().expect("registry lock").iter().copied());
+    all
+}
+
+/// The policies of this crate.
+fn builtins() -> Vec<PolicyInfo> {
     vec![
         PolicyInfo {
             name: "cfs",
@@ -179,6 +224,26 @@ mod tests {
         assert!(e.to_string().contains("expected a whole number"), "{e}");
         assert_eq!(create("rr").unwrap().name(), "rr");
     }
+
+    #[test]
+    fn registered_policies_are_created_by_spec_and_names_stay_unique() {
+        let info = PolicyInfo::new(
+            "test-rr-alias",
+            "rr under another name (a test)",
+            fifo::FifoParams::info,
+            |pairs| Ok(Box::new(fifo::Fifo::new("rr", apply::<fifo::FifoParams>("test-rr-alias", pairs)?))),
+        );
+        register(info).unwrap();
+        register(info).unwrap(); // the same entry again: nothing happens
+        assert!(policies().iter().any(|p| p.name == "test-rr-alias"));
+        assert_eq!(create("test-rr-alias[slice_ns=20000]").unwrap().name(), "rr");
+        let e = create("test-rr-alias[nope=1]").err().unwrap().to_string();
+        assert!(e.contains("policy `test-rr-alias` has no parameter `nope`"), "{e}");
+        let clash = PolicyInfo::new("cfs", "another cfs", fifo::FifoParams::info, |_| unreachable!());
+        assert_eq!(register(clash).unwrap_err(), "a policy named `cfs` is already registered");
+        let bad = PolicyInfo::new("a b", "bad", fifo::FifoParams::info, |_| unreachable!());
+        assert!(register(bad).unwrap_err().contains("not a policy name"));
+    }
 }
 
 #[cfg(test)]
@@ -209,7 +274,7 @@ mod doc_tests {
     #[test]
     fn every_policy_has_a_page_listing_its_parameters_and_defaults() {
         let index = include_str!("../../../docs/policies/README.md");
-        for p in policies() {
+        for p in builtins() {
             let doc =
                 page(p.name).unwrap_or_else(|| panic!("policy `{}` has no page in docs/policies/", p.name));
             assert!(

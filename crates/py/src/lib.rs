@@ -204,6 +204,8 @@ fn sweep_finish(grid: &str, out: &str) -> PyResult<(String, String)> {
 /// The native module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // The same policies as the `schedlab` command: the built-ins and those registered in its main().
+    schedlab_example_lottery::register();
     m.add("SchedlabError", m.py().get_type::<SchedlabError>())?;
     m.add_function(wrap_pyfunction!(policies, m)?)?;
     m.add_function(wrap_pyfunction!(machines, m)?)?;

@@ -12,6 +12,7 @@
 //!   ([`schedlab_core::policy`]); the cost model on [`CostModel`]; docs/architecture.md ties it together.
 #![warn(missing_docs)]
 
+pub mod conformance;
 pub mod contention;
 pub mod dvfs;
 pub mod event;
