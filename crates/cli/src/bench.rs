@@ -107,6 +107,16 @@ fn cases() -> Vec<Case> {
             sampled: false,
         });
     }
+    // The first two simulated seconds of the case below, short enough to count under callgrind.
+    v.push(Case {
+        name: "cfs-oltp2000-64cpu-2s".into(),
+        policy: "cfs",
+        workload: "sysbench-oltp[threads=2000]".into(),
+        cpus: 64,
+        duration_ns: 2 * NSEC_PER_SEC,
+        long: false,
+        sampled: false,
+    });
     v.push(Case {
         name: "cfs-oltp2000-64cpu-1000s".into(),
         policy: "cfs",

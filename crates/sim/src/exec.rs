@@ -465,7 +465,7 @@ impl<'a> Sim<'a> {
     fn block_until(&mut self, t: TaskId, at: Ns) -> Step {
         let tk = &mut self.tasks[t.idx()];
         tk.wait_gen = tk.wait_gen.wrapping_add(1);
-        self.q.push(at, crate::event::Ev::Wake { task: t, gen: tk.wait_gen });
+        self.q.arm_wake(t, at, tk.wait_gen);
         Step::Block
     }
 

@@ -11,6 +11,7 @@ use schedlab_workload::Activity;
 /// The events of `work_cycles` cycles of progress over `cycles` elapsed cycles (more when contention
 /// stalls the task). Event rates follow the activity profile per unit of progress; busy-cycle events
 /// cannot exceed the elapsed cycles. A task without a profile retires one instruction per cycle.
+#[inline]
 pub(crate) fn events(a: Option<&Activity>, cycles: u64, work_cycles: u64) -> [u64; NR_PMC_EVENTS] {
     let mut ev = [0u64; NR_PMC_EVENTS];
     ev[PmcEvent::Cycles.idx()] = cycles;

@@ -271,6 +271,8 @@ pub struct Sim<'a> {
     pub(crate) cpus: Vec<Cpu>,
     pub(crate) cpu_views: Vec<CpuInfo>,
     pub(crate) idle: CpuSet,
+    /// CPUs in `idle` (a busy tick asks whether any is idle; counting spares a scan of the set).
+    pub(crate) nr_idle: usize,
     pub(crate) tasks: Vec<Task>,
     pub(crate) views: Vec<TaskInfo>,
     pub(crate) groups: Vec<GroupInfo>,
@@ -432,6 +434,7 @@ impl<'a> Sim<'a> {
             cpus: vec![Cpu::default(); ncpus],
             cpu_views: vec![CpuInfo::default(); ncpus],
             idle: CpuSet::first_n(ncpus),
+            nr_idle: ncpus,
             tasks: Vec::new(),
             views: Vec::new(),
             groups,
@@ -707,6 +710,21 @@ impl<'a> Sim<'a> {
         }
         match self.w.tasks[tk.template as usize].program.ops[tk.pc as usize] {
             Op::Compute { .. } => {
+                let s = self.cpus[cpu.idx()].speed as u64;
+                let p = self.machine.costs.cold_speed_pct as u64;
+                // In 64 bits when nothing can overflow (the usual case: 128-bit division is a
+                // library call of tens of instructions), else in 128: work and cold time may each
+                // be up to 100 days' worth.
+                if tk.cold_ns < 1 << 40 && tk.op_left < 1 << 46 && s < 1 << 12 && p <= 100 {
+                    let cold_work = tk.cold_ns * s * p / 100_000;
+                    let w = tk.op_left;
+                    let ns = if w <= cold_work {
+                        (w * 100_000).div_ceil(s * p)
+                    } else {
+                        tk.cold_ns + ((w - cold_work) * 1000).div_ceil(s)
+                    };
+                    return ns.min(u64::MAX / 4);
+                }
                 // In 128 bits: work and cold time may each be up to 100 days' worth.
                 let s = self.cpus[cpu.idx()].speed as u128;
                 let p = self.machine.costs.cold_speed_pct as u128;
@@ -739,7 +757,7 @@ impl<'a> Sim<'a> {
             // the queue for CPU hogs with no slice end.
             self.q.cancel_segment(cpu);
         } else {
-            self.q.push(end, Ev::Segment { cpu, gen: c.gen });
+            self.q.arm_segment(cpu, end, c.gen);
         }
     }
 
@@ -813,15 +831,15 @@ impl<'a> Sim<'a> {
         if self.policy.tick(ctx!(self), cpu, curr) {
             self.cpus[cpu.idx()].need_resched = true;
         }
-        self.q.push(self.now + self.tick_ns, Ev::Tick(cpu));
+        self.q.push_tick(cpu, self.now + self.tick_ns);
         self.balance(cpu, BalanceKind::Periodic);
         // nohz idle balancing: a busy CPU with waiting work kicks a balance pass on behalf of every
         // tickless idle CPU, at most once per jiffy machine-wide.
-        let jiffy = self.now / self.tick_ns;
         if self.cpu_views[cpu.idx()].nr_running >= 2
-            && !self.idle.is_empty()
-            && self.last_nohz_jiffy != Some(jiffy)
+            && self.nr_idle > 0
+            && self.last_nohz_jiffy != Some(self.now / self.tick_ns)
         {
+            let jiffy = self.now / self.tick_ns;
             self.last_nohz_jiffy = Some(jiffy);
             let idle = self.idle;
             for c in idle.iter() {
@@ -1093,7 +1111,10 @@ impl<'a> Sim<'a> {
                 let c = &mut self.cpus[cpu.idx()];
                 c.idle_since = self.now;
                 self.cpu_views[cpu.idx()].idle_since_ns = self.now;
-                self.idle.insert(cpu);
+                if !self.idle.contains(cpu) {
+                    self.idle.insert(cpu);
+                    self.nr_idle += 1;
+                }
                 if self.cfg.check_invariants {
                     self.check_work_conservation(cpu);
                 }
@@ -1130,7 +1151,10 @@ impl<'a> Sim<'a> {
         }
         self.views[t.idx()].state = TaskState::Running;
         self.cpu_views[cpu.idx()].curr = Some(t);
-        self.idle.remove(cpu);
+        if self.idle.contains(cpu) {
+            self.idle.remove(cpu);
+            self.nr_idle -= 1;
+        }
         if self.trace.is_some() {
             let mut values = Vec::new();
             self.policy.trace_values(t, &mut values);
@@ -1147,7 +1171,7 @@ impl<'a> Sim<'a> {
         if !c.tick_armed {
             c.tick_armed = true;
             let next_tick = (now / self.tick_ns + 1) * self.tick_ns;
-            self.q.push(next_tick, Ev::Tick(cpu));
+            self.q.push_tick(cpu, next_tick);
         }
         self.program_segment(cpu);
         self.respeed_around(cpu);
@@ -1160,16 +1184,17 @@ impl<'a> Sim<'a> {
 
     fn balance(&mut self, cpu: CpuId, kind: BalanceKind) {
         let mut list = std::mem::take(&mut self.migr);
-        list.clear();
         self.policy.balance(ctx!(self), cpu, kind, &mut list);
         self.counters.nr_balance_calls += 1;
         let examined = self.policy.take_examined();
         self.counters.nr_examined += examined;
-        for m in list.drain(..) {
-            if self.error.is_some() {
-                break;
+        if !list.is_empty() {
+            for m in list.drain(..) {
+                if self.error.is_some() {
+                    break;
+                }
+                self.apply_migration(m, cpu);
             }
-            self.apply_migration(m, cpu);
         }
         self.migr = list;
     }
@@ -1308,6 +1333,12 @@ impl<'a> Sim<'a> {
         let engine_running = self.views.iter().filter(|v| v.state == TaskState::Running).count();
         if engine_running != running {
             return fail(format!("{engine_running} tasks are Running but {running} CPUs run one"), self.now);
+        }
+        if self.nr_idle != self.idle.count() {
+            return fail(
+                format!("{} CPUs counted idle, {} in the idle set", self.nr_idle, self.idle.count()),
+                self.now,
+            );
         }
         if let Some(n) = self.policy.nr_runnable() {
             if n != self.nr_runnable {

@@ -11,8 +11,8 @@
 //! default in the kernel); `all_pinned` retries are not modelled.
 
 use super::domains::{
-    Domain, Group, SCHED_LOAD_SCALE, SD_BALANCE_FORK, SD_BALANCE_NEWIDLE, SD_LOAD_BALANCE, SD_PREFER_SIBLING,
-    SD_SHARE_PKG_RESOURCES, SD_WAKE_AFFINE,
+    Domain, Group, GroupList, SCHED_LOAD_SCALE, SD_BALANCE_FORK, SD_BALANCE_NEWIDLE, SD_LOAD_BALANCE,
+    SD_PREFER_SIBLING, SD_SHARE_PKG_RESOURCES, SD_WAKE_AFFINE,
 };
 use super::fair::SeId;
 use super::Cfs;
@@ -97,7 +97,7 @@ struct SgStats {
 }
 
 /// Domain-wide statistics (`struct sd_lb_stats`).
-#[derive(Default)]
+#[derive(Default, Debug, PartialEq)]
 struct SdStats {
     busiest: Option<usize>,
     this: usize,
@@ -119,6 +119,47 @@ struct SdStats {
 #[inline]
 fn div_round_closest(x: u64, d: u64) -> u64 {
     (x + d / 2) / d
+}
+
+/// The remote groups' part of `update_sd_lb_stats` for one-CPU groups, in walk order (the local
+/// group is index 0, so `remote` starts at 1): their load into the domain's totals, and the busiest
+/// by `update_sd_pick_busiest`. `loads(cpu)` gives the CPU's weighted load, its task count and its
+/// load at the domain's index (`source_load`).
+#[inline]
+fn scan_single_groups(
+    sds: &mut SdStats,
+    remote: [&[Group]; 2],
+    cap_one: bool,
+    mut loads: impl FnMut(CpuId) -> (u64, u64, u64),
+) {
+    let mut gi = 1;
+    for half in remote {
+        for g in half {
+            let (weighted, nr, load) = loads(g.first);
+            let power = g.power;
+            let avg_load = if power == SCHED_LOAD_SCALE { load } else { load * SCHED_LOAD_SCALE / power };
+            sds.total_load += load;
+            sds.total_pwr += power;
+            if avg_load > sds.max_load {
+                // In a one-CPU group the busiest and least loaded CPU are one: `group_imb` is
+                // `max - min >= weighted / nr` with max = min, for a CPU with load and tasks to spare.
+                let group_imb = load > 0 && nr > 1 && weighted < nr;
+                let capacity = div_round_closest(power, SCHED_LOAD_SCALE);
+                let has_capacity = capacity > nr;
+                let capacity = if cap_one { capacity.min(1) } else { capacity };
+                if nr > capacity || group_imb {
+                    sds.max_load = avg_load;
+                    sds.busiest = Some(gi);
+                    sds.busiest_nr_running = nr;
+                    sds.busiest_group_capacity = capacity;
+                    sds.busiest_load_per_task = weighted;
+                    sds.busiest_has_capacity = has_capacity;
+                    sds.group_imb = group_imb;
+                }
+            }
+            gi += 1;
+        }
+    }
 }
 
 impl Cfs {
@@ -610,6 +651,54 @@ impl Cfs {
         let prefer_sibling =
             level > 0 && self.cpus[this_cpu.idx()].domains[level - 1].flags & SD_PREFER_SIBLING != 0;
         let groups = d.groups.clone();
+        let sds = if groups.all_single() {
+            self.sd_lb_stats_single(ctx, this_cpu, &groups, load_idx, idle, prefer_sibling)
+        } else {
+            self.sd_lb_stats(ctx, this_cpu, &groups, load_idx, idle, prefer_sibling)
+        };
+        let Some(mut sds) = sds else { return (None, false) };
+        let Some(busiest) = sds.busiest else { return (None, true) };
+        if sds.busiest_nr_running == 0 {
+            return (None, true);
+        }
+        sds.avg_load = SCHED_LOAD_SCALE * sds.total_load / sds.total_pwr;
+        let force = sds.group_imb
+            || (idle == IdleType::NewlyIdle && sds.this_has_capacity && !sds.busiest_has_capacity);
+        if !force {
+            let pct = self.cpus[this_cpu.idx()].domains[level].imbalance_pct;
+            if sds.this_load >= sds.max_load
+                || sds.this_load >= sds.avg_load
+                || 100 * sds.max_load <= pct * sds.this_load
+            {
+                return (None, true);
+            }
+        }
+        let busiest_power = groups[busiest].power;
+        let this_power = groups[sds.this].power;
+        let imbalance = calculate_imbalance(
+            &mut sds,
+            busiest_power,
+            this_power,
+            self.cpu_avg_load_per_task(this_cpu, now),
+        );
+        if imbalance == 0 {
+            return (None, true);
+        }
+        (Some((busiest, imbalance)), true)
+    }
+
+    /// `update_sd_lb_stats` with `update_sg_lb_stats` for each group; `None` when this CPU is not
+    /// the one to balance the domain (`*balance = 0`).
+    fn sd_lb_stats(
+        &mut self,
+        ctx: &Ctx,
+        this_cpu: CpuId,
+        groups: &GroupList,
+        load_idx: usize,
+        idle: IdleType,
+        prefer_sibling: bool,
+    ) -> Option<SdStats> {
+        let now = ctx.now;
         let mut sds = SdStats::default();
         for (gi, g) in groups.iter().enumerate() {
             let power = g.power;
@@ -618,29 +707,32 @@ impl Cfs {
             let (mut max_cpu_load, mut min_cpu_load, mut max_nr_running) = (0u64, u64::MAX, 0u64);
             let mut balance_cpu = g.members[0];
             let mut first_idle = false;
+            self.nr_examined += g.members.len() as u64;
             for &i in g.members.iter() {
-                self.nr_examined += 1;
+                let weighted = self.weighted_cpuload(i, now);
+                let nr = self.cpu_nr_tasks(i);
+                // source_load and target_load of index 0 are the weighted load itself.
                 let load;
                 if local {
-                    if ctx.is_idle(i) && !first_idle {
+                    if !first_idle && ctx.is_idle(i) {
                         first_idle = true;
                         balance_cpu = i;
                     }
-                    load = self.target_load(i, load_idx, now);
+                    load = if load_idx == 0 { weighted } else { self.target_load(i, load_idx, now) };
                 } else {
-                    load = self.source_load(i, load_idx, now);
+                    load = if load_idx == 0 { weighted } else { self.source_load(i, load_idx, now) };
                     if load > max_cpu_load {
                         max_cpu_load = load;
-                        max_nr_running = self.cpu_nr_tasks(i);
+                        max_nr_running = nr;
                     }
                     min_cpu_load = min_cpu_load.min(load);
                 }
                 sgs.group_load += load;
-                sgs.sum_nr_running += self.cpu_nr_tasks(i);
-                sgs.sum_weighted_load += self.weighted_cpuload(i, now);
+                sgs.sum_nr_running += nr;
+                sgs.sum_weighted_load += weighted;
             }
             if idle != IdleType::NewlyIdle && local && balance_cpu != this_cpu {
-                return (None, false);
+                return None;
             }
             // x * SCHED_LOAD_SCALE / SCHED_LOAD_SCALE is x: skip the division (tens of cycles) for
             // the common full-power group.
@@ -682,34 +774,59 @@ impl Cfs {
                 sds.group_imb = sgs.group_imb;
             }
         }
-        let Some(busiest) = sds.busiest else { return (None, true) };
-        if sds.busiest_nr_running == 0 {
-            return (None, true);
+        Some(sds)
+    }
+
+    /// [`Self::sd_lb_stats`] for a domain whose groups are all single CPUs, without the per-group
+    /// walk of members: the same statistics, decisions and tie-breaks. (In a one-CPU group the
+    /// busiest and least loaded CPU are the same, so `group_imb` reduces to `weighted < nr_running`
+    /// for a CPU with load and more than one task.)
+    fn sd_lb_stats_single(
+        &mut self,
+        ctx: &Ctx,
+        this_cpu: CpuId,
+        groups: &GroupList,
+        load_idx: usize,
+        idle: IdleType,
+        prefer_sibling: bool,
+    ) -> Option<SdStats> {
+        let now = ctx.now;
+        let mut sds = SdStats::default();
+        let [first, rest] = groups.halves();
+        // The local group: this CPU's own.
+        let g = &first[0];
+        let i = g.first;
+        let weighted = self.weighted_cpuload(i, now);
+        let nr = self.cpu_nr_tasks(i);
+        let load = if load_idx == 0 { weighted } else { self.target_load(i, load_idx, now) };
+        self.nr_examined += 1;
+        if idle != IdleType::NewlyIdle && i != this_cpu {
+            return None;
         }
-        sds.avg_load = SCHED_LOAD_SCALE * sds.total_load / sds.total_pwr;
-        let force = sds.group_imb
-            || (idle == IdleType::NewlyIdle && sds.this_has_capacity && !sds.busiest_has_capacity);
-        if !force {
-            let pct = self.cpus[this_cpu.idx()].domains[level].imbalance_pct;
-            if sds.this_load >= sds.max_load
-                || sds.this_load >= sds.avg_load
-                || 100 * sds.max_load <= pct * sds.this_load
-            {
-                return (None, true);
-            }
+        sds.this_load = if g.power == SCHED_LOAD_SCALE { load } else { load * SCHED_LOAD_SCALE / g.power };
+        sds.this = 0;
+        sds.this_nr_running = nr;
+        sds.this_load_per_task = weighted;
+        sds.this_has_capacity = div_round_closest(g.power, SCHED_LOAD_SCALE) > nr;
+        sds.total_load = load;
+        sds.total_pwr = g.power;
+        // The others, in walk order. prefer_sibling caps their capacity at one task.
+        let cap_one = prefer_sibling && sds.this_has_capacity;
+        let remote = [&first[1..], rest];
+        if !self.eevdf && load_idx == 0 {
+            // The common case (2.6.38's newly-idle index is 0): the load is the runqueue's weight.
+            let (rqs, tasks) = (&self.rqs, &self.cpu_tasks);
+            scan_single_groups(&mut sds, remote, cap_one, |c| {
+                (rqs[c.idx()].load, tasks[c.idx()], rqs[c.idx()].load)
+            });
+        } else {
+            scan_single_groups(&mut sds, remote, cap_one, |c| {
+                let weighted = self.weighted_cpuload(c, now);
+                (weighted, self.cpu_nr_tasks(c), self.source_load(c, load_idx, now))
+            });
         }
-        let busiest_power = groups[busiest].power;
-        let this_power = groups[sds.this].power;
-        let imbalance = calculate_imbalance(
-            &mut sds,
-            busiest_power,
-            this_power,
-            self.cpu_avg_load_per_task(this_cpu, now),
-        );
-        if imbalance == 0 {
-            return (None, true);
-        }
-        (Some((busiest, imbalance)), true)
+        self.nr_examined += groups.len() as u64 - 1;
+        Some(sds)
     }
 
     /// `find_busiest_queue` in group `group` of domain `level`.
@@ -995,5 +1112,78 @@ fn fix_small_imbalance(
         sds.busiest_load_per_task
     } else {
         imbalance
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cfs::{CfsParams, EevdfParams};
+    use crate::testworld::TestWorld;
+    use schedlab_core::{SchedPolicy, SwitchReason};
+
+    /// The one-CPU-group scan gives exactly the general `update_sd_lb_stats` walk's statistics (and
+    /// counts as many CPUs examined) for CFS and EEVDF, every balancing kind and `cpu_load[]` index,
+    /// on runqueues from empty to crowded, with mixed weights, after some run time.
+    #[test]
+    fn single_cpu_group_scan_matches_the_general_walk() {
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let mut compared = 0;
+        for round in 0..12 {
+            let mut w = TestWorld::new(16);
+            let mut c = if round % 2 == 0 {
+                Cfs::new(CfsParams::default())
+            } else {
+                Cfs::new_eevdf(EevdfParams(CfsParams::default()))
+            };
+            c.init(&w.ctx());
+            for _ in 0..next(60) {
+                let t = w.add_task(next(40) as i8 - 20);
+                if next(4) > 0 {
+                    // Pinned, so that some CPUs stay empty and others crowd.
+                    let cpu = CpuId(next(16) as u32 % (4 + round as u32));
+                    w.tasks[t.idx()].allowed = CpuSet::single(cpu);
+                }
+                w.start(&mut c, t);
+            }
+            for cpu in 0..16 {
+                w.pick(&mut c, CpuId(cpu));
+            }
+            w.advance(&mut c, 7_000_000 + next(5) * 1_000_000);
+            for cpu in 0..16 {
+                // Some CPUs go idle (the running task blocks), so the idle and load indices diverge.
+                if next(3) == 0 && w.cpus[cpu].curr.is_some() {
+                    w.stop(&mut c, CpuId(cpu as u32), SwitchReason::Blocked);
+                }
+            }
+            w.advance(&mut c, 3_000_000);
+            let ctx = w.ctx();
+            for cpu in (0..16).map(CpuId) {
+                let groups = c.cpus[cpu.idx()].domains[0].groups.clone();
+                assert!(groups.all_single());
+                for idle in [IdleType::NewlyIdle, IdleType::NotIdle, IdleType::Idle] {
+                    for load_idx in 0..3 {
+                        for prefer_sibling in [false, true] {
+                            c.take_examined();
+                            let fast =
+                                c.sd_lb_stats_single(&ctx, cpu, &groups, load_idx, idle, prefer_sibling);
+                            let fast_examined = c.take_examined();
+                            let general = c.sd_lb_stats(&ctx, cpu, &groups, load_idx, idle, prefer_sibling);
+                            assert_eq!(fast, general, "round {round}, {cpu}, {idle:?}, index {load_idx}");
+                            assert_eq!(fast_examined, c.take_examined());
+                            compared += usize::from(general.is_some_and(|s| s.busiest.is_some()));
+                        }
+                    }
+                }
+            }
+        }
+        // The comparison saw busiest groups, not only balanced domains.
+        assert!(compared > 100, "{compared}");
     }
 }

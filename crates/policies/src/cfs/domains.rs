@@ -71,6 +71,8 @@ pub struct Group {
     /// The same CPUs as a list, in ascending order: the balancing loops walk it instead of the
     /// 1,024-bit set.
     pub members: Box<[CpuId]>,
+    /// Its first CPU (`members[0]`, kept inline for the balancing scans of one-CPU groups).
+    pub first: CpuId,
     /// `cpu_power`: sum of its CPUs' power.
     pub power: u64,
 }
@@ -95,6 +97,8 @@ impl Group {
 pub struct GroupList {
     all: Arc<[Group]>,
     first: usize,
+    /// Every group is a single CPU.
+    single: bool,
 }
 
 impl GroupList {
@@ -111,6 +115,16 @@ impl GroupList {
     /// The groups in walk order: the CPU's own group first, then on in CPU order, wrapping around.
     pub fn iter(&self) -> impl Iterator<Item = &Group> + '_ {
         self.all[self.first..].iter().chain(self.all[..self.first].iter())
+    }
+
+    /// The walk order as two plain slices (the CPU's own group starts the first).
+    pub fn halves(&self) -> [&[Group]; 2] {
+        [&self.all[self.first..], &self.all[..self.first]]
+    }
+
+    /// Whether every group is a single CPU (the lowest level of a flat machine, SMT siblings).
+    pub fn all_single(&self) -> bool {
+        self.single
     }
 }
 
@@ -245,7 +259,7 @@ impl Domain {
         Domain {
             kind,
             span: CpuSet::empty(),
-            groups: GroupList { all: Arc::from(Vec::new()), first: 0 },
+            groups: GroupList { all: Arc::from(Vec::new()), first: 0, single: false },
             min_interval_ms: min,
             max_interval_ms: max,
             busy_factor: busy,
@@ -305,7 +319,8 @@ pub fn build_all(topo: &Topology, numa: bool, style: Style) -> Vec<Vec<Domain>> 
             let first = all.iter().position(|g| g.cpus.contains(cpu)).expect("cpu in its own span");
             let mut d = Domain::new(kind, topo.nr_cpus());
             d.span = span;
-            d.groups = GroupList { all, first };
+            let single = all.iter().all(|g| g.members.len() == 1);
+            d.groups = GroupList { all, first, single };
             if style == Style::Linux66 {
                 let w = span.count() as u64;
                 d.min_interval_ms = w;
@@ -346,6 +361,7 @@ fn groups_of(topo: &Topology, child: Level, span: &CpuSet) -> Arc<[Group]> {
         .map(|g| Group {
             power: g.iter().map(|c| cpu_power(topo, c)).sum(),
             members: g.iter().collect(),
+            first: g.first().expect("a group has CPUs"),
             cpus: g,
         })
         .collect()
