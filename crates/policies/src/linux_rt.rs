@@ -322,8 +322,10 @@ impl<F: SchedPolicy> SchedPolicy for LinuxClasses<F> {
     }
 
     fn balance(&mut self, ctx: &Ctx, cpu: CpuId, kind: BalanceKind, out: &mut Vec<Migration>) {
-        let runs_fair = ctx.cpu(cpu).curr.is_none_or(|t| !is_rt(ctx, t));
-        if self.rt.nr_running > 0 && runs_fair && kind != BalanceKind::NohzIdle {
+        if self.rt.nr_running > 0
+            && kind != BalanceKind::NohzIdle
+            && ctx.cpu(cpu).curr.is_none_or(|t| !is_rt(ctx, t))
+        {
             self.rt.pull(ctx, cpu, out);
             if !out.is_empty() {
                 return;

@@ -148,11 +148,21 @@ pub(crate) struct Domain {
 impl Sim<'_> {
     /// The current frequency of `cpu`, MHz.
     pub(crate) fn cpu_mhz_now(&self, cpu: CpuId) -> u32 {
-        let d = &self.machine.dvfs;
-        match d.levels_mhz.get(self.domains[self.domain_of[cpu.idx()]].level) {
-            Some(&f) => f,
-            None => self.machine.cpu_mhz,
-        }
+        self.cpus[cpu.idx()].mhz_now
+    }
+
+    /// Caches `cpu`'s frequency and busy dynamic power at its domain's current level (at the start
+    /// and whenever the level changes).
+    pub(crate) fn refresh_freq(&mut self, cpu: CpuId) {
+        let level = self.domains[self.domain_of[cpu.idx()]].level;
+        let mhz = self.machine.dvfs.levels_mhz.get(level).copied().unwrap_or(self.machine.cpu_mhz);
+        let mw = match self.dynamic_mw_by_level.get(level) {
+            Some(&mw) => mw,
+            None => self.machine.dvfs.dynamic_mw_at(level),
+        };
+        let c = &mut self.cpus[cpu.idx()];
+        c.mhz_now = mhz;
+        c.dynamic_mw = mw;
     }
 
     /// The highest frequency, MHz.
@@ -188,6 +198,7 @@ impl Sim<'_> {
         dom.level = dom.target;
         for i in 0..self.domains[d].cpus.len() {
             let c = self.domains[d].cpus[i];
+            self.refresh_freq(c);
             if self.cpu_views[c.idx()].curr.is_some() {
                 self.cpus[c.idx()].speed = self.contended_speed(c);
                 self.program_segment(c);

@@ -179,6 +179,11 @@ pub(crate) struct Cpu {
     /// Dynamic energy drawn while busy, pJ (mW x ns; 128 bits, as 64 would overflow after a few
     /// simulated days at tens of watts).
     pub dynamic_pj: u128,
+    /// The CPU's frequency now, MHz, and its dynamic power when busy, mW: its frequency domain's
+    /// current level, kept here for the accounting of every segment (see `Sim::refresh_freq`).
+    pub mhz_now: u32,
+    /// See `mhz_now`.
+    pub dynamic_mw: u64,
 }
 
 /// Per-task engine state and accounting.
@@ -476,6 +481,9 @@ impl<'a> Sim<'a> {
             trace: cfg.trace.then(Vec::new),
             cfg,
         };
+        for c in 0..ncpus {
+            sim.refresh_freq(CpuId(c as u32));
+        }
         // Initial tasks get ids in template order, instance order.
         for (ti, spec) in workload.tasks.iter().enumerate() {
             let shared_tgid = if spec.threads { Some(sim.alloc_tgid()) } else { None };
@@ -654,13 +662,7 @@ impl<'a> Sim<'a> {
         }
         let ov_end = c.useful_start.clamp(from, now);
         c.overhead_ns += ov_end - from;
-        let level = self.domains[self.domain_of[cpu.idx()]].level;
-        let dynamic_mw = match self.dynamic_mw_by_level.get(level) {
-            Some(&mw) => mw,
-            None => self.machine.dvfs.dynamic_mw_at(level),
-        };
-        let c = &mut self.cpus[cpu.idx()];
-        c.dynamic_pj += (now - from) as u128 * dynamic_mw as u128;
+        c.dynamic_pj += (now - from) as u128 * c.dynamic_mw as u128;
         let useful = now - ov_end;
         c.busy_ns += useful;
         c.task_run_total += useful;
@@ -1183,20 +1185,22 @@ impl<'a> Sim<'a> {
     // ------------------------------------------------------------------------------------------
 
     fn balance(&mut self, cpu: CpuId, kind: BalanceKind) {
-        let mut list = std::mem::take(&mut self.migr);
-        self.policy.balance(ctx!(self), cpu, kind, &mut list);
+        debug_assert!(self.migr.is_empty());
+        self.policy.balance(ctx!(self), cpu, kind, &mut self.migr);
         self.counters.nr_balance_calls += 1;
         let examined = self.policy.take_examined();
         self.counters.nr_examined += examined;
-        if !list.is_empty() {
+        if !self.migr.is_empty() {
+            // Applying a migration may balance again (and use the list): take it out meanwhile.
+            let mut list = std::mem::take(&mut self.migr);
             for m in list.drain(..) {
                 if self.error.is_some() {
                     break;
                 }
                 self.apply_migration(m, cpu);
             }
+            self.migr = list;
         }
-        self.migr = list;
     }
 
     fn apply_migration(&mut self, m: Migration, initiator: CpuId) {

@@ -169,6 +169,7 @@ impl Cfs {
 
     /// `update_cpu_load`: folds the ticks since the last update into `cpu_load[]` (the missed ones
     /// decayed as idle, `decay_load_missed`).
+    #[inline]
     pub(crate) fn update_cpu_load(&mut self, cpu: CpuId, now: Ns) {
         if self.eevdf {
             // 6.6 has no cpu_load[]: every reader uses the PELT average.
@@ -446,7 +447,13 @@ impl Cfs {
     // Periodic, nohz and newly-idle balancing
     // ------------------------------------------------------------------------------------------
 
-    /// `rebalance_domains(cpu, idle)`.
+    /// `trigger_load_balance`'s test: whether `rq->next_balance` (for this CPU state) has come.
+    #[inline]
+    pub(crate) fn balance_due(&self, ctx: &Ctx, cpu: CpuId, idle: IdleType) -> bool {
+        ctx.now / self.tick_ns >= self.cpus[cpu.idx()].next_balance_j[usize::from(idle == IdleType::Idle)]
+    }
+
+    /// `rebalance_domains(cpu, idle)`, once [`Self::balance_due`].
     pub(crate) fn rebalance_domains(
         &mut self,
         ctx: &Ctx,
@@ -454,11 +461,8 @@ impl Cfs {
         mut idle: IdleType,
         out: &mut Vec<Migration>,
     ) {
+        // The caller has checked `balance_due`.
         let jiffies = ctx.now / self.tick_ns;
-        // trigger_load_balance: nothing to do before rq->next_balance.
-        if jiffies < self.cpus[cpu.idx()].next_balance_j[usize::from(idle == IdleType::Idle)] {
-            return;
-        }
         let hz = ctx.hz();
         for level in 0..self.cpus[cpu.idx()].domains.len() {
             let d = &self.cpus[cpu.idx()].domains[level];

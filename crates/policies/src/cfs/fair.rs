@@ -102,6 +102,9 @@ impl Se {
 pub struct CfsRq {
     /// `load.weight`: sum of the weights of its queued entities (the running one included).
     pub load: u64,
+    /// `load.inv_weight`: `inv_weight_of(load)` once computed, 0 after `load` changed (as in the
+    /// kernel, which recomputes it lazily): a division per change instead of per `sched_slice`.
+    pub inv_load: std::cell::Cell<u64>,
     /// `nr_running`: entities queued (running one included).
     pub nr_running: u32,
     /// `min_vruntime`: monotonic floor of the entities' vruntimes.
@@ -131,10 +134,24 @@ pub struct CfsRq {
 }
 
 impl CfsRq {
+    /// `inv_weight_of(load)`, computed at the first use after a change of `load`.
+    #[inline]
+    pub fn inv_weight(&self) -> u64 {
+        match self.inv_load.get() {
+            0 => {
+                let inv = inv_weight_of(self.load);
+                self.inv_load.set(inv);
+                inv
+            }
+            inv => inv,
+        }
+    }
+
     /// An empty runqueue for `group` on `cpu`.
     pub fn new(group: u32, cpu: CpuId) -> CfsRq {
         CfsRq {
             load: 0,
+            inv_load: std::cell::Cell::new(0),
             nr_running: 0,
             // The kernel starts min_vruntime at (u64)(-(1LL << 20)) so wrap-around is exercised early.
             min_vruntime: (-(1i64 << 20)) as u64,
@@ -319,8 +336,8 @@ impl Cfs {
         while let Some(id) = cur {
             let e = &self.ses[id as usize];
             let r = &self.rqs[e.cfs_rq as usize];
-            let load = if e.on_rq { r.load } else { r.load + e.weight };
-            slice = calc_delta_mine(slice, e.weight, inv_weight_of(load));
+            let inv = if e.on_rq { r.inv_weight() } else { inv_weight_of(r.load + e.weight) };
+            slice = calc_delta_mine(slice, e.weight, inv);
             cur = e.parent;
         }
         slice
@@ -357,6 +374,7 @@ impl Cfs {
         let (w, is_task) = (self.ses[se as usize].weight, self.ses[se as usize].task.is_some());
         let r = &mut self.rqs[rq as usize];
         r.load += w;
+        r.inv_load.set(0);
         r.nr_running += 1;
         let group = r.group;
         if is_task {
@@ -371,6 +389,7 @@ impl Cfs {
         let (w, is_task) = (self.ses[se as usize].weight, self.ses[se as usize].task.is_some());
         let r = &mut self.rqs[rq as usize];
         r.load -= w;
+        r.inv_load.set(0);
         r.nr_running -= 1;
         if is_task {
             r.task_weight -= w;
@@ -492,12 +511,17 @@ impl Cfs {
     /// `update_cfs_shares` with `calc_cfs_shares` (seed 000 eq. 5). Simplification: the group's load
     /// is the instantaneous sum of its runqueues' loads, where 2.6.38 averages each runqueue's load
     /// over a 10 ms window (`load_avg`, `sysctl_sched_shares_window`).
+    #[inline]
     pub(crate) fn update_cfs_shares(&mut self, rq: RqId, now: Ns) {
+        // The root group has no entity to reweight (every tick of a task at the top level).
+        if self.rqs[rq as usize].group != 0 {
+            self.update_group_shares(rq, now);
+        }
+    }
+
+    fn update_group_shares(&mut self, rq: RqId, now: Ns) {
         let r = &self.rqs[rq as usize];
         let g = r.group as usize;
-        if g == 0 {
-            return;
-        }
         let se = self.group_se[g * self.ncpus + r.cpu.idx()];
         let load = r.load;
         let tg_load = self.group_load[g];

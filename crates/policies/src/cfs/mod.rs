@@ -586,6 +586,7 @@ impl SchedPolicy for Cfs {
         self.put_prev_task(t, ctx.now);
     }
 
+    #[inline]
     fn tick(&mut self, ctx: &Ctx, cpu: CpuId, curr: TaskId) -> bool {
         self.update_cpu_load(cpu, ctx.now);
         if self.eevdf {
@@ -628,13 +629,19 @@ impl SchedPolicy for Cfs {
         self.ses[se as usize].vruntime = self.ses[right as usize].vruntime.wrapping_add(1);
     }
 
+    #[inline]
     fn balance(&mut self, ctx: &Ctx, cpu: CpuId, kind: BalanceKind, out: &mut Vec<Migration>) {
         if !self.p.load_balance || self.ncpus < 2 {
             return;
         }
         match kind {
-            BalanceKind::Periodic => self.rebalance_domains(ctx, cpu, IdleType::NotIdle, out),
-            BalanceKind::NohzIdle => self.rebalance_domains(ctx, cpu, IdleType::Idle, out),
+            BalanceKind::Periodic | BalanceKind::NohzIdle => {
+                let idle = if kind == BalanceKind::Periodic { IdleType::NotIdle } else { IdleType::Idle };
+                // trigger_load_balance: nothing to do before rq->next_balance (most ticks).
+                if self.balance_due(ctx, cpu, idle) {
+                    self.rebalance_domains(ctx, cpu, idle, out);
+                }
+            }
             BalanceKind::NewlyIdle => self.idle_balance(ctx, cpu, out),
         }
     }
