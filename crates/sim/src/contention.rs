@@ -123,10 +123,16 @@ impl Sim<'_> {
 
     /// The tasks running on CPUs sharing a resource with `cpu` have new co-runners: account their time
     /// so far at their old speed, then reprogram them at the new one.
+    #[inline(always)]
     pub(crate) fn respeed_around(&mut self, cpu: CpuId) {
-        if !self.contention_active {
-            return;
+        // Checked where it is called: most machines and workloads model no contention.
+        if self.contention_active {
+            self.respeed_contended(cpu);
         }
+    }
+
+    /// [`Self::respeed_around`] when contention is modelled.
+    fn respeed_contended(&mut self, cpu: CpuId) {
         let span = self.share_span[cpu.idx()];
         for c in span.iter() {
             if c == cpu || self.cpu_views[c.idx()].curr.is_none() {

@@ -308,7 +308,7 @@ impl TickRing {
     }
 
     /// Appends `e`; false (and nothing done) if it would break the order or the ring is full.
-    #[inline]
+    #[inline(always)]
     fn push(&mut self, e: Entry) -> bool {
         let mask = self.buf.len() - 1;
         if self.len == self.buf.len()
@@ -381,7 +381,7 @@ impl EventQueue {
     }
 
     /// Schedules the tick of `cpu` at `time`.
-    #[inline]
+    #[inline(always)]
     pub fn push_tick(&mut self, cpu: CpuId, time: Ns) {
         self.seq += 1;
         let e = Entry { key: key_of(time, self.seq), ev: Ev::Tick(cpu) };

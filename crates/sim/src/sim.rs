@@ -604,6 +604,7 @@ impl<'a> Sim<'a> {
         self.finish()
     }
 
+    #[inline(always)]
     fn dispatch(&mut self, ev: Ev) {
         match ev {
             Ev::Tick(cpu) => self.on_tick(cpu),
@@ -1184,6 +1185,7 @@ impl<'a> Sim<'a> {
     // Balancing and migration
     // ------------------------------------------------------------------------------------------
 
+    #[inline]
     fn balance(&mut self, cpu: CpuId, kind: BalanceKind) {
         debug_assert!(self.migr.is_empty());
         self.policy.balance(ctx!(self), cpu, kind, &mut self.migr);
