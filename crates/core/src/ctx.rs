@@ -77,11 +77,13 @@ pub struct TaskInfo {
     pub cpu: CpuId,
     /// Current state.
     pub state: TaskState,
-    /// CPU time consumed up to the task's last switch-in or switch-out, as the engine accounts it.
+    /// CPU time consumed as of the engine's last accounting of the task: its last switch in or out,
+    /// or a change of its speed (frequency, contention); ticks do not account it.
     pub sum_exec_ns: Ns,
     /// When the task last stopped running (0 if it never ran).
     pub last_ran_ns: Ns,
-    /// Its performance counters, as counted up to the engine's last accounting of it.
+    /// Its performance counters, as counted up to the engine's last accounting of it (see
+    /// `sum_exec_ns`).
     pub pmc: crate::Pmc,
 }
 

@@ -310,6 +310,9 @@ pub struct Sim<'a> {
     pub(crate) share_span: Vec<CpuSet>,
     /// Contention is modelled and some task has an activity profile.
     pub(crate) contention_active: bool,
+    /// A running task's speed can differ from its CPU's nominal speed: contention is modelled or the
+    /// machine has frequency levels. When false, [`Sim::contended_speed`] is the nominal speed.
+    speed_varies: bool,
     /// Frequency domains (packages, or cores with per-core scaling).
     pub(crate) domains: Vec<crate::dvfs::Domain>,
     /// Each CPU's frequency domain.
@@ -473,6 +476,7 @@ impl<'a> Sim<'a> {
             demand: Vec::new(),
             share_span,
             contention_active,
+            speed_varies: contention_active || !machine.dvfs.levels_mhz.is_empty(),
             domains,
             domain_of,
             dynamic_mw_by_level: (0..machine.dvfs.levels_mhz.len().max(1))
@@ -829,7 +833,9 @@ impl<'a> Sim<'a> {
             self.cpus[cpu.idx()].tick_armed = false;
             return;
         };
-        self.settle(cpu);
+        // No settling here: nothing a tick does reads the running segment's accounting (the
+        // ondemand governor's sample settles what it reads), and every event that changes the
+        // segment's speed, counter rotation or task settles it first (docs/architecture.md).
         self.governor_tick(cpu);
         if self.policy.tick(ctx!(self), cpu, curr) {
             self.cpus[cpu.idx()].need_resched = true;
@@ -838,8 +844,8 @@ impl<'a> Sim<'a> {
         self.balance(cpu, BalanceKind::Periodic);
         // nohz idle balancing: a busy CPU with waiting work kicks a balance pass on behalf of every
         // tickless idle CPU, at most once per jiffy machine-wide.
-        if self.cpu_views[cpu.idx()].nr_running >= 2
-            && self.nr_idle > 0
+        if self.nr_idle > 0
+            && self.cpu_views[cpu.idx()].nr_running >= 2
             && self.last_nohz_jiffy != Some(self.now / self.tick_ns)
         {
             let jiffy = self.now / self.tick_ns;
@@ -1165,7 +1171,11 @@ impl<'a> Sim<'a> {
                 self.record(cpu, crate::trace::TraceKind::Value { task: t, name, value });
             }
         }
-        let speed = self.contended_speed(cpu);
+        let speed = if self.speed_varies {
+            self.contended_speed(cpu)
+        } else {
+            self.machine.speed_permille[cpu.idx()]
+        };
         let c = &mut self.cpus[cpu.idx()];
         c.speed = speed;
         c.seg_start = now;
@@ -1185,7 +1195,9 @@ impl<'a> Sim<'a> {
     // Balancing and migration
     // ------------------------------------------------------------------------------------------
 
-    #[inline]
+    /// One balancing pass of the policy on `cpu`. The common case (nothing to move) stays on the
+    /// caller's path; applying migrations is out of line.
+    #[inline(always)]
     fn balance(&mut self, cpu: CpuId, kind: BalanceKind) {
         debug_assert!(self.migr.is_empty());
         self.policy.balance(ctx!(self), cpu, kind, &mut self.migr);
@@ -1193,16 +1205,22 @@ impl<'a> Sim<'a> {
         let examined = self.policy.take_examined();
         self.counters.nr_examined += examined;
         if !self.migr.is_empty() {
-            // Applying a migration may balance again (and use the list): take it out meanwhile.
-            let mut list = std::mem::take(&mut self.migr);
-            for m in list.drain(..) {
-                if self.error.is_some() {
-                    break;
-                }
-                self.apply_migration(m, cpu);
-            }
-            self.migr = list;
+            self.apply_migrations(cpu);
         }
+    }
+
+    /// Applies the migrations a balancing pass on `cpu` asked for.
+    #[inline(never)]
+    fn apply_migrations(&mut self, cpu: CpuId) {
+        // Applying a migration may balance again (and use the list): take it out meanwhile.
+        let mut list = std::mem::take(&mut self.migr);
+        for m in list.drain(..) {
+            if self.error.is_some() {
+                break;
+            }
+            self.apply_migration(m, cpu);
+        }
+        self.migr = list;
     }
 
     fn apply_migration(&mut self, m: Migration, initiator: CpuId) {

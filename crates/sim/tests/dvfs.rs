@@ -91,3 +91,23 @@ fn energy_is_static_plus_dynamic_power_over_time() {
     assert_eq!(r.summary.energy_uj, (5_000 * 2 * NSEC_PER_SEC + 25_000 * busy) / 1_000_000);
     assert!(r.summary.energy_uj.abs_diff(35_000_000) < 250, "{} uJ", r.summary.energy_uj);
 }
+
+#[test]
+fn every_segment_runs_at_the_current_frequency_not_only_those_after_a_change() {
+    // Powersave holds 1600 MHz, so after the first change no frequency change re-speeds a task: each
+    // switch must start its segment at the low frequency by itself. Two hogs without an activity
+    // profile (so no contention either: entirely CPU-bound, bus demand 0) share CPU 0 and switch a
+    // hundred times in a second; each progresses at 1600 / 2400 of its run time, a little less for
+    // the cache refill after each return to the CPU (50 us at half speed when the other ran 2 ms).
+    let mut w = builtin("hogs[n=2]").unwrap().unwrap();
+    for t in &mut w.tasks {
+        t.cpus = Some(vec![0]);
+    }
+    let r = run(Governor::Powersave, &w, 1);
+    assert!(r.summary.nr_switches >= 100, "{} switches", r.summary.nr_switches);
+    for t in &r.tasks {
+        assert!(t.run_ns > NSEC_PER_SEC / 3, "{} ran {} ns", t.name, t.run_ns);
+        let rate = t.work_ns as f64 / t.run_ns as f64;
+        assert!((rate - 2.0 / 3.0).abs() < 0.005, "{} progressed at {rate:.4}, not 0.6667", t.name);
+    }
+}
