@@ -12,6 +12,7 @@
 pub mod bfs;
 pub mod bsd4;
 pub mod cfs;
+pub mod domains;
 pub mod elsc;
 pub mod fifo;
 pub mod htfs;

@@ -126,7 +126,7 @@ impl Cfs {
             self.place_entity_eevdf(rq, se, initial);
         }
         self.update_curr(rq, now);
-        self.update_cfs_shares(rq, now);
+        self.update_cfs_shares(rq, 0, now);
         if !is_curr {
             self.place_entity_eevdf(rq, se, initial);
         }
@@ -147,7 +147,7 @@ impl Cfs {
         }
         self.ses[se as usize].on_rq = false;
         self.account_dequeue(rq, se);
-        self.update_cfs_shares(rq, now);
+        self.update_cfs_shares(rq, 0, now);
         self.update_min_vruntime(rq);
     }
 

@@ -1,7 +1,7 @@
 //! Scheduling entities, CFS runqueues and the per-runqueue mechanics of Linux 2.6.38
 //! kernel/sched_fair.c: `update_curr`, `place_entity`, `enqueue_entity`/`dequeue_entity`,
 //! `pick_next_entity` with buddies, `put_prev_entity`, `check_preempt_tick`, `check_preempt_wakeup`,
-//! `sched_slice`, and group shares.
+//! `sched_slice`; group shares are in [`super::shares`].
 
 use super::math::{calc_delta_fair, calc_delta_mine, inv_weight_of};
 use super::timeline;
@@ -17,8 +17,6 @@ pub type RqId = u32;
 pub const NO_POS: u32 = u32::MAX;
 /// `WMULT_IDLEPRIO`: the inverse weight of SCHED_IDLE's weight 3.
 const WMULT_IDLEPRIO: u64 = 1431655765;
-/// `MIN_SHARES`.
-const MIN_SHARES: u64 = 2;
 
 /// `struct sched_entity`: a task, or a task group on one CPU.
 #[derive(Clone, Debug)]
@@ -131,6 +129,20 @@ pub struct CfsRq {
     pub avg_load: u64,
     /// EEVDF: the root of the timeline's deadline-augmented tree ([`super::deadline_tree`]).
     pub dl_root: u32,
+    /// `load_avg`: load x ns accumulated over the current shares window ([`super::shares`]).
+    pub load_avg: u64,
+    /// `load_period`: ns covered by `load_avg`.
+    pub load_period: u64,
+    /// `load_stamp`: when `load_avg` was last updated.
+    pub load_stamp: Ns,
+    /// `load_last`: when it was last updated with load on the runqueue.
+    pub load_last: Ns,
+    /// `load_unacc_exec_time`: run time since the last update.
+    pub load_unacc_exec_time: Ns,
+    /// `load_contribution`: this runqueue's part of its group's `load_weight`.
+    pub load_contribution: u64,
+    /// `on_list`: on its CPU's leaf runqueue list.
+    pub on_list: bool,
 }
 
 impl CfsRq {
@@ -166,6 +178,13 @@ impl CfsRq {
             h_load: 0,
             avg_vruntime: 0,
             avg_load: 0,
+            load_avg: 0,
+            load_period: 0,
+            load_stamp: 0,
+            load_last: 0,
+            load_unacc_exec_time: 0,
+            load_contribution: 0,
+            on_list: false,
         }
     }
 }
@@ -226,6 +245,8 @@ impl Cfs {
         self.group_parent = ctx.groups.iter().map(|g| g.parent.map(|p| p.0)).collect();
         self.group_shares = ctx.groups.iter().map(|g| g.shares).collect();
         self.group_load = vec![0; self.ngroups];
+        self.tg_load_weight = vec![0; self.ngroups];
+        self.leaf = vec![Vec::new(); self.ncpus];
         for g in 0..self.ngroups as u32 {
             for c in 0..self.ncpus {
                 self.rqs.push(CfsRq::new(g, CpuId(c as u32)));
@@ -258,6 +279,7 @@ impl Cfs {
         self.ses.push(se);
         if self.task_se.len() <= t.idx() {
             self.task_se.resize(t.idx() + 1, u32::MAX);
+            self.premoved.resize(t.idx() + 1, false);
         }
         self.task_se[t.idx()] = id;
         self.set_task_rq(t, info.cpu, info.group.0);
@@ -291,6 +313,7 @@ impl Cfs {
         se.sum_exec += delta_exec;
         se.vruntime = se.vruntime.wrapping_add(calc_delta_fair(delta_exec, se.weight, se.inv()));
         se.exec_start = now;
+        self.rqs[rq as usize].load_unacc_exec_time += delta_exec;
         if self.eevdf {
             self.update_deadline(rq, curr);
         }
@@ -431,7 +454,8 @@ impl Cfs {
         r.avg_load = r.avg_load.wrapping_add_signed(sign * s.weight as i64);
     }
 
-    /// `enqueue_entity`. `wakeup` = ENQUEUE_WAKEUP, `waking` = ENQUEUE_WAKING (vruntime is relative).
+    /// `enqueue_entity` (2.6.38). `wakeup` = ENQUEUE_WAKEUP, `waking` = ENQUEUE_WAKING (vruntime is
+    /// relative).
     pub(crate) fn enqueue_entity(&mut self, rq: RqId, se: SeId, wakeup: bool, waking: bool, now: Ns) {
         if self.eevdf {
             return self.enqueue_entity_eevdf(rq, se, waking && !wakeup, now);
@@ -442,8 +466,10 @@ impl Cfs {
             s.vruntime = s.vruntime.wrapping_add(mv);
         }
         self.update_curr(rq, now);
+        self.update_cfs_load(rq, false, now);
+        let weight = self.ses[se as usize].weight;
+        self.update_cfs_shares(rq, weight, now);
         self.account_enqueue(rq, se);
-        self.update_cfs_shares(rq, now);
         if wakeup {
             self.place_entity(rq, se, false);
         }
@@ -451,9 +477,12 @@ impl Cfs {
             self.tree_insert(rq, se);
         }
         self.ses[se as usize].on_rq = true;
+        if self.rqs[rq as usize].nr_running == 1 {
+            self.list_add_leaf_cfs_rq(rq);
+        }
     }
 
-    /// `dequeue_entity`. `sleep` = DEQUEUE_SLEEP (otherwise vruntime becomes relative).
+    /// `dequeue_entity` (2.6.38). `sleep` = DEQUEUE_SLEEP (otherwise vruntime becomes relative).
     pub(crate) fn dequeue_entity(&mut self, rq: RqId, se: SeId, sleep: bool, now: Ns) {
         if self.eevdf {
             return self.dequeue_entity_eevdf(rq, se, now);
@@ -464,9 +493,10 @@ impl Cfs {
             self.tree_remove(rq, se);
         }
         self.ses[se as usize].on_rq = false;
+        self.update_cfs_load(rq, false, now);
         self.account_dequeue(rq, se);
         self.update_min_vruntime(rq);
-        self.update_cfs_shares(rq, now);
+        self.update_cfs_shares(rq, 0, now);
         if !sleep {
             let mv = self.rqs[rq as usize].min_vruntime;
             let s = &mut self.ses[se as usize];
@@ -475,7 +505,8 @@ impl Cfs {
     }
 
     /// `enqueue_task_fair`: enqueues the task's entity and every group entity above it that is not
-    /// queued yet (those with ENQUEUE_WAKEUP).
+    /// queued yet (those with ENQUEUE_WAKEUP); then, from the first entity found queued, every level's
+    /// load and shares are brought up to date (2.6.38's second loop).
     pub(crate) fn enqueue_task(&mut self, t: TaskId, wakeup: bool, waking: bool, now: Ns) {
         let mut cur = Some(self.task_se[t.idx()]);
         let (mut wakeup, mut waking) = (wakeup, waking);
@@ -489,10 +520,15 @@ impl Cfs {
             waking = false;
             cur = self.ses[se as usize].parent;
         }
+        if !self.eevdf {
+            self.update_shares_upward(cur, now);
+        }
         self.nr_running_total += 1;
     }
 
-    /// `dequeue_task_fair`: dequeues the task's entity and every group entity left empty.
+    /// `dequeue_task_fair`: dequeues the task's entity and every group entity left empty; then, from
+    /// the last entity dequeued (whose runqueue kept load) upward, every level's load and shares are
+    /// brought up to date (2.6.38's second loop).
     pub(crate) fn dequeue_task(&mut self, t: TaskId, sleep: bool, now: Ns) {
         let mut cur = Some(self.task_se[t.idx()]);
         let mut sleep = sleep;
@@ -505,35 +541,28 @@ impl Cfs {
             sleep = true;
             cur = self.ses[se as usize].parent;
         }
+        if !self.eevdf {
+            self.update_shares_upward(cur, now);
+        }
         self.nr_running_total -= 1;
     }
 
-    /// `update_cfs_shares` with `calc_cfs_shares` (seed 000 eq. 5). Simplification: the group's load
-    /// is the instantaneous sum of its runqueues' loads, where 2.6.38 averages each runqueue's load
-    /// over a 10 ms window (`load_avg`, `sysctl_sched_shares_window`).
-    #[inline]
-    pub(crate) fn update_cfs_shares(&mut self, rq: RqId, now: Ns) {
-        // The root group has no entity to reweight (every tick of a task at the top level).
-        if self.rqs[rq as usize].group != 0 {
-            self.update_group_shares(rq, now);
+    /// The second `for_each_sched_entity` loop of `enqueue_task_fair` / `dequeue_task_fair`:
+    /// `update_cfs_load` and `update_cfs_shares` on the runqueue of `se` and of each ancestor.
+    fn update_shares_upward(&mut self, mut cur: Option<SeId>, now: Ns) {
+        while let Some(se) = cur {
+            let rq = self.ses[se as usize].cfs_rq;
+            if self.rqs[rq as usize].group == 0 {
+                break; // the root runqueue: both updates return at once
+            }
+            self.update_cfs_load(rq, false, now);
+            self.update_cfs_shares(rq, 0, now);
+            cur = self.ses[se as usize].parent;
         }
     }
 
-    fn update_group_shares(&mut self, rq: RqId, now: Ns) {
-        let r = &self.rqs[rq as usize];
-        let g = r.group as usize;
-        let se = self.group_se[g * self.ncpus + r.cpu.idx()];
-        let load = r.load;
-        let tg_load = self.group_load[g];
-        let tg_shares = self.group_shares[g];
-        let shares = tg_shares * load;
-        let shares = shares.checked_div(tg_load).unwrap_or(shares);
-        let shares = shares.clamp(MIN_SHARES, tg_shares);
-        self.reweight_entity(se, shares, now);
-    }
-
     /// `reweight_entity`.
-    fn reweight_entity(&mut self, se: SeId, weight: u64, now: Ns) {
+    pub(crate) fn reweight_entity(&mut self, se: SeId, weight: u64, now: Ns) {
         let s = &self.ses[se as usize];
         if s.weight == weight {
             return;
@@ -737,7 +766,11 @@ impl Cfs {
         while let Some(se) = cur {
             let rq = self.ses[se as usize].cfs_rq;
             self.update_curr(rq, now);
-            self.update_cfs_shares(rq, now);
+            if self.eevdf {
+                self.update_cfs_shares(rq, 0, now);
+            } else {
+                self.update_entity_shares_tick(rq, now);
+            }
             // EEVDF has no check_preempt_tick: update_curr's update_deadline asks for the resched.
             if !self.eevdf && (self.rqs[rq as usize].nr_running > 1 || !self.p.wakeup_preempt) {
                 resched |= self.check_preempt_tick(rq, se);
@@ -747,7 +780,9 @@ impl Cfs {
         resched
     }
 
-    /// `check_preempt_tick` (2.6.38).
+    /// `check_preempt_tick` (2.6.38 kernel/sched_fair.c): a reschedule once the entity has run its
+    /// slice since it was picked, or, after at least `min_granularity`, when it is more than a slice
+    /// ahead of the leftmost; an entity behind the leftmost (`delta < 0`) keeps the CPU.
     fn check_preempt_tick(&mut self, rq: RqId, curr: SeId) -> bool {
         let ideal_runtime = self.sched_slice(curr);
         let c = &self.ses[curr as usize];
@@ -763,10 +798,10 @@ impl Cfs {
             let left = timeline::first(&self.rqs[rq as usize].timeline).expect("nr_running > 1");
             let delta =
                 self.ses[curr as usize].vruntime.wrapping_sub(self.ses[left as usize].vruntime) as i64;
-            // 2.6.38 compares this s64 against an unsigned long, so a negative delta (curr behind the
-            // leftmost) converts to a huge value and also asks for a reschedule. Kept as in the
-            // kernel; the `delta < 0` early return came in a later release.
-            if (delta as u64) > ideal_runtime {
+            if delta < 0 {
+                return false;
+            }
+            if delta as u64 > ideal_runtime {
                 return true;
             }
         }
@@ -790,7 +825,8 @@ impl Cfs {
         (se, pse)
     }
 
-    /// `check_preempt_wakeup` (2.6.38). `fork` = WF_FORK.
+    /// `check_preempt_wakeup` (2.6.38 kernel/sched_fair.c). `fork` = WF_FORK. The engine does not ask
+    /// while a reschedule is already pending (the kernel's `test_tsk_need_resched` return).
     pub(crate) fn check_preempt_wakeup(&mut self, ctx: &Ctx, curr: TaskId, p: TaskId, fork: bool) -> bool {
         let se = self.task_se[curr.idx()];
         let pse = self.task_se[p.idx()];
@@ -803,10 +839,15 @@ impl Cfs {
             self.set_buddy(ctx, pse, false);
         }
         let (cc, pc) = (ctx.task(curr).class, ctx.task(p).class);
-        let preempt = if cc == SchedClass::Idle && pc != SchedClass::Idle {
-            true // idle tasks are by definition preempted by non-idle tasks
-        } else if !pc.is_normal() || !self.p.wakeup_preempt {
-            false // batch and idle wakees do not preempt; their preemption is driven by the tick
+        // Batch and idle wakees do not preempt (`p->policy != SCHED_NORMAL`), even an idle-class
+        // current task; then an idle current task is preempted by any normal one.
+        if !pc.is_normal() {
+            return false;
+        }
+        let preempt = if cc == SchedClass::Idle {
+            true
+        } else if !self.p.wakeup_preempt {
+            false
         } else {
             self.update_curr(rq, ctx.now);
             let (se, pse) = self.find_matching_se(se, pse);

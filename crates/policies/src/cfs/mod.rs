@@ -19,7 +19,8 @@
 //! * buddies bias the pick: `last` returns the CPU to a task preempted by a wakeup (`LAST_BUDDY`),
 //!   `next` (off by default) favours the woken task, both only within the wakeup granularity;
 //! * task groups (cgroups) nest: a group has an entity on each CPU whose weight is its share of the
-//!   group's `shares`, proportional to that CPU's part of the group's load (seed 000 eq. 5);
+//!   group's `shares`, proportional to that CPU's part of the group's load, the other CPUs' parts being
+//!   10 ms load averages (seed 000 eq. 5, shares.rs);
 //! * across CPUs, the sched-domain load balancer evens out weighted load: periodically per domain
 //!   (intervals backing off while balanced), when a CPU goes idle, and for tickless idle CPUs; plus
 //!   placement at fork (`find_idlest_group`) and wakeup (`wake_affine`, `select_idle_sibling`).
@@ -27,26 +28,32 @@
 //! Tunables scale with the number of CPUs like the kernel's `SCHED_TUNABLESCALING_LOG`: factor
 //! `1 + ilog2(min(ncpus, 8))`, so 6 ms latency becomes 24 ms on 8 or more CPUs.
 //!
-//! Where this port simplifies (said again at the spot): group shares use instantaneous loads rather
-//! than the 10 ms averaged `load_avg`; `effective_load` in wake_affine has no group correction;
-//! a balancing pass stops at the first domain that moved tasks; load-balancer task order within a
-//! runqueue follows the kernel's newest-first list. The rbtree is replaced by an indexed heap with the
-//! same ordering and tie-breaks ([`timeline`]).
+//! Files hold the kernel's functions under their names and in its order: fair.rs (the runqueue),
+//! shares.rs (group shares), select.rs (placement), balance.rs and lb_stats.rs (balancing),
+//! cpu_load.rs (sched.c's load averages); the domains are [`crate::domains`]. Where this port
+//! simplifies (said again at the spot and in docs/policies/cfs.md): the rbtree is an indexed heap
+//! with the same ordering and tie-breaks ([`timeline`]); a tickless idle CPU's `cpu_load[]` is caught
+//! up when read; the nohz idle balancer is the engine's; RT tasks are not counted in the fair class's
+//! `nr_running`.
 
 pub mod avec;
 mod balance;
+mod cpu_load;
 mod deadline_tree;
-pub mod domains;
 mod eevdf;
 mod fair;
+mod lb_stats;
 mod load_avg;
 pub mod math;
 mod pelt;
+mod select;
+mod shares;
 mod timeline;
 
+use crate::domains;
 use crate::params::{parse_bool, parse_u64, ParamInfo, Params};
-pub(crate) use balance::{fold_cpu_load, CPU_LOAD_IDX_MAX};
 use balance::{CpuState, IdleType};
+pub(crate) use cpu_load::{fold_cpu_load, CPU_LOAD_IDX_MAX};
 use fair::{CfsRq, Se, SeId};
 use schedlab_core::{
     BalanceKind, CpuId, Ctx, DequeueReason, Dispatch, EnqueueReason, Migration, Ns, PolicyStat, SchedClass,
@@ -314,12 +321,22 @@ pub struct Cfs {
     group_se: Vec<SeId>,
     group_parent: Vec<Option<u32>>,
     group_shares: Vec<u64>,
+    /// EEVDF: each group's instantaneous load (sum of its runqueues' loads).
     group_load: Vec<u64>,
+    /// `tg->load_weight`: each group's sum of its runqueues' `load_contribution`s (2.6.38).
+    tg_load_weight: Vec<i64>,
+    /// Each CPU's leaf runqueue list (`rq->leaf_cfs_rq_list`), in list order.
+    leaf: Vec<Vec<fair::RqId>>,
     cpus: Vec<CpuState>,
     cpu_tasks: Vec<u64>,
     seq: u64,
     /// Reused buffer for the balancer's task lists (no allocation per balancing pass).
     scratch: Vec<SeId>,
+    /// Tasks a balancing pass already moved in the policy's runqueues (`pull_task`), whose
+    /// `dequeue`/`enqueue` by the engine are then no-ops.
+    premoved: Vec<bool>,
+    /// Active balances kicked by the current pass: (busiest CPU, CPU that asked, domain level).
+    pending_active: Vec<(CpuId, CpuId, usize)>,
     nr_running_total: usize,
     nr_examined: u64,
     nr_wake_affine: u64,
@@ -363,10 +380,14 @@ impl Cfs {
             group_parent: Vec::new(),
             group_shares: Vec::new(),
             group_load: Vec::new(),
+            tg_load_weight: Vec::new(),
+            leaf: Vec::new(),
             cpus: Vec::new(),
             cpu_tasks: Vec::new(),
             seq: 0,
             scratch: Vec::new(),
+            premoved: Vec::new(),
+            pending_active: Vec::new(),
             nr_running_total: 0,
             nr_examined: 0,
             nr_wake_affine: 0,
@@ -440,6 +461,25 @@ impl Cfs {
     fn group_of(ctx: &Ctx, t: TaskId) -> u32 {
         ctx.task(t).group.0
     }
+
+    /// Takes the queued (not running) task `t` off `cpu` (`deactivate_task(rq, p, 0)`).
+    fn dequeue_queued(&mut self, cpu: CpuId, t: TaskId, now: Ns) {
+        if self.eevdf {
+            self.pelt_before_dequeue(cpu, t, now);
+        }
+        self.dequeue_task(t, false, now);
+        self.cpu_tasks[cpu.idx()] -= 1;
+    }
+
+    /// Puts `t`, moved from another CPU, on `cpu` (`set_task_cpu`, `activate_task(rq, p, 0)`).
+    fn enqueue_migrated(&mut self, cpu: CpuId, t: TaskId, group: u32, now: Ns) {
+        self.set_task_rq(t, cpu, group);
+        if self.eevdf {
+            self.pelt_before_enqueue(cpu, t, now);
+        }
+        self.enqueue_task(t, false, false, now);
+        self.cpu_tasks[cpu.idx()] += 1;
+    }
 }
 
 impl SchedPolicy for Cfs {
@@ -473,7 +513,7 @@ impl SchedPolicy for Cfs {
             .topo
             .cpus()
             .map(|c| CpuState {
-                cpu_load: [0; balance::CPU_LOAD_IDX_MAX],
+                cpu_load: [0; CPU_LOAD_IDX_MAX],
                 last_load_update_tick: 0,
                 avg_idle: 2 * self.p.sched_migration_cost_ns,
                 idle_stamp: 0,
@@ -523,6 +563,14 @@ impl SchedPolicy for Cfs {
     }
 
     fn enqueue(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId, why: EnqueueReason) {
+        if why == EnqueueReason::Migrated {
+            if self.premoved.get(t.idx()).copied().unwrap_or(false) {
+                // pull_task moved it already.
+                self.premoved[t.idx()] = false;
+                return;
+            }
+            return self.enqueue_migrated(cpu, t, Self::group_of(ctx, t), ctx.now);
+        }
         self.set_task_rq(t, cpu, Self::group_of(ctx, t));
         let wakeup = why == EnqueueReason::Wakeup;
         if self.eevdf {
@@ -550,11 +598,10 @@ impl SchedPolicy for Cfs {
     }
 
     fn dequeue(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId, _why: DequeueReason) {
-        if self.eevdf {
-            self.pelt_before_dequeue(cpu, t, ctx.now);
+        if self.premoved.get(t.idx()).copied().unwrap_or(false) {
+            return; // pull_task moved it already; `enqueue(.., Migrated)` follows.
         }
-        self.dequeue_task(t, false, ctx.now);
-        self.cpu_tasks[cpu.idx()] -= 1;
+        self.dequeue_queued(cpu, t, ctx.now);
     }
 
     fn pick_next(&mut self, ctx: &Ctx, cpu: CpuId) -> Option<Dispatch> {
@@ -709,3 +756,5 @@ impl SchedPolicy for Cfs {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_2638;

@@ -20,8 +20,8 @@
 //! are reduced to moving at least one task when the busiest CPU has two and the gap exceeds half of it.
 
 use super::{Htfs, Kind, Method, Se};
-use crate::cfs::domains;
 use crate::cfs::fold_cpu_load;
+use crate::domains;
 use schedlab_core::{CpuId, Ctx, Migration, Ns, TaskId};
 
 /// `sysctl_sched_migration_cost`: a task that ran this recently is cache-hot.
@@ -108,7 +108,7 @@ impl Htfs {
         out: &mut Vec<Migration>,
     ) -> bool {
         let d = &self.cpus[this.idx()].domains[level];
-        let pct = d.imbalance_pct;
+        let pct = d.p.imbalance_pct;
         let groups = d.groups.clone();
         let group_avg = |s: &Self, g: &domains::Group, local: bool| {
             g.members.iter().map(|&c| s.guess_load(c, load_idx, local)).sum::<u64>() * 1024 / g.power.max(1)
@@ -137,10 +137,10 @@ impl Htfs {
         let d = &mut self.cpus[this.idx()].domains[level];
         if moved {
             d.nr_balance_failed = 0;
-            d.balance_interval_ms = d.min_interval_ms;
+            d.balance_interval_ms = d.p.min_interval_ms;
         } else if busiest.is_some_and(|b| b.0 > this_load) {
             d.nr_balance_failed += 1;
-        } else if d.balance_interval_ms < d.max_interval_ms {
+        } else if d.balance_interval_ms < d.p.max_interval_ms {
             d.balance_interval_ms *= 2;
         }
         moved
@@ -157,7 +157,7 @@ impl Htfs {
         out: &mut Vec<Migration>,
     ) -> bool {
         let failed = self.cpus[this.idx()].domains[level].nr_balance_failed;
-        let tries = self.cpus[this.idx()].domains[level].cache_nice_tries;
+        let tries = self.cpus[this.idx()].domains[level].p.cache_nice_tries;
         let curr = ctx.cpu(src).curr;
         let mut rem = imbalance as i64;
         let mut picks = Vec::new();

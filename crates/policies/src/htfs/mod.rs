@@ -69,8 +69,8 @@ pub mod slice;
 #[cfg(test)]
 mod tests;
 
-use crate::cfs::domains::{self, Domain, Style};
 use crate::cfs::CPU_LOAD_IDX_MAX;
+use crate::domains::{self, Domain, Style};
 use crate::params::{parse_u64, ParamInfo, Params};
 use runqueue::{Runqueue, NR_LEVELS};
 use schedlab_core::weights::{nice_to_weight, PRIO_TO_WEIGHT, WEIGHT_IDLEPRIO};

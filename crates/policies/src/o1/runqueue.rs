@@ -6,8 +6,8 @@
 //! `target_load`, `load_balance`, `move_tasks`, `rebalance_tick`, `idle_balance`); the balancing
 //! rules are described in the header of crates/policies/src/o1/mod.rs.
 
-use crate::cfs::domains::{self, Domain, Style};
 use crate::cfs::{fold_cpu_load, CPU_LOAD_IDX_MAX};
+use crate::domains::{self, Domain, Style};
 use schedlab_core::{CpuId, Ctx, Migration, Ns, TaskId};
 use std::collections::VecDeque;
 
@@ -158,7 +158,7 @@ impl<X: Clone> Runqueues<X> {
         out: &mut Vec<Migration>,
     ) -> bool {
         let d = &self.rqs[this.idx()].domains[level];
-        let pct = d.imbalance_pct;
+        let pct = d.p.imbalance_pct;
         let groups = d.groups.clone();
         for g in groups.iter() {
             for &c in g.members.iter() {
@@ -198,12 +198,12 @@ impl<X: Clone> Runqueues<X> {
         let d = &mut self.rqs[this.idx()].domains[level];
         if moved {
             d.nr_balance_failed = 0;
-            d.balance_interval_ms = d.min_interval_ms;
+            d.balance_interval_ms = d.p.min_interval_ms;
         } else if busiest.is_some_and(|b| b.0 > this_load && 100 * b.0 > pct * this_load) {
             d.nr_balance_failed += 1;
-            if d.nr_balance_failed > d.cache_nice_tries + 2 {
+            if d.nr_balance_failed > d.p.cache_nice_tries + 2 {
                 // Active balance: push the busiest queue's running task here.
-                d.nr_balance_failed = d.cache_nice_tries + 1;
+                d.nr_balance_failed = d.p.cache_nice_tries + 1;
                 if let Some((_, g)) = busiest {
                     if let Some(&src) = g.members.iter().find(|c| self.rqs[c.idx()].nr_running >= 2) {
                         if let Some(curr) = ctx.cpu(src).curr.filter(|&c| ctx.task(c).allowed.contains(this))
@@ -214,7 +214,7 @@ impl<X: Clone> Runqueues<X> {
                     }
                 }
             }
-        } else if d.balance_interval_ms < d.max_interval_ms {
+        } else if d.balance_interval_ms < d.p.max_interval_ms {
             d.balance_interval_ms *= 2;
         }
         moved
@@ -234,7 +234,7 @@ impl<X: Clone> Runqueues<X> {
     ) -> bool {
         let rq = &self.rqs[src.idx()];
         let failed = rq.domains.get(level).map_or(0, |d| d.nr_balance_failed);
-        let tries = self.rqs[this.idx()].domains[level].cache_nice_tries;
+        let tries = self.rqs[this.idx()].domains[level].p.cache_nice_tries;
         let mut rem = imbalance as i64;
         let mut moved = false;
         let order = [1 - rq.active, rq.active];
