@@ -72,7 +72,14 @@ impl Cfs {
     /// `pull_task(src_rq, p, this_rq, this_cpu)`: `deactivate_task` on `busiest`, `set_task_cpu`,
     /// `activate_task` on `this_cpu`, in the policy's runqueues now; the engine applies the move (and
     /// the preemption check) after the hook.
-    fn pull_task(&mut self, ctx: &Ctx, t: TaskId, busiest: CpuId, this_cpu: CpuId, out: &mut Vec<Migration>) {
+    pub(crate) fn pull_task(
+        &mut self,
+        ctx: &Ctx,
+        t: TaskId,
+        busiest: CpuId,
+        this_cpu: CpuId,
+        out: &mut Vec<Migration>,
+    ) {
         self.dequeue_queued(busiest, t, ctx.now);
         let group = Self::group_of(ctx, t);
         self.enqueue_migrated(this_cpu, t, group, ctx.now);
@@ -266,7 +273,7 @@ impl Cfs {
     /// `update_h_load`: each group runqueue's share of the CPU's load (`tg_load_down`).
     /// In the EEVDF variant the root's is its PELT average (6.6 `update_cfs_rq_h_load`); the group
     /// levels below keep 2.6.38's weight ratios.
-    fn update_h_load(&mut self, cpu: CpuId, now: Ns) {
+    pub(crate) fn update_h_load(&mut self, cpu: CpuId, now: Ns) {
         for g in 0..self.ngroups {
             let rq = self.rq_id(g as u32, cpu) as usize;
             let h = match self.group_parent[g] {
@@ -549,7 +556,12 @@ impl Cfs {
             if self.cpu_nr_tasks(busiest) == 0 {
                 continue;
             }
-            if let Some(t) = self.move_one_task(ctx, target, busiest, level) {
+            let found = if self.eevdf {
+                self.detach_one_task_66(ctx, target, busiest)
+            } else {
+                self.move_one_task(ctx, target, busiest, level)
+            };
+            if let Some(t) = found {
                 out.push(Migration { task: t, from: busiest, to: target });
                 self.nr_active_balance += 1;
                 self.nr_lb_moved += 1;
@@ -599,10 +611,20 @@ impl Cfs {
 
     /// A domain's balance interval in jiffies: `balance_interval` ms, times `busy_factor` on a busy
     /// CPU, rounded up (`msecs_to_jiffies`), at least 1 and at most `HZ x NR_CPUS / 10`.
+    ///
+    /// 6.6 (`get_sd_balance_interval`) takes one jiffy off a busy CPU's interval and caps it at
+    /// `max_load_balance_interval`, `HZ x num_online_cpus() / 10`.
     pub(crate) fn balance_interval_j(&self, d: &Domain, idle: bool, hz: u64) -> u64 {
         let mut interval_ms = d.balance_interval_ms;
         if !idle {
             interval_ms *= d.p.busy_factor;
+        }
+        if self.eevdf {
+            let mut j = (interval_ms * hz).div_ceil(1000);
+            if !idle {
+                j = j.saturating_sub(1);
+            }
+            return j.clamp(1, (hz * self.ncpus as u64 / 10).max(1));
         }
         let max_interval_j = hz * CONFIG_NR_CPUS / 10;
         (interval_ms * hz).div_ceil(1000).clamp(1, max_interval_j)
@@ -612,7 +634,7 @@ impl Cfs {
     /// for both CPU states, so the gate in [`Self::balance_due`] skips exactly the passes in which
     /// the per-domain test would balance no domain. (The kernel keeps one value, from the state of
     /// the last pass, and refreshes it on idle entry.)
-    fn update_next_balance(&mut self, cpu: CpuId, hz: u64) {
+    pub(crate) fn update_next_balance(&mut self, cpu: CpuId, hz: u64) {
         let mut next = [u64::MAX; 2];
         for d in self.cpus[cpu.idx()].domains.iter().filter(|d| d.p.flags & SD_LOAD_BALANCE != 0) {
             for (i, idle) in [false, true].into_iter().enumerate() {

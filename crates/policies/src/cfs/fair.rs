@@ -198,6 +198,11 @@ fn max_vruntime(a: u64, b: u64) -> u64 {
     }
 }
 
+/// `div_s64`: a signed division truncating towards zero, as a wrapping `u64`.
+fn div_s64(num: i128, den: u64) -> u64 {
+    (num / den.max(1) as i128) as i64 as u64
+}
+
 #[inline]
 fn min_vruntime(a: u64, b: u64) -> u64 {
     if (b.wrapping_sub(a) as i64) < 0 {
@@ -576,12 +581,32 @@ impl Cfs {
         }
         if in_tree {
             self.avg_add(rq, se, -1);
+            if self.eevdf {
+                let r = &mut self.rqs[rq as usize];
+                r.dl_root = self.dl_tree.remove(&self.ses, r.dl_root, se);
+            }
         }
+        let old_weight = self.ses[se as usize].weight;
         let s = &mut self.ses[se as usize];
         s.weight = weight;
         s.inv_weight = 0;
+        if self.eevdf {
+            // reweight_entity (6.6.0): lag is kept as V - v, so a sleeping entity's is scaled by
+            // old/new weight; a queued entity's relative virtual deadline likewise.
+            if !on_rq {
+                s.vlag = div_s64((s.vlag as i64) as i128 * old_weight as i128, weight);
+            } else {
+                let rel = s.deadline.wrapping_sub(s.vruntime) as i64;
+                let rel = div_s64(rel as i128 * old_weight as i128, weight);
+                s.deadline = s.vruntime.wrapping_add(rel);
+            }
+        }
         if in_tree {
             self.avg_add(rq, se, 1);
+            if self.eevdf {
+                let r = &mut self.rqs[rq as usize];
+                r.dl_root = self.dl_tree.insert(&self.ses, r.dl_root, se);
+            }
         }
         if on_rq {
             self.account_enqueue(rq, se);

@@ -1,6 +1,8 @@
 //! Where the EEVDF variant feeds its PELT signals ([`super::pelt`]): a CPU's signal is brought up to
-//! date before its runqueue's weight changes (enqueue, dequeue, tick), a task's signal accumulates
-//! while it is queued, and a task's average moves with it when it is queued on another CPU or exits.
+//! date before its runqueue's weight, task count or running state changes (enqueue, dequeue, pick,
+//! put, tick), a task's signal accumulates while it is queued (and its utilisation while it runs),
+//! and a task's averages move with it when it is queued on another CPU or exits. The readers are
+//! 6.6's `cpu_load`, `cpu_util_cfs`, `cpu_runnable`, `task_h_load` and `task_util`.
 
 use super::pelt::Avg;
 use super::Cfs;
@@ -8,6 +10,8 @@ use schedlab_core::{CpuId, Ns, TaskId};
 
 /// No CPU: the task's signal is attached nowhere yet (new) or any more (exited).
 const DETACHED: u32 = u32::MAX;
+/// `SCHED_CAPACITY_SCALE`: the capacity of every CPU (no capacity asymmetry is modelled).
+pub(crate) const CPU_CAPACITY: u64 = 1024;
 
 impl Cfs {
     /// Grows the task tables to hold `t`.
@@ -18,7 +22,8 @@ impl Cfs {
         }
     }
 
-    /// `init_entity_runnable_average`: a new task starts with its full weight as load.
+    /// `init_entity_runnable_average`: a new task starts with its full weight as load and no
+    /// utilisation (`post_init_entity_util_avg` gives it some when it is first queued).
     pub(crate) fn pelt_task_new(&mut self, t: TaskId, now: Ns) {
         self.pelt_reserve(t);
         let w = self.ses[self.task_se[t.idx()] as usize].weight;
@@ -26,29 +31,54 @@ impl Cfs {
         self.pelt_attached[t.idx()] = DETACHED;
     }
 
-    /// Brings `cpu`'s signal to `now` with the root runqueue's current weight.
+    /// The inputs of `cpu`'s signal now: the root runqueue's weight, its task count, whether a task
+    /// runs.
+    fn pelt_cpu_inputs(&self, cpu: CpuId) -> (u64, u64, bool) {
+        let root = &self.rqs[self.root(cpu) as usize];
+        (root.load, self.cpu_tasks[cpu.idx()], root.curr.is_some())
+    }
+
+    /// Whether `t` is the running entity of its runqueue.
+    fn pelt_task_running(&self, t: TaskId) -> bool {
+        let se = self.task_se[t.idx()];
+        self.rqs.get(self.ses[se as usize].cfs_rq as usize).is_some_and(|r| r.curr == Some(se))
+    }
+
+    /// Brings `cpu`'s signal to `now` with the inputs that held since its last update.
     pub(crate) fn pelt_update_cpu(&mut self, cpu: CpuId, now: Ns) {
-        let w = self.rqs[self.root(cpu) as usize].load;
-        self.pelt_cpu[cpu.idx()].update(now, w, 1);
+        let (w, n, running) = self.pelt_cpu_inputs(cpu);
+        self.pelt_cpu[cpu.idx()].update(now, w, n, running, 1);
+    }
+
+    /// Before `t` starts or stops running on `cpu` (`set_next_entity` / `put_prev_entity` call
+    /// `update_load_avg`): both signals accumulate the time up to now in the old state.
+    pub(crate) fn pelt_before_switch(&mut self, cpu: CpuId, t: TaskId, now: Ns) {
+        self.pelt_update_cpu(cpu, now);
+        let w = self.ses[self.task_se[t.idx()] as usize].weight;
+        let running = self.pelt_task_running(t);
+        self.pelt_task[t.idx()].update(now, 1, 1, running, w);
     }
 
     /// Before `t` is queued on `cpu`: the task's signal decays over its sleep and is attached to
-    /// `cpu`, detached first from the CPU it last ran on if that differs (`migrate_task_rq_fair`).
+    /// `cpu`, detached first from the CPU it last ran on if that differs (`migrate_task_rq_fair`). A
+    /// new task gets its first utilisation from the CPU's (`post_init_entity_util_avg`).
     pub(crate) fn pelt_before_enqueue(&mut self, cpu: CpuId, t: TaskId, now: Ns) {
         self.pelt_reserve(t);
         self.pelt_update_cpu(cpu, now);
         let w = self.ses[self.task_se[t.idx()] as usize].weight;
         let old = self.pelt_attached[t.idx()];
         if old == cpu.0 {
-            self.pelt_task[t.idx()].update(now, 0, w);
+            self.pelt_task[t.idx()].update(now, 0, 0, false, w);
             return;
         }
         if old != DETACHED {
-            self.pelt_task[t.idx()].update(now, 0, w);
+            self.pelt_task[t.idx()].update(now, 0, 0, false, w);
             let old = CpuId(old);
             self.pelt_update_cpu(old, now);
             let task = self.pelt_task[t.idx()];
             self.pelt_cpu[old.idx()].detach(&task, w);
+        } else if self.pelt_task[t.idx()].load_sum == 0 && self.pelt_task[t.idx()].util_avg == 0 {
+            self.post_init_entity_util_avg(cpu, t, w);
         }
         let mut task = self.pelt_task[t.idx()];
         self.pelt_cpu[cpu.idx()].attach(&mut task, w);
@@ -56,11 +86,28 @@ impl Cfs {
         self.pelt_attached[t.idx()] = cpu.0;
     }
 
+    /// `post_init_entity_util_avg`: half the CPU's spare capacity, or less in proportion to the
+    /// task's weight in the CPU's load; the runnable average starts equal.
+    fn post_init_entity_util_avg(&mut self, cpu: CpuId, t: TaskId, weight: u64) {
+        let rq = &self.pelt_cpu[cpu.idx()];
+        let cap = (CPU_CAPACITY as i64 - rq.util_avg as i64) / 2;
+        let task = &mut self.pelt_task[t.idx()];
+        if cap > 0 {
+            task.util_avg = if rq.util_avg != 0 {
+                (rq.util_avg * weight / (rq.load_avg + 1)).min(cap as u64)
+            } else {
+                cap as u64
+            };
+        }
+        task.runnable_avg = task.util_avg;
+    }
+
     /// Before `t` leaves `cpu`'s runqueue: both signals accumulate the time it was queued.
     pub(crate) fn pelt_before_dequeue(&mut self, cpu: CpuId, t: TaskId, now: Ns) {
         self.pelt_update_cpu(cpu, now);
         let w = self.ses[self.task_se[t.idx()] as usize].weight;
-        self.pelt_task[t.idx()].update(now, 1, w);
+        let running = self.pelt_task_running(t);
+        self.pelt_task[t.idx()].update(now, 1, 1, running, w);
     }
 
     /// `task_dead_fair` -> `remove_entity_load_avg`: an exited task's load leaves its CPU.
@@ -70,22 +117,72 @@ impl Cfs {
             return;
         }
         let w = self.ses[self.task_se[t.idx()] as usize].weight;
-        self.pelt_task[t.idx()].update(now, 0, w);
+        self.pelt_task[t.idx()].update(now, 0, 0, false, w);
         self.pelt_update_cpu(CpuId(old), now);
         let task = self.pelt_task[t.idx()];
         self.pelt_cpu[old as usize].detach(&task, w);
         self.pelt_attached[t.idx()] = DETACHED;
     }
 
-    /// `cpu_load(rq)` of 6.6: the CPU's load average at `now`.
-    pub(crate) fn pelt_cpu_load(&self, cpu: CpuId, now: Ns) -> u64 {
-        let w = self.rqs[self.root(cpu) as usize].load;
-        self.pelt_cpu[cpu.idx()].peek(now, w, 1)
+    /// `cpu`'s signal brought to `now` (without changing it).
+    fn pelt_cpu_now(&self, cpu: CpuId, now: Ns) -> Avg {
+        let (w, n, running) = self.pelt_cpu_inputs(cpu);
+        self.pelt_cpu[cpu.idx()].peek(now, w, n, running, 1)
     }
 
-    /// `task_h_load` for a queued task of the root group: its load average at `now`.
+    /// `cpu_load(rq)` of 6.6: the CPU's load average at `now`.
+    pub(crate) fn pelt_cpu_load(&self, cpu: CpuId, now: Ns) -> u64 {
+        self.pelt_cpu_now(cpu, now).load_avg
+    }
+
+    /// `cpu_util_cfs(cpu)`: the CPU's utilisation at `now`, at most its capacity.
+    pub(crate) fn cpu_util_cfs(&self, cpu: CpuId, now: Ns) -> u64 {
+        self.pelt_cpu_now(cpu, now).util_avg.min(CPU_CAPACITY)
+    }
+
+    /// `cpu_runnable(rq)`: the CPU's runnable average at `now`.
+    pub(crate) fn cpu_runnable(&self, cpu: CpuId, now: Ns) -> u64 {
+        self.pelt_cpu_now(cpu, now).runnable_avg
+    }
+
+    /// `t`'s signal brought to `now` in its current state.
+    fn pelt_task_now(&self, t: TaskId, now: Ns) -> Avg {
+        let se = self.task_se[t.idx()];
+        let s = &self.ses[se as usize];
+        let on_rq = u64::from(s.on_rq);
+        self.pelt_task[t.idx()].peek(now, on_rq, on_rq, s.on_rq && self.pelt_task_running(t), s.weight)
+    }
+
+    /// `task_h_load` for a task of the root group: its load average at `now`.
     pub(crate) fn pelt_task_load(&self, t: TaskId, now: Ns) -> u64 {
-        let w = self.ses[self.task_se[t.idx()] as usize].weight;
-        self.pelt_task[t.idx()].peek(now, 1, w)
+        self.pelt_task_now(t, now).load_avg
+    }
+
+    /// `task_util(p)` at `now`.
+    pub(crate) fn pelt_task_util(&self, t: TaskId, now: Ns) -> u64 {
+        self.pelt_task_now(t, now).util_avg
+    }
+
+    /// `task_h_load`-style runnable average of `t` at `now` (`p->se.avg.runnable_avg`).
+    pub(crate) fn pelt_task_runnable(&self, t: TaskId, now: Ns) -> u64 {
+        self.pelt_task_now(t, now).runnable_avg
+    }
+
+    /// Whether `t`'s averages are attached to `cpu` (`cpu_of(rq) == task_cpu(p)` with a signal).
+    pub(crate) fn pelt_attached_to(&self, t: TaskId, cpu: CpuId) -> bool {
+        self.pelt_attached.get(t.idx()) == Some(&cpu.0)
+    }
+}
+
+impl Cfs {
+    /// After `pick_next_task_fair` chose `t`: its signal accumulates the wait up to now (queued, not
+    /// running), and it moves to the front of the CPU's `cfs_tasks` list, which 6.6 keeps in
+    /// most-recently-run order for the balancer.
+    pub(crate) fn pelt_picked(&mut self, t: TaskId, now: Ns) {
+        let se = self.task_se[t.idx()];
+        let w = self.ses[se as usize].weight;
+        self.pelt_task[t.idx()].update(now, 1, 1, false, w);
+        self.seq += 1;
+        self.ses[se as usize].list_seq = self.seq;
     }
 }

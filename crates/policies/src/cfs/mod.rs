@@ -42,11 +42,13 @@ mod cpu_load;
 mod deadline_tree;
 mod eevdf;
 mod fair;
+mod lb66;
 mod lb_stats;
 mod load_avg;
 pub mod math;
 mod pelt;
 mod select;
+mod select66;
 mod shares;
 mod timeline;
 
@@ -269,7 +271,7 @@ impl Params for EevdfParams {
             ParamInfo {
                 key: "place_deadline_initial",
                 default: "true",
-                help: "new tasks start with half a request",
+                help: "new tasks start with half a request (inert in 6.6: its wake_up_new_task passes no ENQUEUE_INITIAL)",
             },
             ParamInfo {
                 key: "run_to_parity",
@@ -351,6 +353,8 @@ pub struct Cfs {
     pelt_task: Vec<pelt::Avg>,
     /// EEVDF only: the CPU whose signal holds each task's load (`u32::MAX`: none).
     pelt_attached: Vec<u32>,
+    /// EEVDF only: the 6.6 balancer's and wakeup placement's own state.
+    v66: select66::State66,
     /// AVEC scheduling (seed 004) on top of CFS, when enabled.
     avec: Option<avec::Avec>,
     /// Reused buffer for AVEC's candidates.
@@ -399,6 +403,7 @@ impl Cfs {
             pelt_cpu: Vec::new(),
             pelt_task: Vec::new(),
             pelt_attached: Vec::new(),
+            v66: select66::State66::default(),
             avec: None,
             avec_scratch: Vec::new(),
         }
@@ -524,6 +529,11 @@ impl SchedPolicy for Cfs {
             .collect();
         self.cpu_tasks = vec![0; self.ncpus];
         self.pelt_cpu = vec![pelt::Avg::starting(ctx.now, 0, 0); self.ncpus];
+        if self.eevdf {
+            let ndomains = self.cpus.iter().map(|c| c.domains.len()).max().unwrap_or(0);
+            let smt_active = ctx.topo.cpus().any(|c| ctx.topo.smt_width(c) > 1);
+            self.v66 = select66::State66::new(self.ncpus, ndomains, smt_active);
+        }
     }
 
     fn task_new(&mut self, ctx: &Ctx, t: TaskId) -> CpuId {
@@ -537,7 +547,7 @@ impl SchedPolicy for Cfs {
             // enqueue on the chosen CPU.
             self.ses[se as usize].vlag = 0;
             self.pelt_task_new(t, ctx.now);
-            return self.select_fork_cpu(ctx, t, this_cpu);
+            return self.select_task_rq_fair_66(ctx, t, this_cpu, true, None, false);
         }
         if let Some(curr) = self.rqs[rq as usize].curr {
             self.ses[se as usize].vruntime = self.ses[curr as usize].vruntime;
@@ -552,7 +562,7 @@ impl SchedPolicy for Cfs {
     fn select_cpu(&mut self, ctx: &Ctx, t: TaskId, wake: &WakeInfo) -> CpuId {
         if self.eevdf {
             // 6.6 keeps no relative vruntime: the lag saved at dequeue places the task anywhere.
-            return self.select_wake_cpu(ctx, t, wake.waker_cpu, wake.waker, wake.sync);
+            return self.select_task_rq_fair_66(ctx, t, wake.waker_cpu, false, wake.waker, wake.sync);
         }
         // task_waking_fair: vruntime relative to the old runqueue while the task moves.
         let se = self.task_se[t.idx()];
@@ -575,13 +585,25 @@ impl SchedPolicy for Cfs {
         let wakeup = why == EnqueueReason::Wakeup;
         if self.eevdf {
             self.pelt_before_enqueue(cpu, t, ctx.now);
-            // enqueue_entity_eevdf takes `initial` from (waking && !wakeup): only a new task.
-            let new = why == EnqueueReason::New;
-            self.enqueue_task(t, false, new, ctx.now);
+            // 6.6's wake_up_new_task activates a new task without ENQUEUE_INITIAL: its enqueue
+            // places it with a whole request, overwriting task_fork_fair's half-request placement
+            // (so PLACE_DEADLINE_INITIAL has no effect on a new task in 6.6 as shipped; 6.12 passes
+            // the flag).
+            self.enqueue_task(t, false, false, ctx.now);
         } else {
             self.enqueue_task(t, wakeup, wakeup, ctx.now);
         }
         self.cpu_tasks[cpu.idx()] += 1;
+        if wakeup && self.eevdf && self.cpus[cpu.idx()].idle_stamp != 0 {
+            // ttwu_do_activate (6.6): update_avg, then the cap of twice max_idle_balance_cost
+            // (sysctl_sched_migration_cost: balancing costs no simulated time).
+            let st = &mut self.cpus[cpu.idx()];
+            let delta = ctx.now.saturating_sub(st.idle_stamp) as i64;
+            let diff = delta - st.avg_idle as i64;
+            st.avg_idle = ((st.avg_idle as i64 + diff / 8) as u64).min(2 * self.p.sched_migration_cost_ns);
+            st.idle_stamp = 0;
+            return;
+        }
         let st = &mut self.cpus[cpu.idx()];
         if wakeup && st.idle_stamp != 0 {
             // ttwu_post_activation: fold this idle period into avg_idle.
@@ -607,6 +629,14 @@ impl SchedPolicy for Cfs {
     fn pick_next(&mut self, ctx: &Ctx, cpu: CpuId) -> Option<Dispatch> {
         if self.eevdf {
             self.resched[cpu.idx()] = false;
+            // set_next_entity's update_load_avg: the CPU's signal up to now without a running task.
+            self.pelt_update_cpu(cpu, ctx.now);
+            let picked = self.pick_next_task(cpu, ctx.now);
+            match picked {
+                Some(t) => self.pelt_picked(t, ctx.now),
+                None => self.update_idle_core(ctx, cpu),
+            }
+            return picked.map(Dispatch::task);
         }
         if let Some(av) = self.avec.as_mut() {
             // The tasks running on the other CPUs of the package: the choice should differ from them.
@@ -621,6 +651,9 @@ impl SchedPolicy for Cfs {
     fn put_prev(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId, why: SwitchReason) {
         if let Some(av) = self.avec.as_mut() {
             av.update(t, &ctx.task(t).pmc);
+        }
+        if self.eevdf && why.still_runnable() {
+            self.pelt_before_switch(cpu, t, ctx.now);
         }
         if !why.still_runnable() {
             // deactivate_task(DEQUEUE_SLEEP) runs before put_prev_task in schedule().
@@ -686,9 +719,14 @@ impl SchedPolicy for Cfs {
                 let idle = if kind == BalanceKind::Periodic { IdleType::NotIdle } else { IdleType::Idle };
                 // trigger_load_balance: nothing to do before rq->next_balance (most ticks).
                 if self.balance_due(ctx, cpu, idle) {
-                    self.rebalance_domains(ctx, cpu, idle, out);
+                    if self.eevdf {
+                        self.rebalance_domains_66(ctx, cpu, idle, out);
+                    } else {
+                        self.rebalance_domains(ctx, cpu, idle, out);
+                    }
                 }
             }
+            BalanceKind::NewlyIdle if self.eevdf => self.newidle_balance_66(ctx, cpu, out),
             BalanceKind::NewlyIdle => self.idle_balance(ctx, cpu, out),
         }
     }

@@ -13,10 +13,14 @@
 //! * a task that moves to another CPU takes its own average with it (`detach_entity_load_avg` /
 //!   `attach_entity_load_avg`), and a new task starts fully loaded (`init_entity_runnable_average`).
 //!
-//! Simplifications: no utilisation or runnable signals (only load, which is what the balancer
-//! moves), no frequency or capacity invariance, and a task in a task group attaches its own weighted
-//! average to the CPU's root signal where the kernel propagates the group entity's change up the
-//! hierarchy.
+//! * beside load, each signal carries the *runnable* sum (time with tasks queued, times their number
+//!   for a runqueue) and the *utilisation* sum (time running), both scaled by 1024
+//!   (`SCHED_CAPACITY_SCALE`): a CPU's `util_avg` is 1024 when it never idles, its `runnable_avg`
+//!   grows beyond that when tasks wait. The 6.6 balancer classifies groups by them.
+//!
+//! Simplifications: no frequency or capacity invariance (every CPU has capacity 1024, the clock is
+//! not scaled), no `util_est`, and a task in a task group attaches its own weighted average to the
+//! CPU's root signal where the kernel propagates the group entity's change up the hierarchy.
 
 use schedlab_core::Ns;
 
@@ -57,23 +61,36 @@ fn accumulate_segments(periods: u64, d1: u64, d3: u64) -> u64 {
     c1 + c2 + d3
 }
 
-/// One load signal (`struct sched_avg`, load part).
+/// `SCHED_CAPACITY_SHIFT`: runnable and utilisation sums count time times 1024.
+const CAPACITY_SHIFT: u32 = 10;
+/// `PELT_MIN_DIVIDER`: the smallest divider, which a detach keeps each sum at least consistent with.
+const MIN_DIVIDER: u64 = LOAD_AVG_MAX - PERIOD_US;
+
+/// One PELT signal (`struct sched_avg`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Avg {
     /// Time of the last update, in the kernel's microseconds.
     last_update_us: u64,
-    /// The decayed sum.
+    /// The decayed load sum.
     pub load_sum: u64,
-    /// The average (the sum over the divider, times the entity's weight for a task).
+    /// The decayed runnable sum (x 1024).
+    pub runnable_sum: u64,
+    /// The decayed running sum (x 1024).
+    pub util_sum: u64,
+    /// The load average (the sum over the divider, times the entity's weight for a task).
     pub load_avg: u64,
+    /// The runnable average (0..1024 for a task; up to 1024 x queued tasks for a runqueue).
+    pub runnable_avg: u64,
+    /// The utilisation average (0..1024).
+    pub util_avg: u64,
     /// Microseconds of the current period already accounted.
     period_contrib: u64,
 }
 
 impl Avg {
-    /// A signal starting at `now` with the given sum and average.
+    /// A signal starting at `now` with the given load sum and average (nothing runnable or running).
     pub(crate) fn starting(now: Ns, load_sum: u64, load_avg: u64) -> Avg {
-        Avg { last_update_us: now >> 10, load_sum, load_avg, period_contrib: 0 }
+        Avg { last_update_us: now >> 10, load_sum, load_avg, ..Avg::default() }
     }
 
     /// `get_pelt_divider`.
@@ -82,9 +99,12 @@ impl Avg {
     }
 
     /// `___update_load_sum` + `___update_load_avg`: brings the signal to `now`, with `load` (the load
-    /// that was present since the last update) accumulating, and `scale` multiplying the average (a
-    /// task's weight; 1 for a runqueue whose sum is already weighted). Returns whether a period ended.
-    pub(crate) fn update(&mut self, now: Ns, load: u64, scale: u64) -> bool {
+    /// that was present since the last update), `runnable` (queued entities: 1 for a queued task, the
+    /// number of tasks for a runqueue) and `running` (the entity, or some entity of the runqueue, ran)
+    /// accumulating, and `scale` multiplying the load average (a task's weight; 1 for a runqueue
+    /// whose sum is already weighted). Without load nothing is runnable or running, as in the
+    /// kernel. Returns whether a period ended.
+    pub(crate) fn update(&mut self, now: Ns, load: u64, runnable: u64, running: bool, scale: u64) -> bool {
         let now_us = now >> 10;
         let Some(delta) = now_us.checked_sub(self.last_update_us) else {
             self.last_update_us = now_us;
@@ -94,12 +114,15 @@ impl Avg {
             return false;
         }
         self.last_update_us = now_us;
+        let (runnable, running) = if load == 0 { (0, false) } else { (runnable, running) };
         let mut contrib = delta;
         let total = delta + self.period_contrib;
         let periods = total / PERIOD_US;
         let rest = total % PERIOD_US;
         if periods > 0 {
             self.load_sum = decay_load(self.load_sum, periods);
+            self.runnable_sum = decay_load(self.runnable_sum, periods);
+            self.util_sum = decay_load(self.util_sum, periods);
             if load != 0 {
                 contrib = accumulate_segments(periods, PERIOD_US - self.period_contrib, rest);
             }
@@ -108,38 +131,56 @@ impl Avg {
         if load != 0 {
             self.load_sum += load * contrib;
         }
+        if runnable != 0 {
+            self.runnable_sum += (runnable * contrib) << CAPACITY_SHIFT;
+        }
+        if running {
+            self.util_sum += contrib << CAPACITY_SHIFT;
+        }
         if periods > 0 {
-            self.load_avg = scale * self.load_sum / self.divider();
+            let divider = self.divider();
+            self.load_avg = scale * self.load_sum / divider;
+            self.runnable_avg = self.runnable_sum / divider;
+            self.util_avg = self.util_sum / divider;
         }
         periods > 0
     }
 
     /// This signal brought to `now` without changing it (for readers that only look).
-    pub(crate) fn peek(&self, now: Ns, load: u64, scale: u64) -> u64 {
+    pub(crate) fn peek(&self, now: Ns, load: u64, runnable: u64, running: bool, scale: u64) -> Avg {
         let mut copy = *self;
-        copy.update(now, load, scale);
-        copy.load_avg
+        copy.update(now, load, runnable, running, scale);
+        copy
     }
 
     /// `attach_entity_load_avg`: adds a task's signal (`weight` its load weight); the task's
-    /// period alignment becomes the runqueue's.
+    /// period alignment becomes the runqueue's and its sums are rebuilt from its averages.
     pub(crate) fn attach(&mut self, task: &mut Avg, weight: u64) {
         task.last_update_us = self.last_update_us;
         task.period_contrib = self.period_contrib;
         let divider = task.divider();
-        task.load_sum = (task.load_avg * divider).checked_div(weight).unwrap_or(divider);
+        task.util_sum = task.util_avg * divider;
+        task.runnable_sum = task.runnable_avg * divider;
+        let load_sum = task.load_avg * divider;
+        task.load_sum = if weight < load_sum { load_sum / weight } else { 1 };
         self.load_avg += task.load_avg;
         self.load_sum += weight * task.load_sum;
+        self.util_avg += task.util_avg;
+        self.util_sum += task.util_sum;
+        self.runnable_avg += task.runnable_avg;
+        self.runnable_sum += task.runnable_sum;
     }
 
-    /// `detach_entity_load_avg`: removes a task's signal, never below zero, keeping the sum at least
-    /// the average times the smallest divider as the kernel does.
+    /// `detach_entity_load_avg`: removes a task's signal, never below zero, keeping each sum at least
+    /// its average times the smallest divider as the kernel does.
     pub(crate) fn detach(&mut self, task: &Avg, weight: u64) {
         self.load_avg = self.load_avg.saturating_sub(task.load_avg);
-        self.load_sum = self
-            .load_sum
-            .saturating_sub(weight * task.load_sum)
-            .max(self.load_avg * (LOAD_AVG_MAX - PERIOD_US));
+        self.load_sum = self.load_sum.saturating_sub(weight * task.load_sum).max(self.load_avg * MIN_DIVIDER);
+        self.util_avg = self.util_avg.saturating_sub(task.util_avg);
+        self.util_sum = self.util_sum.saturating_sub(task.util_sum).max(self.util_avg * MIN_DIVIDER);
+        self.runnable_avg = self.runnable_avg.saturating_sub(task.runnable_avg);
+        self.runnable_sum =
+            self.runnable_sum.saturating_sub(task.runnable_sum).max(self.runnable_avg * MIN_DIVIDER);
     }
 }
 
@@ -166,7 +207,7 @@ mod tests {
         // 1024 * sum(y^n) for n >= 0 is 1024 / (1 - 2^(-1/32)) ~ 47788; the kernel's truncated table
         // gives LOAD_AVG_MAX = 47742. After 2 s the task's average is its weight within 0.5 %.
         for p in 1..=2000 {
-            a.update(p * PERIOD_NS, 1, 1024);
+            a.update(p * PERIOD_NS, 1, 1, true, 1024);
         }
         assert!(a.load_avg >= 1019 && a.load_avg <= 1024, "{}", a.load_avg);
         assert!(a.load_sum <= LOAD_AVG_MAX, "{}", a.load_sum);
@@ -175,9 +216,9 @@ mod tests {
     #[test]
     fn a_sleeping_task_loses_half_its_load_per_half_life() {
         let mut a = Avg::starting(0, 0, 0);
-        a.update(2000 * PERIOD_NS, 1, 1024);
+        a.update(2000 * PERIOD_NS, 1, 1, true, 1024);
         let full = a.load_avg;
-        a.update(2032 * PERIOD_NS, 0, 1024);
+        a.update(2032 * PERIOD_NS, 0, 0, false, 1024);
         let expect = full / 2;
         assert!(a.load_avg.abs_diff(expect) <= 2, "{} vs {expect}", a.load_avg);
     }
@@ -188,9 +229,9 @@ mod tests {
         let mut t = 0;
         for _ in 0..500 {
             t += 4 * PERIOD_NS;
-            a.update(t, 1, 1024);
+            a.update(t, 1, 1, true, 1024);
             t += 4 * PERIOD_NS;
-            a.update(t, 0, 1024);
+            a.update(t, 0, 0, false, 1024);
         }
         // Sampled at the end of a sleep, the average is below half: the runnable part decayed for 4
         // periods. Geometric series: (1 - y^4) / (1 - y^8) * y^4 of the weight.

@@ -13,9 +13,13 @@
 //! a one-group parent are discounted). A machine with several nodes per socket (Opteron 6172) thus gets
 //! one NODE level over all its nodes, as 2.6.38 built it.
 //!
-//! **Linux 6.6** (as the EEVDF model uses it today): one level per topology level that grows the span
-//! (SMT -> SIBLING, LLC -> MC, node -> CPU/"DIE", each further NUMA distance -> NODE), with `sd_init`'s
-//! parameters.
+//! **Linux 6.6** (kernel/sched/topology.c `build_sched_domains`, x86's `x86_topology`): one level per
+//! topology level that grows the span (SMT -> SIBLING, LLC -> MC, node -> CPU/"DIE", each further
+//! NUMA distance -> NODE), with `sd_init`'s parameters ([`linux_66`]); a NUMA level keeps FORK, EXEC
+//! and WAKE_AFFINE while its distance is within `RECLAIM_DISTANCE` (always, with the distances
+//! schedlab's topologies give: 16 within a socket, 20 across). A group's flags are those of the
+//! domain below it (`sg->flags = child->flags`; 0 for a single CPU), and `imb_numa_nr` is set on
+//! each NUMA level as `build_sched_domains` sets it ([`imb_numa_nr`]).
 
 mod params;
 pub use params::{linux_2638, linux_66, SdInit};
@@ -47,6 +51,8 @@ pub const SD_SHARE_PKG_RESOURCES: u32 = 0x0200;
 pub const SD_SERIALIZE: u32 = 0x0400;
 /// `SD_PREFER_SIBLING`.
 pub const SD_PREFER_SIBLING: u32 = 0x1000;
+/// `SD_NUMA` (6.6: a level that crosses NUMA nodes).
+pub const SD_NUMA: u32 = 0x4000;
 
 /// `SCHED_LOAD_SCALE`, also the power of one full CPU.
 pub const SCHED_LOAD_SCALE: u64 = 1024;
@@ -169,6 +175,8 @@ pub struct Domain {
     pub last_balance: u64,
     /// `nr_balance_failed`.
     pub nr_balance_failed: u32,
+    /// `imb_numa_nr` (6.6; 0 for 2.6.38 and below the first level above the LLC).
+    pub imb_numa_nr: u64,
 }
 
 impl Domain {
@@ -182,6 +190,7 @@ impl Domain {
             balance_interval_ms: init.balance_interval_ms,
             last_balance: 0,
             nr_balance_failed: 0,
+            imb_numa_nr: 0,
         }
     }
 
@@ -398,10 +407,55 @@ fn build_66(topo: &Topology, numa: bool) -> Vec<Vec<Domain>> {
         for cpu in topo.cpus() {
             let span = topo.span(level, cpu);
             let groups = cache.list(topo, kind, span, cpu, |c| topo.span(child, c));
-            let init = linux_66(kind, span.count() as u64);
+            let distance = if kind == DomainKind::Node {
+                span.iter().map(|c| distance_66(topo, cpu, c)).max().unwrap_or(10)
+            } else {
+                10
+            };
+            let init = linux_66(kind, span.count() as u64, distance);
             out[cpu.idx()].push(Domain::new(kind, span, groups, init));
         }
         child = level;
+    }
+    for doms in &mut out {
+        let imbs = imb_numa_nr(doms);
+        for (d, imb) in doms.iter_mut().zip(imbs) {
+            d.imb_numa_nr = imb;
+        }
+    }
+    out
+}
+
+/// `node_distance(cpu_to_node(a), cpu_to_node(b))` as schedlab's topologies give it.
+fn distance_66(topo: &Topology, a: CpuId, b: CpuId) -> u32 {
+    match topo.level(a, b) {
+        Level::Same | Level::Smt | Level::Llc | Level::Node => 10,
+        Level::Socket => 16,
+        Level::Machine => 20,
+    }
+}
+
+/// `sd->imb_numa_nr` of 6.6 for every domain of one CPU (bottom-up), as `build_sched_domains` sets
+/// it: on the first level above the last-level cache (the child shares package resources, it does
+/// not), the number of LLCs it spans (a span's eighth when it spans one LLC), at least 1; on the
+/// levels above, that number times how many of the first NUMA level's spans they hold. 0 elsewhere.
+pub fn imb_numa_nr(doms: &[Domain]) -> Vec<u64> {
+    let mut out = vec![0; doms.len()];
+    let mut imb = 0u64;
+    let mut imb_span = 1u64;
+    for i in 0..doms.len() {
+        let Some(child) = i.checked_sub(1).map(|c| &doms[c]) else { continue };
+        let d = &doms[i];
+        if child.p.flags & SD_SHARE_PKG_RESOURCES != 0 && d.p.flags & SD_SHARE_PKG_RESOURCES == 0 {
+            let nr_llcs = (d.span_weight() / child.span_weight()) as u64;
+            imb = if nr_llcs == 1 { d.span_weight() as u64 >> 3 } else { nr_llcs }.max(1);
+            out[i] = imb;
+            let top = doms[i + 1..].iter().find(|p| p.p.flags & SD_NUMA != 0);
+            imb_span = top.map_or(d.span_weight(), |p| p.span_weight()) as u64;
+        } else if imb > 0 {
+            let factor = (d.span_weight() as u64 / imb_span).max(1);
+            out[i] = imb * factor;
+        }
     }
     out
 }

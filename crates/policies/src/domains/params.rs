@@ -7,13 +7,15 @@
 //!   include/linux/sched.h return when power-savings balancing is off (the default): both
 //!   `SD_PREFER_SIBLING`. `SD_INIT` (kernel/sched.c) starts every domain at `balance_interval` 1 ms
 //!   except ALLNODES (64 ms), whatever its `min_interval`.
-//! * Linux 6.6: `sd_init` of kernel/sched/topology.c, whose intervals follow the span weight.
+//! * Linux 6.6: `sd_init` of kernel/sched/topology.c (read in Debian's linux-source-6.1, whose
+//!   `sd_init` 6.6 did not change but for the newidle statistics a later stable backport added),
+//!   whose intervals follow the span weight.
 //!
 //! Every field is listed for every level so a reader can compare a row with the header it cites.
 
 use super::{
-    DomainKind, SD_BALANCE_EXEC, SD_BALANCE_FORK, SD_BALANCE_NEWIDLE, SD_LOAD_BALANCE, SD_PREFER_SIBLING,
-    SD_SERIALIZE, SD_SHARE_CPUPOWER, SD_SHARE_PKG_RESOURCES, SD_WAKE_AFFINE,
+    DomainKind, SD_BALANCE_EXEC, SD_BALANCE_FORK, SD_BALANCE_NEWIDLE, SD_LOAD_BALANCE, SD_NUMA,
+    SD_PREFER_SIBLING, SD_SERIALIZE, SD_SHARE_CPUPOWER, SD_SHARE_PKG_RESOURCES, SD_WAKE_AFFINE,
 };
 
 /// The initial values of one `struct sched_domain` (an `SD_*_INIT`).
@@ -130,27 +132,58 @@ pub const fn linux_2638(kind: DomainKind) -> SdInit {
     }
 }
 
-/// `sd_init` of Linux 6.6 for a level spanning `span_weight` CPUs, as the EEVDF model uses it today:
-/// intervals span..2 x span ms, busy_factor 16, imbalance_pct 117 (110 between SMT siblings),
-/// cache_nice_tries 1 in an LLC, 2 across nodes; no `cpu_load[]`, so every index is 0. The flags are
-/// still 2.6.38's without `SD_PREFER_SIBLING` on MC: 6.6's own flag set (PREFER_SIBLING on every
-/// non-NUMA level, none of FORK/EXEC/WAKE_AFFINE beyond `node_reclaim_distance`) comes with 6.6's
-/// balancer (issue 28, EEVDF part).
-pub fn linux_66(kind: DomainKind, span_weight: u64) -> SdInit {
-    let flags = match kind {
-        DomainKind::Mc => BALANCE_2638 | SD_SHARE_PKG_RESOURCES,
-        _ => linux_2638(kind).flags,
+/// `RECLAIM_DISTANCE` (include/linux/topology.h): `sd_init` takes FORK, EXEC and WAKE_AFFINE off a
+/// NUMA level whose nodes are farther apart than this.
+pub const RECLAIM_DISTANCE: u32 = 30;
+
+/// `sd_init` of Linux 6.6 (kernel/sched/topology.c) for a level spanning `span_weight` CPUs, with
+/// the x86 topology flags of its level (`cpu_smt_flags`: SHARE_CPUCAPACITY | SHARE_PKG_RESOURCES on
+/// SMT; `cpu_core_flags`: SHARE_PKG_RESOURCES on MC; none on DIE; SD_NUMA on the NUMA levels, which
+/// `numa_distance` reaches):
+///
+/// * every level starts with NEWIDLE, EXEC, FORK, WAKE_AFFINE and PREFER_SIBLING (no
+///   `SD_LOAD_BALANCE` flag any more: since 5.10 every domain balances; schedlab keeps the bit set so
+///   the walks shared with 2.6.38 read alike), intervals span..2 x span ms, `balance_interval`
+///   span ms, busy_factor 16, imbalance_pct 117;
+/// * SMT (SHARE_CPUCAPACITY): imbalance_pct 110, cache_nice_tries 0; MC (SHARE_PKG_RESOURCES):
+///   imbalance_pct 117, cache_nice_tries 1; NUMA: cache_nice_tries 2, no PREFER_SIBLING, SERIALIZE,
+///   and beyond `RECLAIM_DISTANCE` no FORK/EXEC/WAKE_AFFINE; DIE and anything else:
+///   cache_nice_tries 1;
+/// * no `cpu_load[]` any more, so every index is 0.
+pub fn linux_66(kind: DomainKind, span_weight: u64, numa_distance: u32) -> SdInit {
+    let base = SD_LOAD_BALANCE
+        | SD_BALANCE_NEWIDLE
+        | SD_BALANCE_EXEC
+        | SD_BALANCE_FORK
+        | SD_WAKE_AFFINE
+        | SD_PREFER_SIBLING;
+    let topology_flags = match kind {
+        DomainKind::Sibling => SD_SHARE_CPUPOWER | SD_SHARE_PKG_RESOURCES,
+        DomainKind::Mc => SD_SHARE_PKG_RESOURCES,
+        DomainKind::Cpu => 0,
+        DomainKind::Node | DomainKind::AllNodes => SD_NUMA,
+    };
+    let mut flags = base | topology_flags;
+    let (imbalance_pct, cache_nice_tries) = if flags & SD_SHARE_CPUPOWER != 0 {
+        (110, 0)
+    } else if flags & SD_SHARE_PKG_RESOURCES != 0 {
+        (117, 1)
+    } else if flags & SD_NUMA != 0 {
+        flags &= !SD_PREFER_SIBLING;
+        flags |= SD_SERIALIZE;
+        if numa_distance > RECLAIM_DISTANCE {
+            flags &= !(SD_BALANCE_EXEC | SD_BALANCE_FORK | SD_WAKE_AFFINE);
+        }
+        (117, 2)
+    } else {
+        (117, 1)
     };
     SdInit {
         min_interval_ms: span_weight,
         max_interval_ms: 2 * span_weight,
         busy_factor: 16,
-        imbalance_pct: if kind == DomainKind::Sibling { 110 } else { 117 },
-        cache_nice_tries: match kind {
-            DomainKind::Sibling | DomainKind::Cpu => 0,
-            DomainKind::Mc => 1,
-            DomainKind::Node | DomainKind::AllNodes => 2,
-        },
+        imbalance_pct,
+        cache_nice_tries,
         busy_idx: 0,
         idle_idx: 0,
         newidle_idx: 0,
