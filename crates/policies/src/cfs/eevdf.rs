@@ -12,16 +12,19 @@
 //!   the CPU is rescheduled (`update_deadline`): that is the tick preemption.
 //! * Lag `V - v_i` is saved at dequeue, clamped to two slices (or a tick), and restored at enqueue
 //!   (PLACE_LAG) with the compensation `lag x (W + w_i) / W` that keeps it intact after the new entity
-//!   moves V; a new task starts with half a request (PLACE_DEADLINE_INITIAL).
+//!   moves V; a new task starts with a whole request at V (6.6's `wake_up_new_task` passes no
+//!   ENQUEUE_INITIAL, so the enqueue re-places it over `task_fork_fair`'s half-request placement).
+//! * Reweighting scales a sleeping entity's lag and a queued entity's relative deadline by old/new
+//!   weight (`reweight_entity` of 6.6.0, fair.rs).
 //! * A wakeup preempts when the pick would now choose the woken entity; yield pushes the deadline one
 //!   request later.
 //!
 //! Simplifications (see docs/policies/eevdf.md): the pick walks a treap augmented with each subtree's
 //! earliest deadline ([`super::deadline_tree`]) where the kernel walks an rbtree augmented with
 //! `min_deadline` (the same O(log n) descent; among equal deadlines the leftmost entity wins, where the
-//! kernel's choice depends on its tree's shape); the balancer and wakeup placement are the CFS 2.6.38 ones
-//! with 6.6's domain parameters, fed with 6.6's PELT load averages ([`super::pelt`]) but without 6.6's
-//! group classification and migration types.
+//! kernel's choice depends on its tree's shape). The balancer and wakeup placement are 6.6's own
+//! ([`super::lb66`], [`super::select66`]) on PELT load, runnable and utilisation averages
+//! ([`super::pelt`]); what they leave out is listed there and in docs/policies/eevdf.md.
 
 use super::deadline_tree::NIL;
 use super::fair::{RqId, Se, SeId};

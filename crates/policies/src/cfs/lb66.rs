@@ -360,7 +360,7 @@ impl Cfs {
 
     /// `update_idle_cpu_scan` (SIS_UTIL): from the LLC's summed utilisation, how many of its CPUs a
     /// wakeup may scan for an idle one: `llc_weight x (1 - min(1, (util/llc)^2 x pct^2 / 10^4 / 1024))`.
-    fn update_idle_cpu_scan(&mut self, ctx: &Ctx, env: &LbEnv, sum_util: u64) {
+    pub(crate) fn update_idle_cpu_scan(&mut self, ctx: &Ctx, env: &LbEnv, sum_util: u64) {
         if env.idle == IdleType::NewlyIdle {
             return;
         }
@@ -726,7 +726,7 @@ impl Cfs {
     /// `should_we_balance` (6.6.0): a newly idle CPU with nothing queued does; otherwise the first
     /// idle CPU of the local group on an idle core (any idle CPU within an SMT domain), else the
     /// first idle SMT sibling of a busy core if that is this CPU, else the group's first CPU.
-    fn should_we_balance(&self, ctx: &Ctx, env: &LbEnv) -> bool {
+    pub(crate) fn should_we_balance(&self, ctx: &Ctx, env: &LbEnv) -> bool {
         if !env.cpus.contains(env.dst_cpu) {
             return false;
         }
@@ -955,11 +955,12 @@ impl Cfs {
     }
 
     /// The stopper's `detach_one_task` (6.6, `LBF_ACTIVE_LB`): from the tail of the busiest CPU's
-    /// `cfs_tasks`, the first task allowed on the target (hotness is not asked).
+    /// `cfs_tasks`, the first task allowed on the target (hotness is not asked; the task that ran
+    /// there has been preempted by the stopper, so it may go).
     pub(crate) fn detach_one_task_66(&self, ctx: &Ctx, target: CpuId, busiest: CpuId) -> Option<TaskId> {
         self.cfs_tasks_from_tail(busiest)
             .into_iter()
             .filter_map(|se| self.ses[se as usize].task)
-            .find(|&t| ctx.task(t).allowed.contains(target) && ctx.cpu(busiest).curr != Some(t))
+            .find(|&t| ctx.task(t).allowed.contains(target))
     }
 }

@@ -796,3 +796,5 @@ impl SchedPolicy for Cfs {
 mod tests;
 #[cfg(test)]
 mod tests_2638;
+#[cfg(test)]
+mod tests_66;

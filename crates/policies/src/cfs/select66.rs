@@ -79,7 +79,7 @@ impl State66 {
 
 /// Who runs the wakeup (`current`).
 #[derive(Clone, Copy)]
-enum Current {
+pub(crate) enum Current {
     Task(TaskId),
     Idle(CpuId),
 }
@@ -97,7 +97,7 @@ impl Cfs {
     }
 
     /// `record_wakee`: the waker's flips halve once a second, and count a change of wakee.
-    fn record_wakee(&mut self, current: Current, p: TaskId, jiffies: u64, hz: u64) {
+    pub(crate) fn record_wakee(&mut self, current: Current, p: TaskId, jiffies: u64, hz: u64) {
         let w = self.wakee_mut(current);
         if jiffies > w.decay_ts_j + hz {
             w.flips >>= 1;
@@ -111,7 +111,7 @@ impl Cfs {
 
     /// `wake_wide`: both waker and wakee switch partners often (at least the LLC size, and one
     /// that many times more than the other): spread instead of pulling the wakee close.
-    fn wake_wide(&mut self, current: Current, p: TaskId, llc_size: u32) -> bool {
+    pub(crate) fn wake_wide(&mut self, current: Current, p: TaskId, llc_size: u32) -> bool {
         let mut master = self.wakee_mut(current).flips;
         let mut slave = self.wakee_mut(Current::Task(p)).flips;
         if master < slave {
@@ -143,7 +143,13 @@ impl Cfs {
     /// `wake_affine_idle`: an idle waker's CPU sharing the cache with the previous one (the
     /// previous one if that is idle too), a sync wakeup from a CPU running only the waker, or an idle
     /// previous CPU; `None` otherwise.
-    fn wake_affine_idle(&self, ctx: &Ctx, this_cpu: CpuId, prev_cpu: CpuId, sync: bool) -> Option<CpuId> {
+    pub(crate) fn wake_affine_idle(
+        &self,
+        ctx: &Ctx,
+        this_cpu: CpuId,
+        prev_cpu: CpuId,
+        sync: bool,
+    ) -> Option<CpuId> {
         if ctx.is_idle(this_cpu) && self.cpus_share_cache(this_cpu, prev_cpu) {
             return Some(if ctx.is_idle(prev_cpu) { prev_cpu } else { this_cpu });
         }

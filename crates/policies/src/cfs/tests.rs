@@ -277,9 +277,10 @@ fn eevdf_wakeup_preempts_by_pick_and_run_to_parity_protects_the_request() {
         let a = w.add_task(0);
         w.start(&mut c, a);
         assert_eq!(w.pick(&mut c, CPU0), Some(a));
-        w.advance(&mut c, 200_000); // 0.2 ms into A's 0.75 ms request
-                                    // B (nice -5, weight 3121) joins with no lag at V = v_A: both eligible; B's deadline is
-                                    // v_A + 0.375 ms x 1024 / 3121 (half a request, PLACE_DEADLINE_INITIAL), A's is v_A + 0.55 ms.
+        // 0.2 ms into A's 0.75 ms request, B (nice -5, weight 3121) joins with no lag at V = v_A:
+        // both eligible; B's deadline is v_A + 0.75 ms x 1024 / 3121 (a whole request: 6.6's
+        // wake_up_new_task passes no ENQUEUE_INITIAL), A's is v_A + 0.55 ms.
+        w.advance(&mut c, 200_000);
         let b = w.add_task(-5);
         w.start(&mut c, b);
         assert!(c.is_eligible(a) && c.is_eligible(b));
