@@ -484,6 +484,16 @@ impl Cfs {
         }
         self.enqueue_task(t, false, false, now);
         self.cpu_tasks[cpu.idx()] += 1;
+        if self.eevdf && self.cpu_tasks[cpu.idx()] >= 2 {
+            self.v66.rd_overload = true;
+        }
+    }
+
+    /// `add_nr_running` (6.6): a CPU that gets its second task sets `rd->overload` at once.
+    fn note_overload(&mut self, ctx: &Ctx, cpu: CpuId) {
+        if self.eevdf && (self.cpu_tasks[cpu.idx()] >= 2 || ctx.cpu(cpu).nr_running >= 2) {
+            self.v66.rd_overload = true;
+        }
     }
 }
 
