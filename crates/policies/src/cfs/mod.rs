@@ -604,6 +604,7 @@ impl SchedPolicy for Cfs {
             self.enqueue_task(t, wakeup, wakeup, ctx.now);
         }
         self.cpu_tasks[cpu.idx()] += 1;
+        self.note_overload(ctx, cpu);
         if wakeup && self.eevdf && self.cpus[cpu.idx()].idle_stamp != 0 {
             // ttwu_do_activate (6.6): update_avg, then the cap of twice max_idle_balance_cost
             // (sysctl_sched_migration_cost: balancing costs no simulated time).
