@@ -153,6 +153,36 @@ pub(crate) struct LbEnv {
     pub new_dst: Option<CpuId>,
 }
 
+impl LbEnv {
+    /// The environment `load_balance` starts from: balancing domain `level` of `this_cpu` (also the
+    /// destination and, until a busiest queue is found, the source) over `cpus`, its local group
+    /// `dst_grpmask`.
+    pub(crate) fn new(
+        level: usize,
+        this_cpu: CpuId,
+        dst_grpmask: CpuSet,
+        cpus: CpuSet,
+        idle: IdleType,
+    ) -> LbEnv {
+        LbEnv {
+            level,
+            this_cpu,
+            dst_cpu: this_cpu,
+            src_cpu: this_cpu,
+            dst_grpmask,
+            cpus,
+            idle,
+            imbalance: 0,
+            migration_type: MigrationType::Load,
+            nr_loop: 0,
+            loop_max: 0,
+            all_pinned: false,
+            some_pinned: false,
+            new_dst: None,
+        }
+    }
+}
+
 /// `group_has_capacity`: fewer tasks than CPUs, or runnable and utilisation both within the
 /// capacity by `imbalance_pct`.
 pub(crate) fn group_has_capacity(imbalance_pct: u64, s: &SgStats) -> bool {
@@ -412,7 +442,13 @@ impl Cfs {
     }
 
     /// `calculate_imbalance`: the migration type and how much to move.
-    fn calculate_imbalance_66(&self, ctx: &Ctx, env: &mut LbEnv, sds: &mut SdStats, groups: &[&Group]) {
+    pub(super) fn calculate_imbalance_66(
+        &self,
+        ctx: &Ctx,
+        env: &mut LbEnv,
+        sds: &mut SdStats,
+        groups: &[&Group],
+    ) {
         let (local, busiest) = (&mut sds.local_stat, &sds.busiest_stat);
         let d = &self.cpus[env.this_cpu.idx()].domains[env.level];
         if busiest.group_type == GroupType::SmtBalance || busiest.group_type == GroupType::Imbalanced {
@@ -599,7 +635,7 @@ impl Cfs {
 
     /// `can_migrate_task` (6.6): affinity (trying another CPU of the local group, except when newly
     /// idle), not running, and cache cold or past `cache_nice_tries` failures.
-    fn can_migrate_task_66(&self, ctx: &Ctx, t: TaskId, env: &mut LbEnv) -> bool {
+    pub(super) fn can_migrate_task_66(&self, ctx: &Ctx, t: TaskId, env: &mut LbEnv) -> bool {
         let allowed = ctx.task(t).allowed;
         if !allowed.contains(env.dst_cpu) {
             env.some_pinned = true;
@@ -777,22 +813,7 @@ impl Cfs {
     ) -> (bool, bool) {
         self.nr_lb_calls += 1;
         let d = &self.cpus[this_cpu.idx()].domains[level];
-        let mut env = LbEnv {
-            level,
-            this_cpu,
-            dst_cpu: this_cpu,
-            src_cpu: this_cpu,
-            dst_grpmask: d.groups[0].cpus,
-            cpus: d.span,
-            idle,
-            imbalance: 0,
-            migration_type: MigrationType::Load,
-            nr_loop: 0,
-            loop_max: 0,
-            all_pinned: false,
-            some_pinned: false,
-            new_dst: None,
-        };
+        let mut env = LbEnv::new(level, this_cpu, d.groups[0].cpus, d.span, idle);
         let mut continue_balancing = true;
         // redo:
         let outcome = loop {

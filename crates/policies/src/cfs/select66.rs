@@ -69,7 +69,7 @@ impl State66 {
     }
 
     /// Grows the per-task tables to hold `t`.
-    fn reserve(&mut self, t: TaskId) {
+    pub(super) fn reserve(&mut self, t: TaskId) {
         if self.wakee.len() <= t.idx() {
             self.wakee.resize(t.idx() + 1, Wakee::default());
             self.recent_used_cpu.resize(t.idx() + 1, None);
@@ -369,7 +369,7 @@ impl Cfs {
 
     /// `select_idle_cpu` (SIS_UTIL): scans the LLC from `target + 1`, wrapping, for an idle core
     /// (when the LLC has one) or for an idle CPU among at most `nr_idle_scan` CPUs.
-    fn select_idle_cpu(
+    pub(super) fn select_idle_cpu(
         &mut self,
         ctx: &Ctx,
         p: TaskId,
@@ -418,7 +418,13 @@ impl Cfs {
     }
 
     /// `select_idle_sibling` (6.6): an idle CPU near `target` sharing its cache, else `target`.
-    fn select_idle_sibling_66(&mut self, ctx: &Ctx, p: TaskId, prev: CpuId, target: CpuId) -> CpuId {
+    pub(super) fn select_idle_sibling_66(
+        &mut self,
+        ctx: &Ctx,
+        p: TaskId,
+        prev: CpuId,
+        target: CpuId,
+    ) -> CpuId {
         if ctx.is_idle(target) {
             return target;
         }

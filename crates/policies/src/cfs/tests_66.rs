@@ -5,7 +5,8 @@
 
 use super::balance::IdleType;
 use super::lb66::{
-    adjust_numa_imbalance, group_classify, sibling_imbalance, GroupType, LbEnv, MigrationType, SgStats,
+    adjust_numa_imbalance, group_classify, sibling_imbalance, GroupType, LbEnv, MigrationType, SdStats,
+    SgStats,
 };
 use super::select66::Current;
 use super::{Cfs, CfsParams, EevdfParams};
@@ -17,6 +18,11 @@ fn eevdf(w: &TestWorld) -> Cfs {
     let mut c = Cfs::new_eevdf(EevdfParams(CfsParams::default()));
     c.init(&w.ctx());
     c
+}
+
+/// A `struct lb_env` for balancing domain `level` of `cpu` over `cpus`, its local group `grpmask`.
+fn lb_env(level: usize, cpu: u32, grpmask: CpuSet, cpus: CpuSet, idle: IdleType) -> LbEnv {
+    LbEnv::new(level, CpuId(cpu), grpmask, cpus, idle)
 }
 
 fn stats(nr: u64, weight: u64, util: u64, runnable: u64) -> SgStats {
@@ -50,6 +56,8 @@ fn group_classes_follow_util_runnable_and_task_count() {
     let mut smt = stats(2, 2, 100, 100);
     smt.smt_balance = true;
     assert_eq!(group_classify(117, false, &smt), GroupType::SmtBalance);
+    // group_classify tests sg_imbalanced before group_smt_balance: both set gives imbalanced.
+    assert_eq!(group_classify(117, true, &smt), GroupType::Imbalanced);
     assert!(GroupType::HasSpare < GroupType::FullyBusy && GroupType::SmtBalance < GroupType::Imbalanced);
 }
 
@@ -70,6 +78,8 @@ fn sibling_and_numa_imbalances() {
     assert_eq!(adjust_numa_imbalance(2, 1, 2), 0);
     assert_eq!(adjust_numa_imbalance(3, 1, 2), 3);
     assert_eq!(adjust_numa_imbalance(1, 3, 2), 1);
+    // `dst_running > imb_numa_nr` keeps the imbalance; at exactly imb_numa_nr it is still allowed.
+    assert_eq!(adjust_numa_imbalance(2, 2, 2), 0);
 }
 
 /// `sd_init` of 6.6 on x86 (SMT, MC, NUMA) and `imb_numa_nr` of `build_sched_domains`.
@@ -125,25 +135,14 @@ fn sis_util_scan_depth_follows_llc_utilisation() {
     w.topo = Topology::symmetric(1, 1, 1, 8, 1).unwrap();
     let mut c = eevdf(&w);
     let ctx = w.ctx();
-    let env = LbEnv {
-        level: 0,
-        this_cpu: CpuId(0),
-        dst_cpu: CpuId(0),
-        src_cpu: CpuId(0),
-        dst_grpmask: CpuSet::single(CpuId(0)),
-        cpus: ctx.topo.all(),
-        idle: IdleType::NotIdle,
-        imbalance: 0,
-        migration_type: MigrationType::Load,
-        nr_loop: 0,
-        loop_max: 0,
-        all_pinned: false,
-        some_pinned: false,
-        new_dst: None,
-    };
+    let env = lb_env(0, 0, CpuSet::single(CpuId(0)), ctx.topo.all(), IdleType::NotIdle);
     // x = 512 per CPU: 512^2 x 117^2 / (10^4 x 1024) = 350; (1024 - 350) x 8 / 1024 = 5.
     c.update_idle_cpu_scan(&ctx, &env, 8 * 512);
     assert_eq!(c.v66.nr_idle_scan[0], 5);
+    // x = 700: 700^2 x 117^2 / (10^4 x 1024) = 655 (the pct^2 / 10^4 factor, not pct / 100, which
+    // would give 559 and 3 CPUs); (1024 - 655) x 8 / 1024 = 2.
+    c.update_idle_cpu_scan(&ctx, &env, 8 * 700);
+    assert_eq!(c.v66.nr_idle_scan[0], 2);
     // Fully busy: 1024^2 x 117^2 / 10^4 / 1024 = 1401, capped at 1024: no scan at all.
     c.update_idle_cpu_scan(&ctx, &env, 8 * 1024);
     assert_eq!(c.v66.nr_idle_scan[0], 0);
@@ -202,21 +201,8 @@ fn should_we_balance_66_0_falls_back_to_the_first_cpu() {
     w.start(&mut c, a);
     w.pick(&mut c, CpuId(2));
     let ctx = w.ctx();
-    let env = |cpu: u32| LbEnv {
-        level: 1,
-        this_cpu: CpuId(cpu),
-        dst_cpu: CpuId(cpu),
-        src_cpu: CpuId(cpu),
-        dst_grpmask: c.cpus[cpu as usize].domains[1].groups[0].cpus,
-        cpus: ctx.topo.all(),
-        idle: IdleType::NotIdle,
-        imbalance: 0,
-        migration_type: MigrationType::Load,
-        nr_loop: 0,
-        loop_max: 0,
-        all_pinned: false,
-        some_pinned: false,
-        new_dst: None,
+    let env = |cpu: u32| {
+        lb_env(1, cpu, c.cpus[cpu as usize].domains[1].groups[0].cpus, ctx.topo.all(), IdleType::NotIdle)
     };
     // Group {2, 3}: CPU 3 is idle but its core is busy (idle_smt = 3); no idle core: CPU 2 is the
     // group's first CPU, so it balances (6.6.0), and CPU 3 balances as idle_smt.
@@ -305,4 +291,167 @@ fn new_task_gets_a_whole_request_and_reweight_rescales() {
     let se = c.task_se[running.idx()];
     c.reweight_entity(se, 512, w.now);
     assert_eq!(c.lag_of(running), lag * 2);
+}
+
+/// `select_idle_cpu` (SIS_UTIL): `nr = nr_idle_scan + 1`, and `nr == 1` scans nothing; otherwise the
+/// scan starts after the target and stops at the first idle CPU (no idle core: `has_idle_cores`
+/// false).
+#[test]
+fn select_idle_cpu_scans_at_most_nr_idle_scan_cpus() {
+    // Four CPUs without SMT (no idle core to look for), then two SMT cores with an idle core known:
+    // the scan looks for a whole idle core (CPU 1's core is busy, CPU 2's is idle) regardless of the
+    // depth, but the SIS_UTIL return (`nr == 1`) comes first: an LLC that looked fully used is not
+    // scanned even for idle cores.
+    for (topo, has_idle_core, found) in
+        [(Topology::flat(4), false, CpuId(1)), (Topology::symmetric(1, 1, 1, 2, 2).unwrap(), true, CpuId(2))]
+    {
+        let mut w = TestWorld::new(4);
+        w.topo = topo;
+        let mut c = eevdf(&w);
+        let (a, p) = (w.add_task(0), w.add_task(0));
+        w.start(&mut c, a);
+        w.pick(&mut c, CpuId(0));
+        let ctx = w.ctx();
+        let all = ctx.topo.all();
+        c.v66.nr_idle_scan[0] = 0;
+        assert_eq!(c.select_idle_cpu(&ctx, p, &all, has_idle_core, CpuId(0)), None);
+        c.v66.nr_idle_scan[0] = 1;
+        assert_eq!(c.select_idle_cpu(&ctx, p, &all, has_idle_core, CpuId(0)), Some(found));
+    }
+}
+
+/// `can_migrate_task` (6.6): a queued task that ran within `sched_migration_cost` (500 us) is cache
+/// hot (`task_hot`), and a hot task moves only once `nr_balance_failed > cache_nice_tries` (MC: 1).
+#[test]
+fn a_cache_hot_task_moves_only_past_cache_nice_tries() {
+    let mut w = TestWorld::new(2);
+    let mut c = eevdf(&w);
+    let (a, b) = (w.add_task(0), w.add_task(0));
+    for t in [a, b] {
+        w.tasks[t.idx()].allowed = CpuSet::single(CpuId(0));
+        w.start(&mut c, t);
+        w.tasks[t.idx()].allowed = w.topo.all();
+    }
+    let curr = w.pick(&mut c, CpuId(0)).expect("a task runs");
+    let queued = if curr == a { b } else { a };
+    // 100 us after both were enqueued at time 0: the queued one is hot.
+    w.advance(&mut c, 100_000);
+    let ctx = w.ctx();
+    let grp = c.cpus[1].domains[0].groups[0].cpus;
+    assert_eq!(c.cpus[1].domains[0].p.cache_nice_tries, 1);
+    let mut env = lb_env(0, 1, grp, ctx.topo.all(), IdleType::Idle);
+    env.src_cpu = CpuId(0);
+    for (failed, movable) in [(0, false), (1, false), (2, true)] {
+        c.cpus[1].domains[0].nr_balance_failed = failed;
+        assert_eq!(c.can_migrate_task_66(&ctx, queued, &mut env), movable, "nr_balance_failed {failed}");
+    }
+    // The running task never moves by load_balance.
+    assert!(!c.can_migrate_task_66(&ctx, curr, &mut env));
+}
+
+/// `calculate_imbalance` (6.6), local group with spare capacity and a busiest group that is not
+/// overloaded: under `prefer_sibling` (the child MC level has SD_PREFER_SIBLING) the imbalance is
+/// `sibling_imbalance` halved, else the idle-CPU difference halved. DIE over two 2-CPU LLCs; local
+/// {2, 3} with one task and one idle CPU, busiest {0, 1} with three tasks and none: equal core counts,
+/// sibling_imbalance = 3 - 1 = 2, >> 1 = 1 task; idle CPUs 1 - 0 = 1, >> 1 = 0.
+#[test]
+fn calculate_imbalance_has_spare_prefers_siblings() {
+    let mut w = TestWorld::new(4);
+    w.topo = Topology::symmetric(1, 1, 2, 2, 1).unwrap();
+    let c = eevdf(&w);
+    let ctx = w.ctx();
+    let groups: Vec<&crate::domains::Group> = c.cpus[3].domains[1].groups.iter().collect();
+    let local = groups.iter().position(|g| g.cpus.contains(CpuId(3))).expect("local group");
+    let mut local_stat = stats(1, 2, 300, 300);
+    local_stat.idle_cpus = 1;
+    let mut busiest_stat = stats(3, 2, 600, 600);
+    busiest_stat.group_type = GroupType::HasSpare;
+    for (prefer_sibling, tasks) in [(true, 1), (false, 0)] {
+        let mut sds = SdStats {
+            busiest: Some(1 - local),
+            local,
+            prefer_sibling,
+            local_stat,
+            busiest_stat,
+            ..SdStats::default()
+        };
+        let mut env = lb_env(1, 3, groups[local].cpus, ctx.topo.all(), IdleType::Idle);
+        c.calculate_imbalance_66(&ctx, &mut env, &mut sds, &groups);
+        assert_eq!(
+            (env.migration_type, env.imbalance),
+            (MigrationType::Task, tasks),
+            "prefer_sibling {prefer_sibling}"
+        );
+    }
+}
+
+/// Starts `n` tasks pinned to CPU 0 while they start (then free to run anywhere) and runs the first.
+fn crowd_cpu0(w: &mut TestWorld, c: &mut Cfs, n: usize) -> Vec<schedlab_core::TaskId> {
+    let tasks: Vec<_> = (0..n).map(|_| w.add_task(0)).collect();
+    for &t in &tasks {
+        w.tasks[t.idx()].allowed = CpuSet::single(CpuId(0));
+        w.start(c, t);
+        w.tasks[t.idx()].allowed = w.topo.all();
+    }
+    w.pick(c, CpuId(0));
+    tasks
+}
+
+/// `newidle_balance` (6.6) with `add_nr_running`'s `rd->overload`: a CPU that gets a second task
+/// sets the flag; a newly idle CPU balances only while it is set, and (CONFIG_PREEMPTION)
+/// `detach_tasks` stops after one task when newly idle, although the imbalance asks for two: five
+/// tasks on CPU 0 (never run, so cache cold 1 ms later: `exec_start` 0) against none,
+/// `sibling_imbalance` 5 - 0 = 5, halved: 2.
+#[test]
+fn newidle_balance_needs_overload_and_pulls_one_task() {
+    let mut w = TestWorld::new(2);
+    let mut c = eevdf(&w);
+    assert!(!c.v66.rd_overload);
+    crowd_cpu0(&mut w, &mut c, 5);
+    assert!(c.v66.rd_overload, "add_nr_running sets rd->overload at the second task");
+    w.advance(&mut c, 1_000_000);
+    let mut out = Vec::new();
+    c.v66.rd_overload = false;
+    c.newidle_balance_66(&w.ctx(), CpuId(1), &mut out);
+    assert!(out.is_empty(), "no overload, no newly idle balance");
+    c.v66.rd_overload = true;
+    c.newidle_balance_66(&w.ctx(), CpuId(1), &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!((out[0].from, out[0].to), (CpuId(0), CpuId(1)));
+}
+
+/// `should_we_balance` for a newly idle CPU: it balances unless something is already queued on it.
+#[test]
+fn newly_idle_cpu_with_a_queued_task_does_not_balance() {
+    let mut w = TestWorld::new(2);
+    let mut c = eevdf(&w);
+    crowd_cpu0(&mut w, &mut c, 2);
+    let ctx = w.ctx();
+    let grp = c.cpus[1].domains[0].groups[0].cpus;
+    let env = lb_env(0, 1, grp, ctx.topo.all(), IdleType::NewlyIdle);
+    assert!(c.should_we_balance(&ctx, &env));
+    let t = w.add_task(0);
+    w.tasks[t.idx()].allowed = CpuSet::single(CpuId(1));
+    w.start(&mut c, t);
+    assert!(!c.should_we_balance(&w.ctx(), &env));
+}
+
+/// `select_idle_sibling` (6.6) in the source's order: an idle target; an idle `prev` sharing the
+/// target's cache; the task's `recent_used_cpu` when idle (and `recent_used_cpu` becomes `prev`);
+/// then the SIS_UTIL scan, here switched off (`nr_idle_scan` 0), so the busy target.
+#[test]
+fn select_idle_sibling_tries_prev_then_recent_used_cpu() {
+    let mut w = TestWorld::new(4);
+    let mut c = eevdf(&w);
+    crowd_cpu0(&mut w, &mut c, 1);
+    let p = w.add_task(0);
+    let ctx = w.ctx();
+    c.v66.reserve(p);
+    c.v66.nr_idle_scan[0] = 0;
+    assert_eq!(c.select_idle_sibling_66(&ctx, p, CpuId(1), CpuId(1)), CpuId(1));
+    assert_eq!(c.select_idle_sibling_66(&ctx, p, CpuId(2), CpuId(0)), CpuId(2));
+    assert_eq!(c.select_idle_sibling_66(&ctx, p, CpuId(0), CpuId(0)), CpuId(0));
+    c.v66.recent_used_cpu[p.idx()] = Some(CpuId(3));
+    assert_eq!(c.select_idle_sibling_66(&ctx, p, CpuId(0), CpuId(0)), CpuId(3));
+    assert_eq!(c.v66.recent_used_cpu[p.idx()], Some(CpuId(0)));
 }
