@@ -89,6 +89,10 @@ pub struct WakeInfo {
     pub waker: Option<TaskId>,
     /// `WF_SYNC`: the waker is about to block (pipe and socket handoffs), so the wakee may take its CPU.
     pub sync: bool,
+    /// The task slept uninterruptibly (Linux's TASK_UNINTERRUPTIBLE, the `D` state: waiting for a
+    /// disk request); sleeps, pipes, sockets, mutexes (futexes) and timers are interruptible waits.
+    /// Linux 2.6's O(1) scheduler limits the interactivity credit of such sleeps.
+    pub uninterruptible: bool,
 }
 
 /// Why a task is being enqueued.

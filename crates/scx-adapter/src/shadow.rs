@@ -520,7 +520,8 @@ impl Shadow {
     fn wakeup(&mut self, t: TaskId) {
         self.stats.nr_wakeups += 1;
         let last = self.tasks[t.idx()].cpu;
-        let wake = WakeInfo { waker_cpu: last, waker: None, sync: false };
+        // sched_ext's enqueue does not say how the task slept: taken as interruptible.
+        let wake = WakeInfo { waker_cpu: last, waker: None, sync: false, uninterruptible: false };
         let chosen = self.policy.select_cpu(ctx!(self), t, &wake);
         let cpu = self.allowed_or_fixed(t, chosen);
         self.tasks[t.idx()].cpu = cpu;

@@ -538,7 +538,8 @@ impl<'a> Sim<'a> {
         }
         if self.views[t.idx()].state == TaskState::Blocked {
             let cpu = self.views[t.idx()].cpu;
-            self.wake(t, cpu, None, false);
+            // A disk wait is uninterruptible (TASK_UNINTERRUPTIBLE in Linux's block layer).
+            self.wake_from(t, cpu, None, false, true);
         }
     }
 }

@@ -944,6 +944,18 @@ impl<'a> Sim<'a> {
 
     /// Wakes a blocked task. `waker_cpu` is the CPU the wakeup happens on.
     pub(crate) fn wake(&mut self, t: TaskId, waker_cpu: CpuId, waker: Option<TaskId>, sync: bool) {
+        self.wake_from(t, waker_cpu, waker, sync, false);
+    }
+
+    /// Wakes a blocked task, saying whether it slept uninterruptibly (a disk wait).
+    pub(crate) fn wake_from(
+        &mut self,
+        t: TaskId,
+        waker_cpu: CpuId,
+        waker: Option<TaskId>,
+        sync: bool,
+        uninterruptible: bool,
+    ) {
         debug_assert_eq!(self.views[t.idx()].state, TaskState::Blocked);
         let now = self.now;
         let tk = &mut self.tasks[t.idx()];
@@ -954,7 +966,7 @@ impl<'a> Sim<'a> {
         tk.nr_wakeups += 1;
         self.counters.nr_wakeups += 1;
         self.views[t.idx()].state = TaskState::Runnable;
-        let info = WakeInfo { waker_cpu, waker, sync };
+        let info = WakeInfo { waker_cpu, waker, sync, uninterruptible };
         let cpu = self.policy.select_cpu(ctx!(self), t, &info);
         if !self.check_cpu_choice("select_cpu", t, cpu) {
             return;

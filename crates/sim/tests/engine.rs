@@ -706,3 +706,67 @@ fn a_deadlock_of_the_workload_is_reported_as_a_stall_with_its_time() {
     w.stop(StopWhen::AllDone);
     not_stalled(w.build().unwrap());
 }
+
+/// Records each wakeup's `WakeInfo` and otherwise schedules as `rr`.
+struct WakeRecorder {
+    inner: Box<dyn SchedPolicy>,
+    seen: Vec<(TaskId, bool, bool)>,
+}
+
+impl SchedPolicy for WakeRecorder {
+    fn name(&self) -> &str {
+        "wake-recorder"
+    }
+    fn task_new(&mut self, ctx: &Ctx, t: TaskId) -> CpuId {
+        self.inner.task_new(ctx, t)
+    }
+    fn select_cpu(&mut self, ctx: &Ctx, t: TaskId, w: &schedlab_core::WakeInfo) -> CpuId {
+        self.seen.push((t, w.uninterruptible, w.waker.is_some()));
+        self.inner.select_cpu(ctx, t, w)
+    }
+    fn enqueue(&mut self, ctx: &Ctx, c: CpuId, t: TaskId, why: schedlab_core::EnqueueReason) {
+        self.inner.enqueue(ctx, c, t, why)
+    }
+    fn dequeue(&mut self, ctx: &Ctx, c: CpuId, t: TaskId, why: schedlab_core::DequeueReason) {
+        self.inner.dequeue(ctx, c, t, why)
+    }
+    fn pick_next(&mut self, ctx: &Ctx, c: CpuId) -> Option<Dispatch> {
+        self.inner.pick_next(ctx, c)
+    }
+    fn put_prev(&mut self, ctx: &Ctx, c: CpuId, t: TaskId, why: SwitchReason) {
+        self.inner.put_prev(ctx, c, t, why)
+    }
+    fn tick(&mut self, ctx: &Ctx, c: CpuId, t: TaskId) -> bool {
+        self.inner.tick(ctx, c, t)
+    }
+    fn check_preempt(
+        &mut self,
+        ctx: &Ctx,
+        c: CpuId,
+        a: TaskId,
+        b: TaskId,
+        k: schedlab_core::WakeKind,
+    ) -> bool {
+        self.inner.check_preempt(ctx, c, a, b, k)
+    }
+}
+
+/// How a task slept reaches the policy: a disk wait wakes uninterruptibly (TASK_UNINTERRUPTIBLE) and
+/// from the device (no waking task); a sleep wakes from its timer, interruptibly; a pipe read is woken
+/// by the writer, interruptibly.
+#[test]
+fn wakeups_say_how_the_task_slept() {
+    let mut w = WorkloadBuilder::new("sleep-kinds");
+    let disk = w.device("disk");
+    let p = w.pipe("p", 4096);
+    w.task("reader", P::new().io(disk, 2 * MS).sleep(3 * MS).recv(p, 10).build());
+    w.task("writer", P::new().sleep(20 * MS).send(p, 10).build());
+    w.stop(StopWhen::AllDone);
+    let mut rec = WakeRecorder { inner: schedlab_policies::create("rr").unwrap(), seen: Vec::new() };
+    run_with(&Machine::flat(1), &w.build().unwrap(), &mut rec, 1_000 * MS);
+    let (reader, writer) = (TaskId(0), TaskId(1));
+    assert_eq!(
+        rec.seen,
+        [(reader, true, false), (reader, false, false), (writer, false, false), (reader, false, true)]
+    );
+}

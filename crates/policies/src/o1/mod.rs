@@ -13,60 +13,122 @@
 //! * Time slices depend on the static priority: 800 ms at nice -20, 100 ms at nice 0, 5 ms at nice 19
 //!   (`max(X x (140 - static) / 20, 5 ms)`, X = 400 ms below nice 0, 100 ms otherwise).
 //! * Interactivity: `sleep_avg` grows by the time slept (capped at 1 s; one long sleep lifts a user task
-//!   only to the interactive ceiling) and shrinks by the time run divided by the current bonus. The
-//!   bonus `sleep_avg x 10 / 1 s - 5` moves the dynamic priority up to 5 levels either way. A task is
+//!   only to the interactive ceiling; after an uninterruptible sleep, such as a disk wait, the credit
+//!   stops at that ceiling) and shrinks by the time run divided by the current bonus. A task woken by
+//!   another task has 30 % of its run-queue wait credited as sleep when it is picked, one woken by an
+//!   interrupt (a timer, a device) all of it (ON_RUNQUEUE_WEIGHT). The bonus
+//!   `sleep_avg x 10 / 1 s - 5` moves the dynamic priority up to 5 levels either way. A task is
 //!   *interactive* when its priority is at least DELTA(nice) levels better than its static priority
 //!   (nice 0 needs a bonus of 2, i.e. `sleep_avg` >= 700 ms).
 //! * When a slice ends the task gets a new slice and goes to the expired array, unless it is
 //!   interactive and the expired array is not starving (`expired_starving`: a better static priority
 //!   waits there, or it has waited longer than 1 s x nr_running) — then it goes back to the active
 //!   array. Interactive tasks are round-robined every TIMESLICE_GRANULARITY (10 ms x 2^(max(10 -
-//!   bonus, 1) - 1)).
-//! * A woken task preempts when its priority is better. Yield sends a normal task to the expired array.
-//!   Fork splits the parent's remaining slice with the child, gives the child 95 % of the parent's
-//!   `sleep_avg`, and runs a new process first on the parent's CPU; an exiting child still in its first
-//!   slice returns it to the parent.
+//!   bonus, 1) - 1), x the CPU count). Slices and granularities are whole jiffies, as in the kernel.
+//! * A woken task preempts when its priority is better (not after a sync wakeup onto the waker's CPU).
+//!   Yield sends a normal task to the expired array. Fork splits the parent's remaining slice with the
+//!   child, puts the child one bonus level below the parent and rounds the parent down to its level
+//!   (CHILD_PENALTY, PARENT_PENALTY), and runs a new process first on the parent's CPU; an exiting
+//!   child still in its first slice returns it to the parent. A task without a parent is forked by an
+//!   idle nice-0 shell (docs/policies/README.md).
 //! * Balancing per sched domain (2.6.22 parameters, shared with CFS 2.6.38's domains): at each domain's
 //!   interval the busiest group is found by the `cpu_load[]` tick averages of weighted load
 //!   (`load_weight = timeslice x 128 / 100 ms`; low guesses for remote groups, high for the local one)
-//!   and its busiest queue by raw weighted load; tasks move from the expired array first, best priority first, skipping
-//!   running and cache-hot tasks (ran within 2.5 ms) until balancing has failed `cache_nice_tries` times;
-//!   an idle CPU balances at once (`idle_balance`); after repeated failures the busiest CPU's running
-//!   task is pushed (active balance).
+//!   and its busiest queue by raw weighted load; tasks move from the expired array first, best priority
+//!   first, skipping running and cache-hot tasks (ran within 2.5 ms) until balancing has failed
+//!   `cache_nice_tries` times; an idle CPU balances at once (`idle_balance`); after repeated failures
+//!   the busiest CPU's running task is pushed (active balance).
 //!
-//! Simplifications: the on-runqueue wait credit of interactive wakeups (ON_RUNQUEUE_WEIGHT) and the
-//! uninterruptible-sleep limit on `sleep_avg` are left out (the engine does not distinguish sleep kinds);
-//! an idle CPU's `cpu_load[]` is caught up before it is read (2.6.22 left it stale under NO_HZ); the
-//! balancer moves at least one task
-//! whenever the busiest queue has two and the gap exceeds one task's load (the core of
-//! `fix_small_imbalance`); fork placement takes the least loaded allowed CPU, the parent's on ties.
+//! Simplifications (docs/policies/o1.md has the table): an idle CPU's `cpu_load[]` is caught up before
+//! it is read (2.6.22 left it stale under NO_HZ); the balancer moves at least one task whenever the
+//! busiest queue has two and the gap exceeds one task's load (the core of `fix_small_imbalance`);
+//! wakeup and fork placement are reduced (crate::placement).
 
 pub(crate) mod runqueue;
 
 use runqueue::{Runqueues, MAX_PRIO};
 use schedlab_core::{
     BalanceKind, CpuId, Ctx, DequeueReason, Dispatch, EnqueueReason, Migration, Ns, PolicyStat, SchedClass,
-    SchedPolicy, SwitchReason, TaskId, TaskState, WakeInfo, WakeKind, WorkConservation, NSEC_PER_MSEC,
-    NSEC_PER_SEC,
+    SchedPolicy, SwitchReason, TaskId, TaskState, WakeInfo, WakeKind, WorkConservation, NSEC_PER_SEC,
 };
 
 const MAX_RT_PRIO: usize = 100;
-const DEF_TIMESLICE: Ns = 100 * NSEC_PER_MSEC;
-const MIN_TIMESLICE: Ns = 5 * NSEC_PER_MSEC;
 const MAX_SLEEP_AVG: Ns = NSEC_PER_SEC;
 const STARVATION_LIMIT: Ns = NSEC_PER_SEC;
 const MAX_BONUS: i64 = 10;
 const INTERACTIVE_DELTA: i64 = 2;
-const CHILD_PENALTY: u64 = 95;
+const CHILD_PENALTY: i64 = 95;
+const PARENT_PENALTY: i64 = 100;
+const ON_RUNQUEUE_WEIGHT: u64 = 30;
 const EXIT_WEIGHT: u64 = 3;
-const GRANULARITY: Ns = 10 * NSEC_PER_MSEC;
 /// `SCHED_LOAD_SCALE` of 2.6.22.
 const LOAD_SCALE: u64 = 128;
 
-/// `static_prio_timeslice(static_prio)`.
+/// Timer ticks per second for a tick length (HZ).
+fn hz_of(tick_ns: Ns) -> u64 {
+    (NSEC_PER_SEC + tick_ns / 2) / tick_ns.max(1)
+}
+
+/// `DEF_TIMESLICE` in jiffies: `100 * HZ / 1000`.
+fn def_timeslice_jiffies(tick_ns: Ns) -> u64 {
+    (100 * hz_of(tick_ns) / 1000).max(1)
+}
+
+/// `static_prio_timeslice(static_prio)`, counted in jiffies as the kernel does
+/// (`SCALE_PRIO(DEF_TIMESLICE x 4 or x 1, prio)`, at least `MIN_TIMESLICE = max(5 * HZ / 1000, 1)`), in
+/// ns: at HZ 250 a nice-10 slice is 12 jiffies (48 ms), not 50 ms.
 pub fn timeslice_ns(static_prio: usize, tick_ns: Ns) -> Ns {
-    let x = if static_prio < 120 { DEF_TIMESLICE * 4 } else { DEF_TIMESLICE };
-    (x * (MAX_PRIO - static_prio) as u64 / 20).max(MIN_TIMESLICE.max(tick_ns))
+    let def = def_timeslice_jiffies(tick_ns);
+    let x = if static_prio < 120 { def * 4 } else { def };
+    let min = (5 * hz_of(tick_ns) / 1000).max(1);
+    (x * (MAX_PRIO - static_prio) as u64 / 20).max(min) * tick_ns
+}
+
+/// `CURRENT_BONUS` of a `sleep_avg`: `NS_TO_JIFFIES(sleep_avg) x MAX_BONUS / MAX_SLEEP_AVG`.
+fn bonus_of(sleep_avg: Ns) -> i64 {
+    (sleep_avg * MAX_BONUS as u64 / MAX_SLEEP_AVG) as i64
+}
+
+/// `wake_up_new_task`'s rescaling of a `sleep_avg` by a penalty in percent, on whole bonus levels:
+/// `JIFFIES_TO_NS(CURRENT_BONUS x PENALTY / 100 x MAX_SLEEP_AVG / MAX_BONUS)`; CHILD_PENALTY 95 takes
+/// one bonus level off, PARENT_PENALTY 100 rounds down to the level.
+fn penalised_sleep_avg(sleep_avg: Ns, penalty: i64) -> Ns {
+    (bonus_of(sleep_avg) * penalty / 100) as u64 * (MAX_SLEEP_AVG / MAX_BONUS as u64)
+}
+
+/// `INTERACTIVE_SLEEP(p)`: `MAX_SLEEP_AVG x (MAX_BONUS / 2 + DELTA(p) + 1) / MAX_BONUS - 1` jiffies.
+fn interactive_sleep_ns(nice: i8, tick_ns: Ns) -> Ns {
+    (MAX_SLEEP_AVG as i64 * (MAX_BONUS / 2 + delta(nice) + 1) / MAX_BONUS) as Ns - tick_ns
+}
+
+/// `p->sleep_type` of 2.6.22: how the last sleep ended, which decides how much of the run-queue wait
+/// after it counts as sleep (`schedule()`'s ON_RUNQUEUE_WEIGHT credit).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SleepType {
+    /// `SLEEP_NORMAL`: no credit pending.
+    #[default]
+    Normal,
+    /// `SLEEP_NONINTERACTIVE`: an uninterruptible sleep (disk), or one long sleep that hit the
+    /// INTERACTIVE_SLEEP ceiling: no run-queue credit, and the sleep's own credit is capped.
+    NonInteractive,
+    /// `SLEEP_INTERACTIVE`: woken by a task: 30 % of the run-queue wait counts as sleep.
+    Interactive,
+    /// `SLEEP_INTERRUPTED`: woken from an interrupt (a timer or a device): all of it counts.
+    Interrupted,
+}
+
+/// The idle shell a task without a parent is taken to be forked from (schedlab's convention for
+/// every policy with per-task history, docs/policies/README.md): nice 0, just woken from a long sleep
+/// at its prompt (so `recalc_task_prio` left `sleep_avg` at the INTERACTIVE_SLEEP ceiling) and holding
+/// a whole nice-0 slice.
+fn idle_shell(tick_ns: Ns) -> Task1 {
+    Task1 {
+        static_prio: 120,
+        prio: 120,
+        sleep_avg: interactive_sleep_ns(0, tick_ns),
+        slice_left: timeslice_ns(120, tick_ns),
+        ..Task1::default()
+    }
 }
 
 /// `DELTA(p)`: how many levels above its static priority a task must be to count as interactive.
@@ -86,6 +148,12 @@ struct Task1 {
     /// When it last started running or was woken (`timestamp`).
     timestamp: Ns,
     queued: bool,
+    /// `sleep_type`.
+    sleep_type: SleepType,
+    /// The pending wakeup was woken from interrupt context (a timer or device, no waking task).
+    woken_in_interrupt: bool,
+    /// The pending wakeup is a synchronous one onto the waker's CPU (no preemption check).
+    sync_local: bool,
 }
 
 /// What the O(1) scheduler keeps per CPU beyond the shared run queue.
@@ -138,9 +206,19 @@ impl O1 {
         self.tasks[t.idx()].slice_left
     }
 
+    /// A task's `sleep_type` (tests).
+    pub fn sleep_type_of(&self, t: TaskId) -> SleepType {
+        self.tasks[t.idx()].sleep_type
+    }
+
+    /// A task's `sleep_avg`, ns (tests).
+    pub fn sleep_avg_of(&self, t: TaskId) -> Ns {
+        self.tasks[t.idx()].sleep_avg
+    }
+
     /// `CURRENT_BONUS`.
     fn bonus(st: &Task1) -> i64 {
-        (st.sleep_avg * MAX_BONUS as u64 / MAX_SLEEP_AVG) as i64
+        bonus_of(st.sleep_avg)
     }
 
     /// `effective_prio`.
@@ -157,17 +235,25 @@ impl O1 {
         st.prio as i64 <= st.static_prio as i64 - delta(ctx.task(t).nice)
     }
 
-    /// `TIMESLICE_GRANULARITY` (x the CPU count, as 2.6.22 scales it).
+    /// `TIMESLICE_GRANULARITY` (x the CPU count, as 2.6.22 scales it on SMP), `GRANULARITY` being
+    /// `10 * HZ / 1000` jiffies (at least one).
     fn granularity(&self, st: &Task1) -> Ns {
         let shift = (MAX_BONUS - Self::bonus(st)).max(1) - 1;
-        GRANULARITY * (1 << shift) * self.q.rqs.len() as u64
+        let gran = (10 * hz_of(self.tick_ns) / 1000).max(1) * self.tick_ns;
+        gran * (1 << shift) * self.q.rqs.len() as u64
     }
 
+    /// `set_load_weight`: `PRIO_TO_LOAD_WEIGHT(static_prio)` = timeslice x SCHED_LOAD_SCALE /
+    /// DEF_TIMESLICE (jiffies); an RT task `PRIO_TO_LOAD_WEIGHT(MAX_RT_PRIO) + LOAD_WEIGHT(rt_priority)`.
     fn load_weight(st: &Task1, ctx: &Ctx, t: TaskId) -> u64 {
-        if ctx.task(t).class.is_rt() {
-            return timeslice_ns(100, 0) * LOAD_SCALE / DEF_TIMESLICE; // RT tasks weigh as nice -20
+        let def = def_timeslice_jiffies(ctx.tick_ns);
+        let weight =
+            |static_prio: usize| timeslice_ns(static_prio, ctx.tick_ns) / ctx.tick_ns * LOAD_SCALE / def;
+        let info = ctx.task(t);
+        if info.class.is_rt() {
+            return weight(MAX_RT_PRIO) + info.rt_priority as u64 * LOAD_SCALE / def;
         }
-        timeslice_ns(st.static_prio, 0) * LOAD_SCALE / DEF_TIMESLICE
+        weight(st.static_prio)
     }
 
     fn enqueue_array(&mut self, cpu: CpuId, t: TaskId, expired: bool, head: bool) {
@@ -202,25 +288,45 @@ impl O1 {
         }
     }
 
-    /// `recalc_task_prio` on wakeup: credit the sleep to `sleep_avg`.
-    fn credit_sleep(ctx: &Ctx, t: TaskId, st: &mut Task1) {
+    /// `recalc_task_prio(p, timestamp + slept)`: credit `slept` to `sleep_avg` and return the new
+    /// dynamic priority. One long sleep lifts a user task only to the INTERACTIVE_SLEEP ceiling (and
+    /// marks the sleep noninteractive); after an uninterruptible sleep the credit stops at the ceiling.
+    fn recalc_task_prio(ctx: &Ctx, t: TaskId, st: &mut Task1, slept: Ns) -> usize {
         let info = ctx.task(t);
-        if info.class.is_rt() {
-            return;
-        }
-        let slept = if info.class == SchedClass::Batch { 0 } else { ctx.now.saturating_sub(st.timestamp) };
+        let mut slept = if info.class == SchedClass::Batch { 0 } else { slept };
         if slept > 0 {
-            // INTERACTIVE_SLEEP: one long sleep lifts a user task to the interactive ceiling only.
-            let ceiling = (MAX_SLEEP_AVG as i64 * (MAX_BONUS / 2 + delta(info.nice) + 1) / MAX_BONUS) as Ns
-                - ctx.tick_ns;
+            let ceiling = interactive_sleep_ns(info.nice, ctx.tick_ns);
             if slept > ceiling && st.sleep_avg < ceiling {
                 st.sleep_avg = ceiling;
+                st.sleep_type = SleepType::NonInteractive;
             } else {
+                if st.sleep_type == SleepType::NonInteractive {
+                    if st.sleep_avg >= ceiling {
+                        slept = 0;
+                    } else if st.sleep_avg + slept >= ceiling {
+                        st.sleep_avg = ceiling;
+                        slept = 0;
+                    }
+                }
                 st.sleep_avg += slept;
             }
             st.sleep_avg = st.sleep_avg.min(MAX_SLEEP_AVG);
         }
-        st.prio = Self::effective_prio(ctx, t, st);
+        Self::effective_prio(ctx, t, st)
+    }
+
+    /// `activate_task` on wakeup: credit the sleep (`recalc_task_prio`), then record how the task was
+    /// woken for `schedule()`'s run-queue credit, and stamp the wakeup time.
+    fn activate(ctx: &Ctx, t: TaskId, st: &mut Task1) {
+        if ctx.task(t).class.is_rt() {
+            return;
+        }
+        let slept = ctx.now.saturating_sub(st.timestamp);
+        st.prio = Self::recalc_task_prio(ctx, t, st, slept);
+        if st.sleep_type == SleepType::Normal {
+            st.sleep_type =
+                if st.woken_in_interrupt { SleepType::Interrupted } else { SleepType::Interactive };
+        }
         st.timestamp = ctx.now;
     }
 }
@@ -243,21 +349,28 @@ impl SchedPolicy for O1 {
         let info = ctx.task(t);
         let static_prio = (120 + info.nice as i64) as usize;
         let mut st = Task1 { static_prio, first_time_slice: true, timestamp: ctx.now, ..Task1::default() };
-        match info.parent {
-            Some(p) => {
-                // sched_fork: split the parent's slice; wake_up_new_task: the child's sleep_avg is 95 %
-                // of the parent's (CHILD_PENALTY).
-                let ps = &mut self.tasks[p.idx()];
-                st.slice_left = ps.slice_left.div_ceil(2).max(1);
-                ps.slice_left /= 2;
-                if ps.slice_left == 0 {
-                    ps.slice_left = 1;
-                    self.resched[ctx.task(p).cpu.idx()] = true;
-                }
-                st.sleep_avg = ps.sleep_avg * CHILD_PENALTY / 100;
+        let tick = ctx.tick_ns;
+        let parent = info.parent.filter(|p| ctx.task(*p).state != TaskState::Exited);
+        let mut shell = idle_shell(tick);
+        let ps = match parent {
+            Some(p) => &mut self.tasks[p.idx()],
+            None => &mut shell,
+        };
+        // sched_fork: the child takes half the parent's slice (in jiffies, rounded up), the parent
+        // keeps the rest; a parent left with nothing keeps one jiffy and reschedules.
+        let parent_jiffies = ps.slice_left / tick;
+        st.slice_left = parent_jiffies.div_ceil(2).max(1) * tick;
+        ps.slice_left = parent_jiffies / 2 * tick;
+        if ps.slice_left == 0 {
+            ps.slice_left = tick;
+            if let Some(p) = parent {
+                self.resched[ctx.task(p).cpu.idx()] = true;
             }
-            None => st.slice_left = timeslice_ns(static_prio, ctx.tick_ns),
         }
+        // wake_up_new_task: the child one bonus level below the parent (CHILD_PENALTY), the parent
+        // rounded down to its level (PARENT_PENALTY).
+        st.sleep_avg = penalised_sleep_avg(ps.sleep_avg, CHILD_PENALTY);
+        ps.sleep_avg = penalised_sleep_avg(ps.sleep_avg, PARENT_PENALTY);
         st.prio = Self::effective_prio(ctx, t, &st);
         self.tasks[t.idx()] = st;
         self.nr_examined += ctx.task(t).allowed.count() as u64;
@@ -268,7 +381,16 @@ impl SchedPolicy for O1 {
     fn select_cpu(&mut self, ctx: &Ctx, t: TaskId, wake: &WakeInfo) -> CpuId {
         // try_to_wake_up, reduced (see crate::placement).
         let rqs = &self.q.rqs;
-        crate::placement::wake_target(ctx, t, wake.waker_cpu, |c| rqs[c.idx()].load)
+        let cpu = crate::placement::wake_target(ctx, t, wake.waker_cpu, |c| rqs[c.idx()].load);
+        // An uninterruptible sleep is marked noninteractive before activate_task; a wakeup without a
+        // waking task comes from an interrupt; a sync wakeup onto the waker's CPU does not preempt.
+        let st = &mut self.tasks[t.idx()];
+        if wake.uninterruptible {
+            st.sleep_type = SleepType::NonInteractive;
+        }
+        st.woken_in_interrupt = wake.waker.is_none();
+        st.sync_local = wake.sync && cpu == wake.waker_cpu;
+        cpu
     }
 
     fn enqueue(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId, why: EnqueueReason) {
@@ -289,7 +411,7 @@ impl SchedPolicy for O1 {
             EnqueueReason::Wakeup => {
                 self.nr_running += 1;
                 let st = &mut self.tasks[t.idx()];
-                Self::credit_sleep(ctx, t, st);
+                Self::activate(ctx, t, st);
             }
             EnqueueReason::Migrated => expired = self.tasks[t.idx()].expired,
         }
@@ -332,7 +454,20 @@ impl SchedPolicy for O1 {
         let prio = rq.arrays[rq.active].first()?;
         let t = *rq.arrays[rq.active].queues[prio].front()?;
         self.dequeue_array(cpu, t);
-        self.tasks[t.idx()].timestamp = ctx.now;
+        // schedule(): a task woken from an interactive sleep gets its run-queue wait credited as sleep,
+        // 30 % of it when a task woke it, all of it when an interrupt did.
+        let st = &mut self.tasks[t.idx()];
+        if !ctx.task(t).class.is_rt()
+            && matches!(st.sleep_type, SleepType::Interactive | SleepType::Interrupted)
+        {
+            let mut waited = ctx.now.saturating_sub(st.timestamp);
+            if st.sleep_type == SleepType::Interactive {
+                waited = waited * (ON_RUNQUEUE_WEIGHT * 128 / 100) / 128;
+            }
+            st.prio = Self::recalc_task_prio(ctx, t, st, waited);
+        }
+        st.sleep_type = SleepType::Normal;
+        st.timestamp = ctx.now;
         Some(Dispatch::task(t))
     }
 
@@ -407,6 +542,9 @@ impl SchedPolicy for O1 {
     fn check_preempt(&mut self, _ctx: &Ctx, cpu: CpuId, curr: TaskId, woken: TaskId, kind: WakeKind) -> bool {
         if std::mem::take(&mut self.resched[cpu.idx()]) {
             return true;
+        }
+        if kind == WakeKind::Wakeup && std::mem::take(&mut self.tasks[woken.idx()].sync_local) {
+            return false; // try_to_wake_up: `if (!sync || cpu != this_cpu)` guards the preemption
         }
         let child_first =
             kind == WakeKind::Fork && self.tasks[woken.idx()].prio == self.tasks[curr.idx()].prio;
@@ -494,10 +632,175 @@ mod tests {
     use super::*;
     use crate::testworld::TestWorld;
 
+    use schedlab_core::NSEC_PER_MSEC;
+
     #[test]
     fn timeslices_per_nice_level() {
         let ms = |n: i8| timeslice_ns((120 + n as i64) as usize, 1_000_000) / NSEC_PER_MSEC;
         assert_eq!([ms(-20), ms(-10), ms(-1), ms(0), ms(10), ms(19)], [800, 600, 420, 100, 50, 5]);
+        // HZ 250: DEF_TIMESLICE 25 jiffies, MIN_TIMESLICE max(5 x 250 / 1000, 1) = 1 jiffy (4 ms);
+        // nice 10: 25 x 10 / 20 = 12 jiffies = 48 ms; nice 19: 25 x 1 / 20 = 1 jiffy; nice -20:
+        // 100 x 40 / 20 = 200 jiffies.
+        let ms = |n: i8| timeslice_ns((120 + n as i64) as usize, 4_000_000) / NSEC_PER_MSEC;
+        assert_eq!([ms(-20), ms(0), ms(10), ms(19)], [800, 100, 48, 4]);
+        // HZ 100: 5 x 100 / 1000 = 0, so MIN_TIMESLICE is the one-jiffy floor (10 ms) for nice 19.
+        assert_eq!(timeslice_ns(139, 10_000_000) / NSEC_PER_MSEC, 10);
+    }
+
+    /// Wakes `t` as the engine does, from `waker` (None: a timer or device interrupt).
+    fn wake_by(w: &mut TestWorld, o: &mut O1, t: TaskId, waker: Option<TaskId>, sync: bool, d_state: bool) {
+        let info = WakeInfo { waker_cpu: CpuId(0), waker, sync, uninterruptible: d_state };
+        w.tasks[t.idx()].state = TaskState::Runnable;
+        let cpu = o.select_cpu(&w.ctx(), t, &info);
+        w.cpus[cpu.idx()].nr_running += 1;
+        o.enqueue(&w.ctx(), cpu, t, EnqueueReason::Wakeup);
+    }
+
+    /// Puts `t` to sleep at `sleep_avg` (ms) from now (its `timestamp`).
+    fn asleep(w: &TestWorld, o: &mut O1, t: TaskId, sleep_avg_ms: u64) {
+        o.dequeue_array(CpuId(0), t);
+        let st = &mut o.tasks[t.idx()];
+        st.sleep_avg = sleep_avg_ms * NSEC_PER_MSEC;
+        st.timestamp = w.now;
+        st.sleep_type = SleepType::Normal;
+        o.q.rqs[0].nr_running -= 1;
+        o.nr_running -= 1;
+    }
+
+    /// `sched_fork` and `wake_up_new_task` (2.6.22) for a task without a parent, forked by the idle
+    /// shell of the convention: the shell's sleep_avg is INTERACTIVE_SLEEP(nice 0) = 1000 x (5 + 2 + 1)
+    /// / 10 - 1 jiffies = 799 ms (bonus 7); the child gets bonus 7 x 95 / 100 = 6 levels = 600 ms,
+    /// priority 120 - (6 - 5) = 119, and half the shell's 100 ms slice.
+    #[test]
+    fn a_task_without_parent_is_forked_by_an_idle_shell() {
+        let mut w = TestWorld::new(1);
+        let mut o = O1::new(NoParams);
+        o.init(&w.ctx());
+        let t = w.add_task(0);
+        w.start(&mut o, t);
+        assert_eq!(o.sleep_avg_of(t), 600 * NSEC_PER_MSEC);
+        assert_eq!(o.prio_of(t), 119);
+        assert_eq!(o.slice_left(t), 50 * NSEC_PER_MSEC);
+        // A child of t (bonus 6, slice 50 ms): 6 x 95 / 100 = 5 levels, 500 ms; the parent keeps
+        // bonus 6 x 100 / 100 = 600 ms; slices 25 / 25 jiffies.
+        w.pick(&mut o, CpuId(0));
+        o.tasks[t.idx()].sleep_avg = 650 * NSEC_PER_MSEC;
+        let c = w.add_task(0);
+        w.tasks[c.idx()].parent = Some(t);
+        w.start(&mut o, c);
+        assert_eq!((o.sleep_avg_of(c), o.sleep_avg_of(t)), (500 * NSEC_PER_MSEC, 600 * NSEC_PER_MSEC));
+        assert_eq!((o.slice_left(c), o.slice_left(t)), (25 * NSEC_PER_MSEC, 25 * NSEC_PER_MSEC));
+    }
+
+    /// An odd number of jiffies splits with the child rounded up: `(time_slice + 1) >> 1`. HZ 250, a
+    /// 25-jiffy parent slice: child 13 jiffies (52 ms), parent 12 (48 ms).
+    #[test]
+    fn fork_splits_the_slice_in_jiffies() {
+        let mut w = TestWorld::new(1);
+        w.tick_ns = 4_000_000;
+        let mut o = O1::new(NoParams);
+        o.init(&w.ctx());
+        let p = w.add_task(0);
+        w.start(&mut o, p);
+        w.pick(&mut o, CpuId(0));
+        o.tasks[p.idx()].slice_left = 100 * NSEC_PER_MSEC;
+        let c = w.add_task(0);
+        w.tasks[c.idx()].parent = Some(p);
+        w.start(&mut o, c);
+        assert_eq!((o.slice_left(c), o.slice_left(p)), (52 * NSEC_PER_MSEC, 48 * NSEC_PER_MSEC));
+    }
+
+    /// `recalc_task_prio` after an uninterruptible sleep (SLEEP_NONINTERACTIVE): the credit stops at
+    /// INTERACTIVE_SLEEP (799 ms at nice 0, HZ 1000); an interruptible sleep is credited whole (up to
+    /// MAX_SLEEP_AVG); a sleep longer than the ceiling lifts a low sleep_avg to the ceiling only.
+    #[test]
+    fn uninterruptible_sleep_credit_stops_at_the_interactive_ceiling() {
+        let mut w = TestWorld::new(1);
+        let mut o = O1::new(NoParams);
+        o.init(&w.ctx());
+        let t = w.add_task(0);
+        w.start(&mut o, t);
+        for (start_ms, d_state, slept_ms, expect_ms) in [
+            (0, true, 500, 500),     // below the ceiling: whole sleep
+            (600, true, 500, 799),   // 600 + 500 >= 799: capped at the ceiling
+            (800, true, 100, 800),   // already at or above it: no credit
+            (600, false, 500, 1000), // interruptible: MAX_SLEEP_AVG
+            (100, false, 900, 799),  // one long sleep (> 799 ms) from below: the ceiling
+        ] {
+            asleep(&w, &mut o, t, start_ms);
+            w.now += slept_ms * NSEC_PER_MSEC;
+            wake_by(&mut w, &mut o, t, None, false, d_state);
+            assert_eq!(o.sleep_avg_of(t), expect_ms * NSEC_PER_MSEC, "from {start_ms} ms, D {d_state}");
+        }
+    }
+
+    /// `schedule()`'s run-queue credit: a task woken by a task (SLEEP_INTERACTIVE) gets 30 % of its
+    /// run-queue wait as sleep, `delta x (30 x 128 / 100) / 128` = x 38 / 128; one woken by an
+    /// interrupt (SLEEP_INTERRUPTED) all of it; the credit is given once (sleep_type back to NORMAL).
+    #[test]
+    fn run_queue_wait_is_credited_by_how_the_task_was_woken() {
+        let mut w = TestWorld::new(1);
+        let mut o = O1::new(NoParams);
+        o.init(&w.ctx());
+        let (t, waker) = (w.add_task(0), w.add_task(0));
+        w.start(&mut o, t);
+        for (by, credit_ns) in [(Some(waker), 10_000_000 * 38 / 128), (None, 10_000_000)] {
+            asleep(&w, &mut o, t, 100);
+            w.now += NSEC_PER_MSEC;
+            wake_by(&mut w, &mut o, t, by, false, false);
+            let woke = o.sleep_avg_of(t);
+            assert_eq!(woke, 101 * NSEC_PER_MSEC);
+            w.now += 10 * NSEC_PER_MSEC;
+            assert_eq!(w.pick(&mut o, CpuId(0)), Some(t));
+            assert_eq!(o.sleep_avg_of(t) - woke, credit_ns, "waker {by:?}");
+            assert_eq!(o.sleep_type_of(t), SleepType::Normal);
+            w.stop(&mut o, CpuId(0), SwitchReason::Blocked);
+            w.tasks[t.idx()].state = TaskState::Blocked;
+            o.q.rqs[0].nr_running += 1; // asleep() takes it off again
+            o.nr_running += 1;
+        }
+    }
+
+    /// `try_to_wake_up`: a sync wakeup onto the waker's CPU does not preempt even a worse-priority
+    /// task; the same wakeup without WF_SYNC does.
+    #[test]
+    fn a_sync_wakeup_on_the_wakers_cpu_does_not_preempt() {
+        let mut w = TestWorld::new(1);
+        let mut o = O1::new(NoParams);
+        o.init(&w.ctx());
+        let (t, hog) = (w.add_task(0), w.add_task(10));
+        w.start(&mut o, t);
+        w.start(&mut o, hog);
+        o.dequeue_array(CpuId(0), t);
+        assert_eq!(w.pick(&mut o, CpuId(0)), Some(hog));
+        o.enqueue_array(CpuId(0), t, false, false);
+        for (sync, preempts) in [(true, false), (false, true)] {
+            asleep(&w, &mut o, t, 900);
+            w.now += NSEC_PER_MSEC;
+            wake_by(&mut w, &mut o, t, Some(hog), sync, false);
+            assert_eq!(
+                o.check_preempt(&w.ctx(), CpuId(0), hog, t, WakeKind::Wakeup),
+                preempts,
+                "sync {sync}"
+            );
+        }
+    }
+
+    /// `set_load_weight` (2.6.22): nice 0 weighs SCHED_LOAD_SCALE; an RT task weighs a nice -20 slice
+    /// plus `LOAD_WEIGHT(rt_priority)`: 800 x 128 / 100 + 50 x 128 / 100 = 1024 + 64. At HZ 250 a
+    /// nice-10 task weighs 12 x 128 / 25 = 61.
+    #[test]
+    fn load_weights_follow_jiffy_slices_and_rt_priority() {
+        let mut w = TestWorld::new(1);
+        let (n0, rt) = (w.add_task(0), w.add_task(0));
+        w.tasks[rt.idx()].class = SchedClass::Fifo;
+        w.tasks[rt.idx()].rt_priority = 50;
+        let st = Task1 { static_prio: 120, ..Task1::default() };
+        assert_eq!(O1::load_weight(&st, &w.ctx(), n0), 128);
+        assert_eq!(O1::load_weight(&st, &w.ctx(), rt), 1088);
+        w.tick_ns = 4_000_000;
+        let st = Task1 { static_prio: 130, ..Task1::default() };
+        assert_eq!(O1::load_weight(&st, &w.ctx(), n0), 61);
     }
 
     #[test]
