@@ -26,7 +26,7 @@ pub use ids::{CpuId, GroupId, TaskId};
 pub use pmc::{Pmc, PmcEvent};
 pub use policy::{
     BalanceKind, DequeueReason, Dispatch, EnqueueReason, Migration, PolicyStat, SchedPolicy, SwitchReason,
-    WakeInfo, WakeKind, WorkConservation,
+    WaitKind, WakeInfo, WakeKind, WorkConservation,
 };
 pub use time::{fmt_ns, Ns, NSEC_PER_MSEC, NSEC_PER_SEC, NSEC_PER_USEC};
 pub use topology::{Level, Topology, TopologyError};

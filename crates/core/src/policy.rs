@@ -89,10 +89,39 @@ pub struct WakeInfo {
     pub waker: Option<TaskId>,
     /// `WF_SYNC`: the waker is about to block (pipe and socket handoffs), so the wakee may take its CPU.
     pub sync: bool,
-    /// The task slept uninterruptibly (Linux's TASK_UNINTERRUPTIBLE, the `D` state: waiting for a
-    /// disk request); sleeps, pipes, sockets, mutexes (futexes) and timers are interruptible waits.
-    /// Linux 2.6's O(1) scheduler limits the interactivity credit of such sleeps.
-    pub uninterruptible: bool,
+    /// What the task waited for. Kernels treat kinds of sleep differently: Linux 2.6's O(1) limits
+    /// the credit of an uninterruptible (disk) sleep, FreeBSD runs a woken thread at the sleep
+    /// priority of its wait channel until it returns to user mode.
+    pub wait: WaitKind,
+}
+
+impl WakeInfo {
+    /// The task slept uninterruptibly (Linux's TASK_UNINTERRUPTIBLE, the `D` state).
+    pub fn uninterruptible(&self) -> bool {
+        self.wait == WaitKind::Disk
+    }
+}
+
+/// What a blocked task waited for, as the kernel's sleep call sees it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum WaitKind {
+    /// Not known (a real kernel's sched_ext does not say): treated as an interruptible sleep with no
+    /// kernel sleep priority.
+    #[default]
+    Unknown,
+    /// A timed sleep (`nanosleep`, `clock_nanosleep` on a periodic timer): interruptible, woken by the
+    /// timer interrupt; FreeBSD `tsleep(.., PWAIT)`.
+    Sleep,
+    /// A user-space lock, condition variable, semaphore or barrier (Linux futex, FreeBSD umtx):
+    /// interruptible, woken by the task that releases it; FreeBSD sleeps with no sleep priority.
+    Futex,
+    /// A pipe read or write: interruptible, woken by the other end; FreeBSD `msleep(.., PRIBIO)`.
+    Pipe,
+    /// Waiting for children to exit (`wait4`): interruptible; FreeBSD `msleep(.., PWAIT)`.
+    Children,
+    /// A disk request: uninterruptible (Linux TASK_UNINTERRUPTIBLE), woken by the device's
+    /// interrupt; FreeBSD `bwait(.., PRIBIO)`.
+    Disk,
 }
 
 /// Why a task is being enqueued.

@@ -45,9 +45,10 @@
 //! stathz ticks that fell within its tick period); `schedcpu` and `loadav` run at the first engine tick
 //! at or after their time, and passes missed while every CPU idled are caught up then (as if the system
 //! had been idle, which it was); `loadav` runs every 5 s exactly, where FreeBSD jitters it by up to
-//! one second either way. The kernel sleep priorities (`tsleep(..., PSOCK)` and the like), which
-//! boost a woken thread until it returns to user mode, and priority lending are not modelled (the
-//! engine does not say what a thread slept on; as in this project's ULE). A thread put back on the
+//! one second either way. A woken thread keeps its kernel sleep priority (`sched_sleep`: PWAIT for
+//! nanosleep and wait4, PRIBIO for pipes and disk buffers, none for umtx locks; the engine says what
+//! it slept on) until it is picked, when it returns to user mode (`sched_userret`); priority lending
+//! is not modelled (the engine's locks are user-space ones). A thread put back on the
 //! global queue by a switch while another CPU idles is picked up at the next engine tick (the engine's
 //! idle kick, [`BalanceKind::NohzIdle`]) instead of through `forward_wakeup`'s IPI. A nice change takes
 //! effect at the thread's next priority recomputation, and a per-CPU-queued thread whose priority
@@ -60,7 +61,8 @@ use crate::ule::runq::{RunQ, RQ_PPQ};
 use schedlab_core::time::mul_div;
 use schedlab_core::{
     BalanceKind, CpuId, Ctx, DequeueReason, Dispatch, EnqueueReason, Migration, Ns, PolicyStat, SchedClass,
-    SchedPolicy, SwitchReason, TaskId, TaskState, WakeInfo, WakeKind, WorkConservation, NSEC_PER_SEC,
+    SchedPolicy, SwitchReason, TaskId, TaskState, WaitKind, WakeInfo, WakeKind, WorkConservation,
+    NSEC_PER_SEC,
 };
 
 /// `FSHIFT`: bits of fraction in the load average's fixed point.
@@ -101,6 +103,24 @@ pub fn decay_cpu(loadfac: u64, cpu: u32) -> u32 {
 /// One `loadav` step of the one-minute average with `nrun` runnable threads.
 pub fn loadav_step(ldavg: u64, nrun: u64) -> u64 {
     (CEXP_1MIN * ldavg + nrun * FSCALE * (FSCALE - CEXP_1MIN)) >> FSHIFT
+}
+
+/// `PRIBIO`: the sleep priority of pipe and disk-buffer waits (sys/sys/priority.h).
+pub const PRIBIO: u8 = 92;
+/// `PWAIT`: the sleep priority of `nanosleep` and `wait4`.
+pub const PWAIT: u8 = 108;
+
+/// The priority a timeshare thread sleeps at for a kind of wait (`sched_sleep`'s `pri`), from the
+/// FreeBSD 10.4 sleep calls: `kern_nanosleep` `tsleep_sbt(.., PWAIT | PCATCH, "nanslp")`, `kern_wait`
+/// `msleep(.., PWAIT | PCATCH, "wait")`, `pipe_read`/`pipe_write` `msleep(.., PRIBIO | PCATCH)`,
+/// `bufwait` `bwait(bp, PRIBIO)`; `umtxq_sleep` (mutexes, condition variables, semaphores, barriers)
+/// passes `PCATCH` alone, priority 0: no boost.
+pub fn sleep_pri(wait: WaitKind) -> Option<u8> {
+    match wait {
+        WaitKind::Sleep | WaitKind::Children => Some(PWAIT),
+        WaitKind::Pipe | WaitKind::Disk => Some(PRIBIO),
+        WaitKind::Futex | WaitKind::Unknown => None,
+    }
 }
 
 /// `resetpriority`'s user priority of a timeshare thread.
@@ -180,11 +200,23 @@ struct Td {
     /// `TDF_DIDRUN`: chosen since the last `schedcpu` pass.
     didrun: bool,
     alive: bool,
+    /// `td_priority` is the kernel sleep priority it slept at (`sched_sleep`), kept until it
+    /// returns to user mode (`sched_userret`).
+    boosted: bool,
 }
 
 impl Default for Td {
     fn default() -> Self {
-        Td { estcpu: 0, slptime: 0, slice: 1, pri: PUSER, queue: Queue::Off, didrun: false, alive: false }
+        Td {
+            estcpu: 0,
+            slptime: 0,
+            slice: 1,
+            pri: PUSER,
+            queue: Queue::Off,
+            didrun: false,
+            alive: false,
+            boosted: false,
+        }
     }
 }
 
@@ -277,7 +309,8 @@ impl Bsd4 {
     /// `resetpriority` + `resetpriority_thread`: a timeshare thread's priority from its `estcpu`,
     /// moving it to its new list (at the tail) if it is queued and the list changes.
     fn resetpriority(&mut self, ctx: &Ctx, t: TaskId) {
-        if !Self::is_timeshare(ctx.task(t).class) {
+        // resetpriority_thread leaves a thread at a kernel (sleep) priority alone.
+        if !Self::is_timeshare(ctx.task(t).class) || self.tds[t.idx()].boosted {
             return;
         }
         let new = user_pri(self.tds[t.idx()].estcpu, ctx.task(t).nice, self.weight);
@@ -422,7 +455,11 @@ impl Bsd4 {
     /// set puts it at its new class's priority first.
     fn add(&mut self, ctx: &Ctx, t: TaskId, q: Queue) {
         let pri = self.tds[t.idx()].pri;
-        if !Self::is_timeshare(ctx.task(t).class) || !(PRI_MIN_TIMESHARE..=PRI_MAX_TIMESHARE).contains(&pri) {
+        let boosted = self.tds[t.idx()].boosted;
+        if !boosted
+            && (!Self::is_timeshare(ctx.task(t).class)
+                || !(PRI_MIN_TIMESHARE..=PRI_MAX_TIMESHARE).contains(&pri))
+        {
             self.tds[t.idx()].pri = self.class_pri(ctx, t);
         }
         let idx = self.tds[t.idx()].pri as usize / RQ_PPQ;
@@ -494,6 +531,12 @@ impl SchedPolicy for Bsd4 {
             self.updatepri(t);
             self.resetpriority(ctx, t);
         }
+        // sched_sleep: a timeshare thread slept at its wait channel's priority and keeps it until it
+        // returns to user mode, so it queues (and is compared in maybe_resched) at that priority.
+        if let Some(pri) = sleep_pri(wake.wait).filter(|_| Self::is_timeshare(ctx.task(t).class)) {
+            self.tds[t.idx()].pri = pri;
+            self.tds[t.idx()].boosted = true;
+        }
         let td = &mut self.tds[t.idx()];
         td.slptime = 0;
         td.slice = self.p.slice as i64;
@@ -532,6 +575,11 @@ impl SchedPolicy for Bsd4 {
         };
         self.remove(pick);
         self.tds[pick.idx()].didrun = true;
+        // sched_userret: the thread returns to user mode at once (at this model's resolution) and
+        // drops its sleep priority for its user priority.
+        if std::mem::take(&mut self.tds[pick.idx()].boosted) {
+            self.tds[pick.idx()].pri = self.class_pri(ctx, pick);
+        }
         Some(Dispatch::task(pick))
     }
 

@@ -103,7 +103,7 @@ impl TestWorld {
 
     /// Wakes a blocked task from `waker_cpu`: `select_cpu` + `enqueue(Wakeup)`; returns its CPU.
     pub fn wake(&mut self, p: &mut dyn SchedPolicy, t: TaskId, waker_cpu: CpuId) -> CpuId {
-        let info = WakeInfo { waker_cpu, waker: None, sync: false, uninterruptible: false };
+        let info = WakeInfo { waker_cpu, waker: None, sync: false, wait: schedlab_core::WaitKind::Sleep };
         self.tasks[t.idx()].state = TaskState::Runnable;
         let cpu = p.select_cpu(&self.ctx(), t, &info);
         self.tasks[t.idx()].cpu = cpu;

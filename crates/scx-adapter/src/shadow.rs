@@ -520,8 +520,9 @@ impl Shadow {
     fn wakeup(&mut self, t: TaskId) {
         self.stats.nr_wakeups += 1;
         let last = self.tasks[t.idx()].cpu;
-        // sched_ext's enqueue does not say how the task slept: taken as interruptible.
-        let wake = WakeInfo { waker_cpu: last, waker: None, sync: false, uninterruptible: false };
+        // sched_ext's enqueue does not say what the task slept on.
+        let wake =
+            WakeInfo { waker_cpu: last, waker: None, sync: false, wait: schedlab_core::WaitKind::Unknown };
         let chosen = self.policy.select_cpu(ctx!(self), t, &wake);
         let cpu = self.allowed_or_fixed(t, chosen);
         self.tasks[t.idx()].cpu = cpu;

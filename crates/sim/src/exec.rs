@@ -7,7 +7,7 @@
 //! a barrier release has its op completed at wake time, so it never re-checks or re-blocks.
 
 use crate::sim::{RunError, Sim, Step};
-use schedlab_core::{CpuId, Ns, TaskId, TaskState};
+use schedlab_core::{CpuId, Ns, TaskId, TaskState, WaitKind};
 use schedlab_workload::Op;
 use std::collections::VecDeque;
 
@@ -98,6 +98,28 @@ fn enters_kernel(op: &Op) -> bool {
 }
 
 impl<'a> Sim<'a> {
+    /// What `t`, which has just blocked, waits for: the kind of the op it blocked in (every blocking
+    /// op has advanced the program counter past itself).
+    pub(crate) fn wait_kind(&self, t: TaskId) -> WaitKind {
+        let tk = &self.tasks[t.idx()];
+        let ops = &self.w.tasks[tk.template as usize].program.ops;
+        match tk.pc.checked_sub(1).and_then(|i| ops.get(i as usize)) {
+            Some(Op::Sleep { .. } | Op::Timer { .. }) => WaitKind::Sleep,
+            Some(Op::Send { .. } | Op::Recv { .. }) => WaitKind::Pipe,
+            Some(Op::WaitChildren) => WaitKind::Children,
+            Some(Op::Io { .. }) => WaitKind::Disk,
+            Some(
+                Op::Lock(_)
+                | Op::CondWait { .. }
+                | Op::SemWait(_)
+                | Op::Suspend(_)
+                | Op::Barrier(_)
+                | Op::BarrierSpin { .. },
+            ) => WaitKind::Futex,
+            _ => WaitKind::Unknown,
+        }
+    }
+
     fn fail_workload(&mut self, t: TaskId, msg: String) -> Step {
         if self.error.is_none() {
             self.error = Some(RunError::Workload {
@@ -538,8 +560,7 @@ impl<'a> Sim<'a> {
         }
         if self.views[t.idx()].state == TaskState::Blocked {
             let cpu = self.views[t.idx()].cpu;
-            // A disk wait is uninterruptible (TASK_UNINTERRUPTIBLE in Linux's block layer).
-            self.wake_from(t, cpu, None, false, true);
+            self.wake(t, cpu, None, false);
         }
     }
 }

@@ -23,7 +23,7 @@ use crate::report::{self, RunReport, Series};
 use crate::Histogram;
 use schedlab_core::{
     BalanceKind, CpuId, CpuInfo, CpuSet, Ctx, DequeueReason, Dispatch, EnqueueReason, GroupId, GroupInfo,
-    Migration, Ns, SchedPolicy, SwitchReason, TaskId, TaskInfo, TaskState, WakeInfo, WakeKind,
+    Migration, Ns, SchedPolicy, SwitchReason, TaskId, TaskInfo, TaskState, WaitKind, WakeInfo, WakeKind,
     WorkConservation,
 };
 use schedlab_workload::{Op, StopWhen, Workload};
@@ -216,6 +216,8 @@ pub(crate) struct Task {
     pub waiting_children: bool,
     /// A spin-then-sleep barrier released this task while it spun.
     pub barrier_released: bool,
+    /// What the task waits for while blocked (the op it blocked in).
+    pub wait: WaitKind,
     pub nr_yields: u64,
     pub last_wakeup: Option<Ns>,
     // Accounting.
@@ -816,6 +818,7 @@ impl<'a> Sim<'a> {
             Step::Block => {
                 self.views[t.idx()].state = TaskState::Blocked;
                 self.tasks[t.idx()].since = self.now;
+                self.tasks[t.idx()].wait = self.wait_kind(t);
                 self.schedule(cpu, SwitchReason::Blocked);
             }
             Step::Yield => {
@@ -944,18 +947,6 @@ impl<'a> Sim<'a> {
 
     /// Wakes a blocked task. `waker_cpu` is the CPU the wakeup happens on.
     pub(crate) fn wake(&mut self, t: TaskId, waker_cpu: CpuId, waker: Option<TaskId>, sync: bool) {
-        self.wake_from(t, waker_cpu, waker, sync, false);
-    }
-
-    /// Wakes a blocked task, saying whether it slept uninterruptibly (a disk wait).
-    pub(crate) fn wake_from(
-        &mut self,
-        t: TaskId,
-        waker_cpu: CpuId,
-        waker: Option<TaskId>,
-        sync: bool,
-        uninterruptible: bool,
-    ) {
         debug_assert_eq!(self.views[t.idx()].state, TaskState::Blocked);
         let now = self.now;
         let tk = &mut self.tasks[t.idx()];
@@ -966,7 +957,8 @@ impl<'a> Sim<'a> {
         tk.nr_wakeups += 1;
         self.counters.nr_wakeups += 1;
         self.views[t.idx()].state = TaskState::Runnable;
-        let info = WakeInfo { waker_cpu, waker, sync, uninterruptible };
+        let wait = self.tasks[t.idx()].wait;
+        let info = WakeInfo { waker_cpu, waker, sync, wait };
         let cpu = self.policy.select_cpu(ctx!(self), t, &info);
         if !self.check_cpu_choice("select_cpu", t, cpu) {
             return;

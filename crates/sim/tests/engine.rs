@@ -710,7 +710,7 @@ fn a_deadlock_of_the_workload_is_reported_as_a_stall_with_its_time() {
 /// Records each wakeup's `WakeInfo` and otherwise schedules as `rr`.
 struct WakeRecorder {
     inner: Box<dyn SchedPolicy>,
-    seen: Vec<(TaskId, bool, bool)>,
+    seen: Vec<(TaskId, schedlab_core::WaitKind, bool)>,
 }
 
 impl SchedPolicy for WakeRecorder {
@@ -721,7 +721,7 @@ impl SchedPolicy for WakeRecorder {
         self.inner.task_new(ctx, t)
     }
     fn select_cpu(&mut self, ctx: &Ctx, t: TaskId, w: &schedlab_core::WakeInfo) -> CpuId {
-        self.seen.push((t, w.uninterruptible, w.waker.is_some()));
+        self.seen.push((t, w.wait, w.waker.is_some()));
         self.inner.select_cpu(ctx, t, w)
     }
     fn enqueue(&mut self, ctx: &Ctx, c: CpuId, t: TaskId, why: schedlab_core::EnqueueReason) {
@@ -751,22 +751,39 @@ impl SchedPolicy for WakeRecorder {
     }
 }
 
-/// How a task slept reaches the policy: a disk wait wakes uninterruptibly (TASK_UNINTERRUPTIBLE) and
-/// from the device (no waking task); a sleep wakes from its timer, interruptibly; a pipe read is woken
-/// by the writer, interruptibly.
+/// What a task slept on reaches the policy: a disk wait (uninterruptible, woken by the device), a
+/// sleep (woken by its timer), a pipe read (woken by the writer), a mutex (woken by the unlocker) and
+/// a wait for children (woken by the exiting child).
 #[test]
-fn wakeups_say_how_the_task_slept() {
+fn wakeups_say_what_the_task_slept_on() {
+    use schedlab_core::WaitKind::*;
     let mut w = WorkloadBuilder::new("sleep-kinds");
     let disk = w.device("disk");
     let p = w.pipe("p", 4096);
-    w.task("reader", P::new().io(disk, 2 * MS).sleep(3 * MS).recv(p, 10).build());
-    w.task("writer", P::new().sleep(20 * MS).send(p, 10).build());
+    let m = w.mutex("m");
+    let child = w.next_template() + 3;
+    w.task("reader", P::new().io(disk, 2 * MS).sleep(3 * MS).recv(p, 10).lock(m).unlock(m).build());
+    w.task("writer", P::new().lock(m).sleep(20 * MS).send(p, 10).sleep(5 * MS).unlock(m).build());
+    w.task("parent", P::new().sleep(40 * MS).fork(child).wait_children().build());
+    w.task("child", P::new().compute(MS).build()).instances = 0;
     w.stop(StopWhen::AllDone);
     let mut rec = WakeRecorder { inner: schedlab_policies::create("rr").unwrap(), seen: Vec::new() };
     run_with(&Machine::flat(1), &w.build().unwrap(), &mut rec, 1_000 * MS);
-    let (reader, writer) = (TaskId(0), TaskId(1));
+    let (reader, writer, parent) = (TaskId(0), TaskId(1), TaskId(2));
     assert_eq!(
         rec.seen,
-        [(reader, true, false), (reader, false, false), (writer, false, false), (reader, false, true)]
+        [
+            (reader, Disk, false),
+            (reader, Sleep, false),
+            (writer, Sleep, false),
+            (reader, Pipe, true),
+            (writer, Sleep, false),
+            (reader, Futex, true),
+            (parent, Sleep, false),
+            (parent, Children, true),
+        ]
     );
+    assert!(rec.seen.iter().all(|&(_, k, _)| (k == Disk)
+        == schedlab_core::WakeInfo { waker_cpu: CpuId(0), waker: None, sync: false, wait: k }
+            .uninterruptible()));
 }

@@ -121,10 +121,68 @@ fn schedcpu_decays_awake_threads_and_wakeup_catches_up_a_long_sleep() {
     assert_eq!(p.estcpu(s), 266);
     assert_eq!(p.tds[s.idx()].slptime, 3);
     // Waking: updatepri decays once per second slept beyond the counted ones: slptime 3 -> 2 -> 1
-    // gives one more decay, 266 -> 177; the priority follows: 120 + 177 / 16 + 20 = 151.
+    // gives one more decay, 266 -> 177; the user priority follows: 120 + 177 / 16 + 20 = 151. The
+    // thread slept in nanosleep, so it runs at PWAIT until it returns to user mode.
     w.wake(&mut p, s, CpuId(1));
     assert_eq!(p.estcpu(s), 177);
-    assert_eq!(p.priority(s), 151);
+    assert_eq!(p.priority(s), PWAIT);
+    assert_eq!(p.class_pri(&w.ctx(), s), 151);
+}
+
+/// Wakes `t` after a wait of kind `wait`, from a timer or device.
+fn wake_after(w: &mut TestWorld, p: &mut Bsd4, t: TaskId, wait: WaitKind) {
+    let info = WakeInfo { waker_cpu: CpuId(0), waker: None, sync: false, wait };
+    w.tasks[t.idx()].state = TaskState::Runnable;
+    let cpu = p.select_cpu(&w.ctx(), t, &info);
+    w.cpus[cpu.idx()].nr_running += 1;
+    p.enqueue(&w.ctx(), cpu, t, EnqueueReason::Wakeup);
+}
+
+/// `sched_sleep` and `sched_userret` (sched_4bsd.c, 10.4): a timeshare thread sleeps at its wait
+/// channel's priority (nanosleep and wait4: PWAIT 108; pipes and disk buffers: PRIBIO 92; umtx
+/// mutexes: none) and keeps it while queued, so `maybe_resched` compares that priority with the
+/// running thread's; on its way back to user mode it takes its user priority again. A hog at user
+/// priority 140 (estcpu 0) runs; the sleeper's user priority is 120 + 160 / 8 + 20 = 160.
+#[test]
+fn a_woken_thread_runs_at_its_sleep_priority_until_it_returns_to_user_mode() {
+    let (mut w, mut p) = world(1);
+    let (hog, s) = (w.add_task(0), w.add_task(0));
+    w.start(&mut p, hog);
+    w.start(&mut p, s);
+    assert_eq!(w.pick(&mut p, CpuId(0)), Some(hog));
+    p.remove(s);
+    w.tasks[s.idx()].state = TaskState::Blocked;
+    w.cpus[0].nr_running -= 1;
+    p.nr_running -= 1;
+    p.set_estcpu(s, 160);
+    for (wait, pri, preempts) in [
+        (WaitKind::Sleep, PWAIT, true),
+        (WaitKind::Pipe, PRIBIO, true),
+        (WaitKind::Disk, PRIBIO, true),
+        (WaitKind::Children, PWAIT, true),
+        (WaitKind::Futex, 160, false),
+    ] {
+        p.tds[s.idx()].pri = 160;
+        wake_after(&mut w, &mut p, s, wait);
+        assert_eq!(p.priority(s), pri, "{wait:?}");
+        // schedcpu's resetpriority_thread leaves a sleep priority alone.
+        p.resetpriority(&w.ctx(), s);
+        assert_eq!(p.priority(s), pri, "{wait:?} after resetpriority");
+        assert_eq!(p.check_preempt(&w.ctx(), CpuId(0), hog, s, WakeKind::Wakeup), preempts, "{wait:?}");
+        // Picked: back in user mode at 160 (the hog is not running in this bookkeeping).
+        w.stop(&mut p, CpuId(0), SwitchReason::Preempted);
+        assert_eq!(w.pick(&mut p, CpuId(0)), Some(if preempts { s } else { hog }), "{wait:?}");
+        if preempts {
+            assert_eq!(p.priority(s), 160);
+            w.stop(&mut p, CpuId(0), SwitchReason::Blocked);
+            assert_eq!(w.pick(&mut p, CpuId(0)), Some(hog));
+        } else {
+            p.remove(s);
+            w.cpus[0].nr_running -= 1;
+            p.nr_running -= 1;
+        }
+        w.tasks[s.idx()].state = TaskState::Blocked;
+    }
 }
 
 #[test]

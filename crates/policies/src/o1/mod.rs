@@ -385,7 +385,7 @@ impl SchedPolicy for O1 {
         // An uninterruptible sleep is marked noninteractive before activate_task; a wakeup without a
         // waking task comes from an interrupt; a sync wakeup onto the waker's CPU does not preempt.
         let st = &mut self.tasks[t.idx()];
-        if wake.uninterruptible {
+        if wake.uninterruptible() {
             st.sleep_type = SleepType::NonInteractive;
         }
         st.woken_in_interrupt = wake.waker.is_none();
@@ -649,7 +649,8 @@ mod tests {
 
     /// Wakes `t` as the engine does, from `waker` (None: a timer or device interrupt).
     fn wake_by(w: &mut TestWorld, o: &mut O1, t: TaskId, waker: Option<TaskId>, sync: bool, d_state: bool) {
-        let info = WakeInfo { waker_cpu: CpuId(0), waker, sync, uninterruptible: d_state };
+        let wait = if d_state { schedlab_core::WaitKind::Disk } else { schedlab_core::WaitKind::Sleep };
+        let info = WakeInfo { waker_cpu: CpuId(0), waker, sync, wait };
         w.tasks[t.idx()].state = TaskState::Runnable;
         let cpu = o.select_cpu(&w.ctx(), t, &info);
         w.cpus[cpu.idx()].nr_running += 1;
