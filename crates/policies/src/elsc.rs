@@ -209,7 +209,7 @@ impl SchedPolicy for Elsc {
             self.list_of.resize(t.idx() + 1, None);
         }
         let counter = crate::linux24::fork_counter(ctx, t, &mut self.states, &mut self.resched, self.hz);
-        self.states[t.idx()] = TaskState24 { counter, yielded: false, alive: true };
+        self.states[t.idx()] = TaskState24::forked(ctx, t, counter);
         reschedule_idle(ctx, t, &self.states, &mut self.nr_examined)
     }
 
@@ -255,6 +255,7 @@ impl SchedPolicy for Elsc {
         }
         let t = choice?;
         self.remove(t); // the chosen task leaves its list while it runs
+        self.states[t.idx()].processor = cpu; // schedule(): next->processor = this_cpu
         Some(Dispatch::task(t))
     }
 

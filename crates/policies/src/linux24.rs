@@ -10,8 +10,9 @@
 //! elsewhere:
 //!
 //! * a SCHED_OTHER task with `counter == 0` has goodness 0 (runnable, but its slice is used up);
-//!   otherwise `counter + 20 - nice`, plus 15 (`PROC_CHANGE_PENALTY`) if it last ran on this CPU and 1
-//!   if it shares the previous task's address space (`mm`);
+//!   otherwise `counter + 20 - nice`, plus 15 (`PROC_CHANGE_PENALTY`) on `p->processor` (the CPU it
+//!   last ran on; a child that has not run yet has its parent's) and 1 if it shares the previous
+//!   task's address space (`mm`);
 //! * an RT task has `1000 + rt_priority`; a task that just yielded has -1.
 //!
 //! The greatest goodness wins, the first in list order on ties (strict `>`). When the best is 0 — every
@@ -60,7 +61,7 @@ pub fn max_counter(hz: u64) -> i32 {
 }
 
 /// Per-task scheduling state shared by the 2.4-family policies.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct TaskState24 {
     /// Ticks left in the slice.
     pub counter: i32,
@@ -68,6 +69,22 @@ pub(crate) struct TaskState24 {
     pub yielded: bool,
     /// Known to the policy and not exited.
     pub alive: bool,
+    /// `p->processor`: the CPU it last ran on, or for a task that has not run yet its parent's
+    /// (`do_fork` copies it); where the goodness bonus applies.
+    pub processor: CpuId,
+}
+
+impl Default for TaskState24 {
+    fn default() -> Self {
+        TaskState24 { counter: 0, yielded: false, alive: false, processor: CpuId(0) }
+    }
+}
+
+impl TaskState24 {
+    /// A new task's state: `counter` ticks, and the forking CPU as its `processor`.
+    pub(crate) fn forked(ctx: &Ctx, t: TaskId, counter: i32) -> TaskState24 {
+        TaskState24 { counter, yielded: false, alive: true, processor: ctx.task(t).cpu }
+    }
 }
 
 /// `goodness(p, this_cpu, this_mm)`.
@@ -83,7 +100,8 @@ pub(crate) fn goodness(ctx: &Ctx, t: TaskId, st: &TaskState24, this_cpu: CpuId, 
         return 0;
     }
     let mut w = st.counter;
-    if ctx.nr_cpus() > 1 && info.cpu == this_cpu && info.last_ran_ns > 0 {
+    // CONFIG_SMP: `p->processor == this_cpu`, also for a child that has not run yet.
+    if ctx.nr_cpus() > 1 && st.processor == this_cpu {
         w += PROC_CHANGE_PENALTY;
     }
     if this_mm == Some(info.tgid) {
@@ -303,7 +321,7 @@ impl SchedPolicy for Goodness {
             self.states.resize(t.idx() + 1, TaskState24::default());
         }
         let counter = fork_counter(ctx, t, &mut self.states, &mut self.resched, self.hz);
-        self.states[t.idx()] = TaskState24 { counter, yielded: false, alive: true };
+        self.states[t.idx()] = TaskState24::forked(ctx, t, counter);
         reschedule_idle(ctx, t, &self.states, &mut self.nr_examined)
     }
 
@@ -352,7 +370,9 @@ impl SchedPolicy for Goodness {
         if let Some(p) = prev {
             self.states[p.idx()].yielded = false;
         }
-        choice.map(Dispatch::task)
+        let t = choice?;
+        self.states[t.idx()].processor = cpu; // schedule(): next->processor = this_cpu
+        Some(Dispatch::task(t))
     }
 
     fn put_prev(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId, why: SwitchReason) {
@@ -453,13 +473,16 @@ mod tests {
         // b: counter 7 (nice -5 -> 25 >> 2 = 6, + 1), + 20 - (-5) = 32; a: 6 + 20 = 26.
         assert_eq!(goodness(&w.ctx(), b, &st(&g, b), CpuId(1), None), 32);
         assert_eq!(goodness(&w.ctx(), a, &st(&g, a), CpuId(1), None), 26);
-        // Same mm: +1. Last ran on this CPU: +15 (only once it has run).
+        // Same mm: +1. On `p->processor`: +15, also for a child that has not run yet (do_fork copies
+        // the parent's processor, CPU 0 here), wherever reschedule_idle sent the wakeup.
         let mm = Some(w.tasks[a.idx()].tgid);
         assert_eq!(goodness(&w.ctx(), a, &st(&g, a), CpuId(1), mm), 27);
-        w.tasks[a.idx()].cpu = CpuId(1);
-        w.tasks[a.idx()].last_ran_ns = 1;
+        assert_eq!(goodness(&w.ctx(), a, &st(&g, a), CpuId(0), None), 26 + 15);
+        g.states[a.idx()].processor = CpuId(1);
         assert_eq!(goodness(&w.ctx(), a, &st(&g, a), CpuId(1), None), 26 + 15);
         assert_eq!(w.pick(&mut g, CpuId(1)), Some(a), "the affinity bonus beats nice -5");
+        // schedule() sets the chosen task's processor; b, never run, keeps its parent's CPU 0.
+        assert_eq!((g.states[a.idx()].processor, g.states[b.idx()].processor), (CpuId(1), CpuId(0)));
     }
 
     #[test]

@@ -188,6 +188,8 @@ impl Pmqs {
     fn add(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId) {
         self.rqs[cpu.idx()].push(t);
         self.on[t.idx()] = Some(cpu);
+        // MQS queues a task on its `p->processor`'s run queue.
+        self.states[t.idx()].processor = cpu;
         let na = na_goodness(ctx, t, &self.states[t.idx()]);
         self.max_na[cpu.idx()] = self.max_na[cpu.idx()].max(na);
     }
@@ -372,7 +374,7 @@ impl SchedPolicy for Pmqs {
             self.on.resize(t.idx() + 1, None);
         }
         let counter = fork_counter(ctx, t, &mut self.states, &mut self.resched, self.hz);
-        self.states[t.idx()] = TaskState24 { counter, yielded: false, alive: true };
+        self.states[t.idx()] = TaskState24::forked(ctx, t, counter);
         self.place(ctx, t)
     }
 
@@ -450,7 +452,9 @@ impl SchedPolicy for Pmqs {
         if let Some(p) = prev {
             self.states[p.idx()].yielded = false;
         }
-        choice.map(Dispatch::task)
+        let t = choice?;
+        self.states[t.idx()].processor = cpu; // schedule(): next->processor = this_cpu
+        Some(Dispatch::task(t))
     }
 
     fn put_prev(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId, why: SwitchReason) {

@@ -92,11 +92,14 @@ fn pools_keep_the_search_at_home() {
 #[test]
 fn the_cache_is_raised_on_add_cleared_when_its_holder_leaves_and_corrected_when_stale() {
     let (mut w, mut p) = world(2, 0);
-    let (a, b) = (w.add_task(0), w.add_task(-5));
+    let (a, b) = (w.add_task(0), w.add_task(-6));
     for t in [a, b] {
         start_on(&mut w, &mut p, t, CpuId(1));
     }
-    assert_eq!(w.pick(&mut p, CpuId(1)), Some(b), "nice -5 first: 51 + 25 > 41 + 20");
+    // a waits on CPU 1's queue (its `processor`: +15 there, 41 + 15 + 20 = 76), b on idle CPU 0's;
+    // b's non-affinity goodness 53 + 26 = 79 is higher, so CPU 1 takes b from CPU 0's queue.
+    assert_eq!((p.on[a.idx()], p.on[b.idx()]), (Some(CpuId(1)), Some(CpuId(0))));
+    assert_eq!(w.pick(&mut p, CpuId(1)), Some(b), "79 > 76");
     // b runs; the cache is the best other waiting task, a: 61.
     assert_eq!(p.max_na_goodness(CpuId(1)), 61);
     // a leaves (a migration away): it held the value, so the cache is cleared.
@@ -107,8 +110,7 @@ fn the_cache_is_raised_on_add_cleared_when_its_holder_leaves_and_corrected_when_
     // A stale cache (a value above anything waiting) is found out when CPU 0 validates it.
     p.max_na[1] = 500;
     let c = w.add_task(0);
-    start_on(&mut w, &mut p, c, CpuId(0));
-    w.tasks[c.idx()].last_ran_ns = 1; // c last ran on CPU 0: 41 + 15 + 20 = 76 > a's 61
+    start_on(&mut w, &mut p, c, CpuId(0)); // queued on CPU 0: 41 + 15 + 20 = 76 > a's 61
     assert_eq!(w.pick(&mut p, CpuId(0)), Some(c));
     assert_eq!(stat(&p, "nr_stale_max_na"), 1);
     assert_eq!(p.max_na_goodness(CpuId(1)), 61, "corrected");
