@@ -213,8 +213,11 @@ impl SchedPolicy for Elsc {
         reschedule_idle(ctx, t, &self.states, &mut self.nr_examined)
     }
 
-    fn select_cpu(&mut self, ctx: &Ctx, t: TaskId, _wake: &WakeInfo) -> CpuId {
-        reschedule_idle(ctx, t, &self.states, &mut self.nr_examined)
+    fn select_cpu(&mut self, ctx: &Ctx, t: TaskId, wake: &WakeInfo) -> CpuId {
+        match crate::linux24::sync_wakeup_cpu(ctx, t, wake, &mut self.states) {
+            Some(cpu) => cpu,
+            None => reschedule_idle(ctx, t, &self.states, &mut self.nr_examined),
+        }
     }
 
     fn enqueue(&mut self, ctx: &Ctx, _cpu: CpuId, t: TaskId, why: EnqueueReason) {
@@ -287,7 +290,7 @@ impl SchedPolicy for Elsc {
     }
 
     fn check_preempt(&mut self, ctx: &Ctx, cpu: CpuId, curr: TaskId, woken: TaskId, _kind: WakeKind) -> bool {
-        crate::linux24::preempts(ctx, cpu, curr, woken, &self.states, &mut self.resched[cpu.idx()])
+        crate::linux24::preempts(ctx, cpu, curr, woken, &mut self.states, &mut self.resched[cpu.idx()])
     }
 
     fn yield_task(&mut self, ctx: &Ctx, _cpu: CpuId, t: TaskId) {

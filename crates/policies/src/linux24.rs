@@ -72,19 +72,36 @@ pub(crate) struct TaskState24 {
     /// `p->processor`: the CPU it last ran on, or for a task that has not run yet its parent's
     /// (`do_fork` copies it); where the goodness bonus applies.
     pub processor: CpuId,
+    /// Woken by a synchronous wakeup the waker's CPU may run: `try_to_wake_up` only queued it (no
+    /// `reschedule_idle`, so no preemption and no idle CPU kicked).
+    pub quiet_wakeup: bool,
 }
 
 impl Default for TaskState24 {
     fn default() -> Self {
-        TaskState24 { counter: 0, yielded: false, alive: false, processor: CpuId(0) }
+        TaskState24 { counter: 0, yielded: false, alive: false, processor: CpuId(0), quiet_wakeup: false }
     }
 }
 
 impl TaskState24 {
     /// A new task's state: `counter` ticks, and the forking CPU as its `processor`.
     pub(crate) fn forked(ctx: &Ctx, t: TaskId, counter: i32) -> TaskState24 {
-        TaskState24 { counter, yielded: false, alive: true, processor: ctx.task(t).cpu }
+        TaskState24 { counter, yielded: false, alive: true, processor: ctx.task(t).cpu, quiet_wakeup: false }
     }
+}
+
+/// `try_to_wake_up(p, synchronous)` (2.4): a synchronous wakeup (`wake_up_interruptible_sync`, as
+/// pipes use) of a task allowed on the waker's CPU skips `reschedule_idle`: the task is only queued,
+/// and the waker's CPU, about to schedule, finds it. Returns that CPU when the wakeup is such.
+pub(crate) fn sync_wakeup_cpu(
+    ctx: &Ctx,
+    t: TaskId,
+    wake: &WakeInfo,
+    states: &mut [TaskState24],
+) -> Option<CpuId> {
+    let quiet = wake.sync && ctx.task(t).allowed.contains(wake.waker_cpu);
+    states[t.idx()].quiet_wakeup = quiet;
+    quiet.then_some(wake.waker_cpu)
 }
 
 /// `goodness(p, this_cpu, this_mm)`.
@@ -130,8 +147,7 @@ pub(crate) fn reschedule_idle_in(
     states: &[TaskState24],
     examined: &mut u64,
 ) -> CpuId {
-    let info = ctx.task(t);
-    let last = info.cpu;
+    let last = states[t.idx()].processor; // p->processor
     if allowed.contains(last) && ctx.is_idle(last) {
         return last;
     }
@@ -204,11 +220,14 @@ pub(crate) fn preempts(
     cpu: CpuId,
     curr: TaskId,
     woken: TaskId,
-    states: &[TaskState24],
+    states: &mut [TaskState24],
     pending: &mut bool,
 ) -> bool {
     if std::mem::take(pending) {
         return true;
+    }
+    if std::mem::take(&mut states[woken.idx()].quiet_wakeup) {
+        return false;
     }
     let mm = Some(ctx.task(curr).tgid);
     goodness(ctx, woken, &states[woken.idx()], cpu, mm) > goodness(ctx, curr, &states[curr.idx()], cpu, mm)
@@ -325,8 +344,11 @@ impl SchedPolicy for Goodness {
         reschedule_idle(ctx, t, &self.states, &mut self.nr_examined)
     }
 
-    fn select_cpu(&mut self, ctx: &Ctx, t: TaskId, _wake: &WakeInfo) -> CpuId {
-        reschedule_idle(ctx, t, &self.states, &mut self.nr_examined)
+    fn select_cpu(&mut self, ctx: &Ctx, t: TaskId, wake: &WakeInfo) -> CpuId {
+        match sync_wakeup_cpu(ctx, t, wake, &mut self.states) {
+            Some(cpu) => cpu,
+            None => reschedule_idle(ctx, t, &self.states, &mut self.nr_examined),
+        }
     }
 
     fn enqueue(&mut self, _ctx: &Ctx, _cpu: CpuId, t: TaskId, why: EnqueueReason) {
@@ -395,7 +417,7 @@ impl SchedPolicy for Goodness {
     }
 
     fn check_preempt(&mut self, ctx: &Ctx, cpu: CpuId, curr: TaskId, woken: TaskId, _kind: WakeKind) -> bool {
-        preempts(ctx, cpu, curr, woken, &self.states, &mut self.resched[cpu.idx()])
+        preempts(ctx, cpu, curr, woken, &mut self.states, &mut self.resched[cpu.idx()])
     }
 
     fn yield_task(&mut self, ctx: &Ctx, _cpu: CpuId, t: TaskId) {
@@ -483,6 +505,47 @@ mod tests {
         assert_eq!(w.pick(&mut g, CpuId(1)), Some(a), "the affinity bonus beats nice -5");
         // schedule() sets the chosen task's processor; b, never run, keeps its parent's CPU 0.
         assert_eq!((g.states[a.idx()].processor, g.states[b.idx()].processor), (CpuId(1), CpuId(0)));
+    }
+
+    /// `try_to_wake_up(p, synchronous)`: a sync wakeup (a pipe write) of a task allowed on the
+    /// waker's CPU only queues it: no `reschedule_idle` (CPU 1 idles on) and no preemption of the
+    /// waker, although the woken task's goodness is higher; without WF_SYNC `reschedule_idle` sends it
+    /// to idle CPU 1, its `processor`.
+    #[test]
+    fn a_sync_wakeup_only_queues_the_task() {
+        let (mut w, mut g) = world(2);
+        let (waker, t) = (w.add_task(0), w.add_task(-20));
+        w.start(&mut g, waker);
+        w.start(&mut g, t);
+        // Both run on CPU 0 (TestWorld counts them where reschedule_idle sent them).
+        (w.cpus[0].nr_running, w.cpus[1].nr_running) = (2, 0);
+        assert_eq!(w.pick(&mut g, CpuId(0)), Some(t));
+        g.states[t.idx()].processor = CpuId(1);
+        w.stop(&mut g, CpuId(0), SwitchReason::Blocked);
+        assert_eq!(w.pick(&mut g, CpuId(0)), Some(waker));
+        for (sync, cpu, preempts) in [(true, CpuId(0), false), (false, CpuId(1), false)] {
+            let info = WakeInfo {
+                waker_cpu: CpuId(0),
+                waker: Some(waker),
+                sync,
+                wait: schedlab_core::WaitKind::Pipe,
+            };
+            w.tasks[t.idx()].state = schedlab_core::TaskState::Runnable;
+            assert_eq!(g.select_cpu(&w.ctx(), t, &info), cpu, "sync {sync}");
+            g.enqueue(&w.ctx(), cpu, t, EnqueueReason::Wakeup);
+            if cpu == CpuId(0) {
+                assert_eq!(g.check_preempt(&w.ctx(), cpu, waker, t, WakeKind::Wakeup), preempts);
+            }
+            // Without the sync rule the waker would be preempted: t's goodness is higher.
+            let mm = Some(w.tasks[waker.idx()].tgid);
+            assert!(
+                goodness(&w.ctx(), t, &g.states[t.idx()], CpuId(0), mm)
+                    > goodness(&w.ctx(), waker, &g.states[waker.idx()], CpuId(0), mm)
+            );
+            g.remove(t);
+            g.nr_running -= 1;
+            w.tasks[t.idx()].state = schedlab_core::TaskState::Blocked;
+        }
     }
 
     #[test]

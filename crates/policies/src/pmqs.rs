@@ -378,8 +378,13 @@ impl SchedPolicy for Pmqs {
         self.place(ctx, t)
     }
 
-    fn select_cpu(&mut self, ctx: &Ctx, t: TaskId, _wake: &WakeInfo) -> CpuId {
-        self.place(ctx, t)
+    fn select_cpu(&mut self, ctx: &Ctx, t: TaskId, wake: &WakeInfo) -> CpuId {
+        // MQS's try_to_wake_up: a synchronous wakeup the waker's CPU may run only queues the task on
+        // its own CPU's queue (`add_to_runqueue`), without `reschedule_idle`.
+        match crate::linux24::sync_wakeup_cpu(ctx, t, wake, &mut self.states) {
+            Some(_) => ctx.task(t).cpu,
+            None => self.place(ctx, t),
+        }
     }
 
     fn enqueue(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId, why: EnqueueReason) {
@@ -487,7 +492,7 @@ impl SchedPolicy for Pmqs {
     }
 
     fn check_preempt(&mut self, ctx: &Ctx, cpu: CpuId, curr: TaskId, woken: TaskId, _kind: WakeKind) -> bool {
-        preempts(ctx, cpu, curr, woken, &self.states, &mut self.resched[cpu.idx()])
+        preempts(ctx, cpu, curr, woken, &mut self.states, &mut self.resched[cpu.idx()])
     }
 
     fn yield_task(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId) {
