@@ -6,7 +6,8 @@
 //! the performance counters the engine keeps (`TaskInfo::pmc`, rotating as on a Core2) as a running
 //! average over the task's slices. At a pick, instead of the leftmost task CFS considers the
 //! `range` fairest tasks (the leftmost ones of the timeline, all tasks of one runqueue) and takes the
-//! one most dissimilar to the tasks running on the other CPUs of the package, by the distance
+//! one most dissimilar to the task that ran before it there and the tasks running on the other CPUs of
+//! the package, by the distance
 //! `d = sum_i |avec[i]^2 - avg[i]^2|` (eq. 3.1), so co-running tasks use different units.
 //!
 //! * **Hard starvation protection**: if the fairest candidate is behind the most advanced candidate
@@ -20,9 +21,13 @@
 //!   tasks move: the most displaced (lowest `avec_boosted`, which is then reset) with `boosted`, or the
 //!   one most dissimilar to the destination runqueue's average vector with `rqavec`.
 //!
-//! Choices where the thesis is silent: the "average AVEC" is the mean vector of the tasks running on
-//! the other CPUs of the package (the co-runners the choice should differ from); with no co-runner
-//! the pick is plain CFS. The deficit of the hard protection is measured against the most advanced
+//! The "average AVEC" is the mean vector of the task that ran last on this CPU and the tasks running
+//! on the other CPUs of the package (sec. 1.4: the scheduler "considers the previously running task on
+//! the same core and the currently running tasks on the other cores"; sec. 3.4.1: "the arithmetic
+//! average of all running tasks' AVECs"), so neither a co-runner nor the previous task is repeated;
+//! with none of them (a CPU leaving idle with no co-runner) the pick is plain CFS.
+//!
+//! Choices where the thesis is silent: The deficit of the hard protection is measured against the most advanced
 //! candidate (the thesis compares `entity_key`, whose sign convention the text garbles), which keeps
 //! its documented property that a limit of 0 gives CFS's choice. A task's vector is averaged with weight
 //! 1/8 per slice for each event counted in that slice. Defaults for the deficit limit (20 ms) and the soft
@@ -144,6 +149,8 @@ pub struct Avec {
     positions: Vec<Vec<u64>>,
     /// The co-runners' mean vector for the pick in progress.
     pub(crate) avg: Option<Vector>,
+    /// Per CPU, the task that ran there last (`prev` of the next pick), until that pick.
+    prev: Vec<Option<TaskId>>,
 }
 
 impl Avec {
@@ -218,6 +225,27 @@ impl Avec {
     pub fn reset_boosted(&mut self, t: TaskId) {
         self.grow(t);
         self.boosted[t.idx()] = 0;
+    }
+
+    /// Records that `t` just stopped running on CPU `cpu` (the next pick's previous task there).
+    pub fn note_prev(&mut self, cpu: usize, t: TaskId) {
+        if self.prev.len() <= cpu {
+            self.prev.resize(cpu + 1, None);
+        }
+        self.prev[cpu] = Some(t);
+    }
+
+    /// Sets `t`'s vector directly (tests).
+    #[cfg(test)]
+    pub(crate) fn set_vector(&mut self, t: TaskId, v: Vector) {
+        self.grow(t);
+        self.vec[t.idx()] = v;
+        self.has_vec[t.idx()] = true;
+    }
+
+    /// The task that ran last on `cpu`, consumed by the pick (after an idle period: none).
+    pub fn take_prev(&mut self, cpu: usize) -> Option<TaskId> {
+        self.prev.get_mut(cpu).and_then(Option::take)
     }
 
     /// Sets the co-runners' mean vector for the next pick (`None`: no co-runner with a vector).

@@ -650,10 +650,13 @@ impl SchedPolicy for Cfs {
             return picked.map(Dispatch::task);
         }
         if let Some(av) = self.avec.as_mut() {
-            // The tasks running on the other CPUs of the package: the choice should differ from them.
+            // The task that ran last here and the tasks running on the other CPUs of the package: the
+            // choice should differ from them (seed 004 sec. 1.4).
             let span = ctx.topo.span(schedlab_core::Level::Socket, cpu);
             let co = span.iter().filter(|&c| c != cpu).filter_map(|c| ctx.cpu(c).curr);
-            let vectors: Vec<avec::Vector> = co.filter_map(|t| av.vector(t)).collect();
+            let prev = av.take_prev(cpu.idx());
+            let vectors: Vec<avec::Vector> =
+                prev.into_iter().chain(co).filter_map(|t| av.vector(t)).collect();
             av.set_corunners(vectors.into_iter());
         }
         self.pick_next_task(cpu, ctx.now).map(Dispatch::task)
@@ -662,6 +665,7 @@ impl SchedPolicy for Cfs {
     fn put_prev(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId, why: SwitchReason) {
         if let Some(av) = self.avec.as_mut() {
             av.update(t, &ctx.task(t).pmc);
+            av.note_prev(cpu.idx(), t);
         }
         if self.eevdf && why.still_runnable() {
             self.pelt_before_switch(cpu, t, ctx.now);

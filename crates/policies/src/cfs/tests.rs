@@ -336,3 +336,26 @@ fn eevdf_balances_pelt_load_that_decays_after_sleep_and_moves_with_the_task() {
     assert!(left <= busy / 100, "load left behind {left}");
     assert!(moved.abs_diff(blocked) <= busy / 100, "load moved {moved} vs {blocked}");
 }
+
+/// Seed 004 sec. 1.4: AVEC "considers the previously running task on the same core" as well as the
+/// co-runners. One CPU, no co-runner: after FPU burner `a` ran, the next pick's average AVEC is `a`'s
+/// vector, so the bus-bound task (the most distant) runs before the FPU burner `b`, although plain
+/// CFS would take `b` (now the leftmost).
+#[test]
+fn avec_keeps_similar_tasks_apart_in_time_on_one_cpu() {
+    let mut w = TestWorld::new(1);
+    let mut c = Cfs::new_avec(super::avec::AvecPolicyParams::default());
+    c.init(&w.ctx());
+    let fpu = [6822, 0, 178, 0, 0, 3208, 201, 202];
+    let bus = [2, 10000, 10000, 0, 0, 0, 0, 1];
+    let (a, b, bus_task) = (w.add_task(0), w.add_task(0), w.add_task(0));
+    // Started last, placed first: START_DEBIT's vslice shrinks as the queue grows, so `a` is leftmost.
+    for (t, v) in [(bus_task, bus), (b, fpu), (a, fpu)] {
+        w.start(&mut c, t);
+        c.avec.as_mut().unwrap().set_vector(t, v);
+    }
+    assert_eq!(w.pick(&mut c, CpuId(0)), Some(a), "no previous task, no co-runner: CFS's leftmost");
+    w.advance(&mut c, 1_000_000);
+    w.stop(&mut c, CpuId(0), SwitchReason::Preempted);
+    assert_eq!(w.pick(&mut c, CpuId(0)), Some(bus_task), "a (FPU) ran last: the bus task is most distant");
+}
