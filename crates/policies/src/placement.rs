@@ -1,5 +1,5 @@
 //! Reduced CPU placement shared by policies whose kernel placement code is not modelled in detail
-//! (O(1)'s `try_to_wake_up` and `sched_balance_self`, HTFS's use of CFS's `select_task_rq_fair`). Each
+//! (HTFS's use of CFS's `select_task_rq_fair`). Each
 //! policy passes its own notion of CPU load.
 
 use schedlab_core::{CpuId, Ctx, Level, TaskId};

@@ -51,7 +51,7 @@
 //!   SCHED_IDLE and SCHED_ISO tasks are normal tasks of their nice level.
 //! * Time is charged per tick (as the 2.6.20 patch did), not per nanosecond.
 
-use crate::o1::runqueue::{Runqueues, MAX_PRIO};
+use crate::o1::runqueue::{Runqueues, TaskView, MAX_PRIO};
 use crate::params::{parse_u64, ParamInfo, Params};
 use schedlab_core::{
     BalanceKind, CpuId, Ctx, DequeueReason, Dispatch, EnqueueReason, Migration, Ns, PolicyStat, SchedClass,
@@ -360,14 +360,17 @@ impl SchedPolicy for Rsdl {
         }
         let static_prio = (120 + ctx.task(t).nice.clamp(-20, 19) as i64) as usize;
         self.tds[t.idx()] = Td { static_prio, prio: static_prio, ..Td::default() };
-        self.nr_examined += ctx.task(t).allowed.count() as u64;
-        let rqs = &self.q.rqs;
-        crate::placement::least_loaded(ctx, t, ctx.task(t).cpu, |c| rqs[c.idx()].load)
+        // sched_fork / try_to_wake_up as in the O(1) scheduler RSDL patched (crate::o1::runqueue).
+        let home = ctx.task(t).parent.filter(|&p| ctx.task(p).state != schedlab_core::TaskState::Exited);
+        let home = home.map_or(ctx.task(t).cpu, |p| ctx.task(p).cpu);
+        self.q.fork_cpu(ctx, t, home)
     }
 
     fn select_cpu(&mut self, ctx: &Ctx, t: TaskId, wake: &WakeInfo) -> CpuId {
-        let rqs = &self.q.rqs;
-        crate::placement::wake_target(ctx, t, wake.waker_cpu, |c| rqs[c.idx()].load)
+        let rr = self.rr;
+        let weight = Self::load_weight(ctx, t, rr);
+        let waker_weight = wake.waker.filter(|_| wake.sync).map(|w| Self::load_weight(ctx, w, rr));
+        self.q.wake_cpu(ctx, t, wake.waker_cpu, weight, waker_weight)
     }
 
     fn enqueue(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId, why: EnqueueReason) {
@@ -477,7 +480,16 @@ impl SchedPolicy for Rsdl {
             BalanceKind::NewlyIdle => (true, true),
         };
         let rr = self.rr;
-        self.q.rebalance(ctx, cpu, idle, newly, &|t| Self::load_weight(ctx, t, rr), out);
+        let tds = &self.tds;
+        // RSDL keeps no best_expired_prio: rq_best_prio is the running task's priority alone.
+        let view = TaskView {
+            weight: &|t| Self::load_weight(ctx, t, rr),
+            prio: &|t| tds[t.idx()].prio,
+            best_expired_prio: &|_| MAX_PRIO,
+            // RTPRIO_TO_LOAD_WEIGHT(100) outweighs every task, so an active balance moves one task.
+            active_load_move: u64::MAX >> 2,
+        };
+        self.q.rebalance(ctx, cpu, idle, newly, &view, out);
     }
 
     fn take_examined(&mut self) -> u64 {

@@ -22,7 +22,7 @@
 //! each NUMA level as `build_sched_domains` sets it ([`imb_numa_nr`]).
 
 mod params;
-pub use params::{linux_2638, linux_66, SdInit};
+pub use params::{linux_2622, linux_2638, linux_66, SdInit};
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -53,15 +53,29 @@ pub const SD_SERIALIZE: u32 = 0x0400;
 pub const SD_PREFER_SIBLING: u32 = 0x1000;
 /// `SD_NUMA` (6.6: a level that crosses NUMA nodes).
 pub const SD_NUMA: u32 = 0x4000;
+/// 2.6.22's `SD_WAKE_IDLE`: a wakeup on a busy CPU goes to an idle CPU of this domain (`wake_idle`).
+/// (2.6.22 numbered its flags differently; schedlab gives the two flags 2.6.38 dropped bits of their
+/// own.)
+pub const SD_WAKE_IDLE: u32 = 0x10000;
+/// 2.6.22's `SD_WAKE_BALANCE`: passive balancing at wakeup (`try_to_wake_up`).
+pub const SD_WAKE_BALANCE: u32 = 0x20000;
 
 /// `SCHED_LOAD_SCALE`, also the power of one full CPU.
 pub const SCHED_LOAD_SCALE: u64 = 1024;
+/// `SCHED_LOAD_SCALE` of Linux 2.6.22 (`smpnice`: a nice-0 task's load weight and one CPU's power).
+pub const SCHED_LOAD_SCALE_2622: u64 = 128;
 /// `smt_gain` of SIBLING domains: two threads are worth 1178/1024 of a core.
 pub const SMT_GAIN: u64 = 1178;
 
 /// Which kernel's domains to build.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Style {
+    /// Linux 2.6.22: the 2.6.38 hierarchy with the 2.6.22 `SD_*_INIT` parameters ([`linux_2622`])
+    /// and `init_sched_groups_power`'s group powers: one CPU's worth (128) for a group at a level
+    /// whose child domain shares CPU power or package resources (an SMT core, an LLC) or is the
+    /// lowest level, so a package holds one task before its neighbour is asked to; a NUMA node group
+    /// sums its packages.
+    Linux2622,
     /// Linux 2.6.38: `__build_sched_domains` with the `SD_*_INIT` parameters ([`linux_2638`]).
     Linux2638,
     /// Linux 6.6: one level per topology level, `sd_init` parameters ([`linux_66`]).
@@ -219,7 +233,10 @@ pub fn build(topo: &Topology, numa: bool, cpu: CpuId, style: Style) -> Vec<Domai
 /// span and shared (see [`GroupList`]).
 pub fn build_all(topo: &Topology, numa: bool, style: Style) -> Vec<Vec<Domain>> {
     match style {
-        Style::Linux2638 => build_2638(topo, numa),
+        Style::Linux2638 => {
+            build_2638(topo, numa, linux_2638, |_, g| g.iter().map(|c| cpu_power(topo, c)).sum())
+        }
+        Style::Linux2622 => build_2638(topo, numa, linux_2622, |kind, g| power_2622(topo, kind, g)),
         Style::Linux66 => build_66(topo, numa),
     }
 }
@@ -233,13 +250,14 @@ impl GroupCache {
     /// `child` span of its CPUs.
     fn list(
         &mut self,
-        topo: &Topology,
         kind: DomainKind,
         span: CpuSet,
         cpu: CpuId,
         child: impl Fn(CpuId) -> CpuSet,
+        power: &dyn Fn(DomainKind, &CpuSet) -> u64,
     ) -> GroupList {
-        let all = self.0.entry((kind, span)).or_insert_with(|| groups_of(topo, &span, child)).clone();
+        let all =
+            self.0.entry((kind, span)).or_insert_with(|| groups_of(&span, child, |g| power(kind, g))).clone();
         let first = all.iter().position(|g| g.cpus.contains(cpu)).expect("cpu in its own span");
         let single = all.iter().all(|g| g.members.len() == 1);
         GroupList { all, first, single }
@@ -345,8 +363,15 @@ fn prune_degenerate(mut doms: Vec<Domain>, nr_nodes: usize) -> Vec<Domain> {
     doms
 }
 
-/// Linux 2.6.38's `__build_sched_domains` followed by `cpu_attach_domain` for every CPU.
-fn build_2638(topo: &Topology, numa: bool) -> Vec<Vec<Domain>> {
+/// Linux 2.6.38's `__build_sched_domains` (2.6.22's `build_sched_domains` builds the same levels)
+/// followed by `cpu_attach_domain` for every CPU, with the version's parameters and group power.
+fn build_2638(
+    topo: &Topology,
+    numa: bool,
+    init_of: fn(DomainKind) -> SdInit,
+    power: impl Fn(DomainKind, &CpuSet) -> u64,
+) -> Vec<Vec<Domain>> {
+    let power = &power;
     let ncpus = topo.nr_cpus();
     // Nodes in index order; without NUMA the whole machine is one node.
     let node_of = |c: CpuId| if numa { topo.place(c).node as usize } else { 0 };
@@ -365,22 +390,22 @@ fn build_2638(topo: &Topology, numa: bool) -> Vec<Vec<Domain>> {
         let nodemask = node_cpus[node];
         let mut doms = Vec::with_capacity(5);
         let smt = topo.span(Level::Smt, cpu);
-        let groups = cache.list(topo, DomainKind::Sibling, smt, cpu, CpuSet::single);
-        doms.push(Domain::new(DomainKind::Sibling, smt, groups, linux_2638(DomainKind::Sibling)));
+        let groups = cache.list(DomainKind::Sibling, smt, cpu, CpuSet::single, power);
+        doms.push(Domain::new(DomainKind::Sibling, smt, groups, init_of(DomainKind::Sibling)));
         let llc = topo.span(Level::Llc, cpu);
-        let groups = cache.list(topo, DomainKind::Mc, llc, cpu, |c| topo.span(Level::Smt, c));
-        doms.push(Domain::new(DomainKind::Mc, llc, groups, linux_2638(DomainKind::Mc)));
-        let groups = cache.list(topo, DomainKind::Cpu, nodemask, cpu, |c| topo.span(Level::Llc, c));
-        doms.push(Domain::new(DomainKind::Cpu, nodemask, groups, linux_2638(DomainKind::Cpu)));
+        let groups = cache.list(DomainKind::Mc, llc, cpu, |c| topo.span(Level::Smt, c), power);
+        doms.push(Domain::new(DomainKind::Mc, llc, groups, init_of(DomainKind::Mc)));
+        let groups = cache.list(DomainKind::Cpu, nodemask, cpu, |c| topo.span(Level::Llc, c), power);
+        doms.push(Domain::new(DomainKind::Cpu, nodemask, groups, init_of(DomainKind::Cpu)));
         if numa {
             let node_group = |c: CpuId| node_cpus[node_of(c)];
             let span = node_spans[node];
-            let groups = cache.list(topo, DomainKind::Node, span, cpu, node_group);
-            doms.push(Domain::new(DomainKind::Node, span, groups, linux_2638(DomainKind::Node)));
+            let groups = cache.list(DomainKind::Node, span, cpu, node_group, power);
+            doms.push(Domain::new(DomainKind::Node, span, groups, init_of(DomainKind::Node)));
             if ncpus > SD_NODES_PER_DOMAIN * nodemask.count() {
                 let all = topo.all();
-                let groups = cache.list(topo, DomainKind::AllNodes, all, cpu, node_group);
-                let mut init = linux_2638(DomainKind::AllNodes);
+                let groups = cache.list(DomainKind::AllNodes, all, cpu, node_group, power);
+                let mut init = init_of(DomainKind::AllNodes);
                 init.max_interval_ms = 64 * ncpus as u64;
                 doms.push(Domain::new(DomainKind::AllNodes, all, groups, init));
             }
@@ -392,6 +417,7 @@ fn build_2638(topo: &Topology, numa: bool) -> Vec<Vec<Domain>> {
 
 /// The Linux 6.6 domains: one per topology level that grows the span, with `sd_init` parameters.
 fn build_66(topo: &Topology, numa: bool) -> Vec<Vec<Domain>> {
+    let power_2638 = |_: DomainKind, g: &CpuSet| g.iter().map(|c| cpu_power(topo, c)).sum();
     let levels = topo.domain_levels();
     let mut out: Vec<Vec<Domain>> = topo.cpus().map(|_| Vec::with_capacity(levels.len())).collect();
     let mut cache = GroupCache::default();
@@ -406,7 +432,7 @@ fn build_66(topo: &Topology, numa: bool) -> Vec<Vec<Domain>> {
         };
         for cpu in topo.cpus() {
             let span = topo.span(level, cpu);
-            let groups = cache.list(topo, kind, span, cpu, |c| topo.span(child, c));
+            let groups = cache.list(kind, span, cpu, |c| topo.span(child, c), &power_2638);
             let distance = if kind == DomainKind::Node {
                 span.iter().map(|c| distance_66(topo, cpu, c)).max().unwrap_or(10)
             } else {
@@ -424,6 +450,20 @@ fn build_66(topo: &Topology, numa: bool) -> Vec<Vec<Domain>> {
         }
     }
     out
+}
+
+/// `init_sched_groups_power` of 2.6.22 for a group of a `kind` domain: one CPU's power (128) at the lowest level and
+/// where the child level shares CPU power or package resources (SIBLING, MC and CPU: the groups of
+/// MC are SMT cores, those of CPU are LLCs); a NUMA group (NODE, ALLNODES) adds up its packages
+/// (`init_numa_sched_groups_power`: each distinct CPU-level group, an LLC, is worth 128).
+fn power_2622(topo: &Topology, kind: DomainKind, group: &CpuSet) -> u64 {
+    match kind {
+        DomainKind::Sibling | DomainKind::Mc | DomainKind::Cpu => SCHED_LOAD_SCALE_2622,
+        DomainKind::Node | DomainKind::AllNodes => {
+            let llcs: HashSet<CpuSet> = group.iter().map(|c| topo.span(Level::Llc, c)).collect();
+            SCHED_LOAD_SCALE_2622 * llcs.len() as u64
+        }
+    }
 }
 
 /// `node_distance(cpu_to_node(a), cpu_to_node(b))` as schedlab's topologies give it.
@@ -462,7 +502,7 @@ pub fn imb_numa_nr(doms: &[Domain]) -> Vec<u64> {
 
 /// The groups of a domain spanning `span`: the distinct `child` spans of its CPUs (within `span`),
 /// ordered by first CPU.
-fn groups_of(topo: &Topology, span: &CpuSet, child: impl Fn(CpuId) -> CpuSet) -> Arc<[Group]> {
+fn groups_of(span: &CpuSet, child: impl Fn(CpuId) -> CpuSet, power: impl Fn(&CpuSet) -> u64) -> Arc<[Group]> {
     let mut seen: HashSet<CpuSet> = HashSet::new();
     let mut groups: Vec<CpuSet> = Vec::new();
     for c in span.iter() {
@@ -475,7 +515,7 @@ fn groups_of(topo: &Topology, span: &CpuSet, child: impl Fn(CpuId) -> CpuSet) ->
     groups
         .into_iter()
         .map(|g| Group {
-            power: g.iter().map(|c| cpu_power(topo, c)).sum(),
+            power: power(&g),
             members: g.iter().collect(),
             first: g.first().expect("a group has CPUs"),
             cpus: g,
@@ -514,6 +554,31 @@ mod tests {
 
     fn kinds(d: &[Domain]) -> Vec<DomainKind> {
         d.iter().map(|x| x.kind).collect()
+    }
+
+    /// 2.6.22 (`init_sched_groups_power`): every group below NUMA weighs one CPU (128), whether a
+    /// thread, an SMT core or an LLC of four threads; a NUMA node group adds up its LLCs. Only the
+    /// NODE level balances at fork.
+    #[test]
+    fn linux_2622_group_powers_and_fork_balancing() {
+        let t = Topology::symmetric(1, 1, 2, 2, 2).unwrap();
+        let d = build(&t, false, CpuId(0), Style::Linux2622);
+        assert_eq!(kinds(&d), vec![DomainKind::Sibling, DomainKind::Mc, DomainKind::Cpu]);
+        for dom in &d {
+            assert!(dom.groups.iter().all(|g| g.power == SCHED_LOAD_SCALE_2622), "{:?}", dom.kind);
+            assert_eq!(dom.p.flags & SD_BALANCE_FORK, 0);
+        }
+        assert_eq!(d[2].groups.len(), 2);
+        assert_eq!((d[1].p.newidle_idx, d[1].p.wake_idx, d[0].p.flags & SD_WAKE_IDLE), (2, 1, SD_WAKE_IDLE));
+        let t = Topology::symmetric(2, 1, 2, 2, 1).unwrap();
+        let d = build(&t, true, CpuId(0), Style::Linux2622);
+        assert_eq!(kinds(&d), vec![DomainKind::Mc, DomainKind::Cpu, DomainKind::Node]);
+        let powers: Vec<u64> = d[2].groups.iter().map(|g| g.power).collect();
+        assert_eq!(powers, vec![256, 256]);
+        assert_ne!(d[2].p.flags & SD_BALANCE_FORK, 0);
+        // 2.6.38 on the same machine: each core is worth 1024, so a node of four is 4096.
+        let e = build(&t, true, CpuId(0), Style::Linux2638);
+        assert_eq!(e[2].groups.iter().map(|g| g.power).collect::<Vec<_>>(), vec![4096, 4096]);
     }
 
     #[test]
@@ -644,8 +709,9 @@ mod tests {
         let t = Topology::symmetric(1, 1, 1, 4, 1).unwrap();
         let all = t.all();
         let mut cache = GroupCache::default();
-        let mc_groups = cache.list(&t, DomainKind::Mc, all, CpuId(0), CpuSet::single);
-        let cpu_groups = cache.list(&t, DomainKind::Cpu, all, CpuId(0), |_| all);
+        let one = |_: DomainKind, _: &CpuSet| SCHED_LOAD_SCALE;
+        let mc_groups = cache.list(DomainKind::Mc, all, CpuId(0), CpuSet::single, &one);
+        let cpu_groups = cache.list(DomainKind::Cpu, all, CpuId(0), |_| all, &one);
         let mut mc_init = linux_2638(DomainKind::Mc);
         let cpu = Domain::new(DomainKind::Cpu, all, cpu_groups, linux_2638(DomainKind::Cpu));
         let mc = Domain::new(DomainKind::Mc, all, mc_groups.clone(), mc_init);

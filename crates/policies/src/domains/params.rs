@@ -7,6 +7,13 @@
 //!   include/linux/sched.h return when power-savings balancing is off (the default): both
 //!   `SD_PREFER_SIBLING`. `SD_INIT` (kernel/sched.c) starts every domain at `balance_interval` 1 ms
 //!   except ALLNODES (64 ms), whatever its `min_interval`.
+//! * Linux 2.6.22: the `SD_SIBLING_INIT`, `SD_MC_INIT` and `SD_CPU_INIT` initialisers of
+//!   include/linux/topology.h (power-savings balancing off: `BALANCE_FOR_MC_POWER` and
+//!   `BALANCE_FOR_PKG_POWER` are 0), `SD_ALLNODES_INIT` of the same header, and x86-64's
+//!   `SD_NODE_INIT` (include/asm-x86_64/topology.h; read in its 2.6.16 form, which has no
+//!   `SD_SERIALIZE`; that flag only serialises balancing between CPUs and changes no decision of a
+//!   simulated balancer). The per-domain `cache_hot_time` of 2.6.22 is measured at boot
+//!   (`calibrate_migration_costs`) and kept by the O(1) policy, not here.
 //! * Linux 6.6: `sd_init` of kernel/sched/topology.c (read in Debian's linux-source-6.1, whose
 //!   `sd_init` 6.6 did not change but for the newidle statistics a later stable backport added),
 //!   whose intervals follow the span weight.
@@ -16,6 +23,7 @@
 use super::{
     DomainKind, SD_BALANCE_EXEC, SD_BALANCE_FORK, SD_BALANCE_NEWIDLE, SD_LOAD_BALANCE, SD_NUMA,
     SD_PREFER_SIBLING, SD_SERIALIZE, SD_SHARE_CPUPOWER, SD_SHARE_PKG_RESOURCES, SD_WAKE_AFFINE,
+    SD_WAKE_BALANCE, SD_WAKE_IDLE,
 };
 
 /// The initial values of one `struct sched_domain` (an `SD_*_INIT`).
@@ -127,6 +135,86 @@ pub const fn linux_2638(kind: DomainKind) -> SdInit {
             wake_idx: 0,
             forkexec_idx: 0,
             flags: SD_LOAD_BALANCE | SD_BALANCE_NEWIDLE | SD_SERIALIZE,
+            balance_interval_ms: 64,
+        },
+    }
+}
+
+/// `SD_*_INIT` of Linux 2.6.22 for one level (x86-64, power savings off). Unlike 2.6.38 no level
+/// below NODE balances at fork (`SD_BALANCE_FORK`), so a child starts on its parent's CPU unless the
+/// machine is NUMA.
+pub const fn linux_2622(kind: DomainKind) -> SdInit {
+    let base = SD_LOAD_BALANCE | SD_BALANCE_NEWIDLE | SD_BALANCE_EXEC | SD_WAKE_AFFINE;
+    match kind {
+        DomainKind::Sibling => SdInit {
+            min_interval_ms: 1,
+            max_interval_ms: 2,
+            busy_factor: 64,
+            imbalance_pct: 110,
+            cache_nice_tries: 0,
+            busy_idx: 0,
+            idle_idx: 0,
+            newidle_idx: 1,
+            wake_idx: 0,
+            forkexec_idx: 0,
+            flags: base | SD_WAKE_IDLE | SD_SHARE_CPUPOWER,
+            balance_interval_ms: 1,
+        },
+        DomainKind::Mc => SdInit {
+            min_interval_ms: 1,
+            max_interval_ms: 4,
+            busy_factor: 64,
+            imbalance_pct: 125,
+            cache_nice_tries: 1,
+            busy_idx: 2,
+            idle_idx: 1,
+            newidle_idx: 2,
+            wake_idx: 1,
+            forkexec_idx: 1,
+            flags: base | SD_SHARE_PKG_RESOURCES,
+            balance_interval_ms: 1,
+        },
+        DomainKind::Cpu => SdInit {
+            min_interval_ms: 1,
+            max_interval_ms: 4,
+            busy_factor: 64,
+            imbalance_pct: 125,
+            cache_nice_tries: 1,
+            busy_idx: 2,
+            idle_idx: 1,
+            newidle_idx: 2,
+            wake_idx: 1,
+            forkexec_idx: 1,
+            flags: base,
+            balance_interval_ms: 1,
+        },
+        DomainKind::Node => SdInit {
+            min_interval_ms: 8,
+            max_interval_ms: 32,
+            busy_factor: 32,
+            imbalance_pct: 125,
+            cache_nice_tries: 2,
+            busy_idx: 3,
+            idle_idx: 2,
+            newidle_idx: 0,
+            wake_idx: 1,
+            forkexec_idx: 1,
+            flags: SD_LOAD_BALANCE | SD_BALANCE_FORK | SD_BALANCE_EXEC | SD_WAKE_BALANCE,
+            balance_interval_ms: 1,
+        },
+        // max_interval is 64 x num_online_cpus() (set by the builder).
+        DomainKind::AllNodes => SdInit {
+            min_interval_ms: 64,
+            max_interval_ms: 64,
+            busy_factor: 128,
+            imbalance_pct: 133,
+            cache_nice_tries: 1,
+            busy_idx: 3,
+            idle_idx: 3,
+            newidle_idx: 0,
+            wake_idx: 0,
+            forkexec_idx: 0,
+            flags: SD_LOAD_BALANCE | SD_SERIALIZE,
             balance_interval_ms: 64,
         },
     }

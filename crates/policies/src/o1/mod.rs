@@ -31,22 +31,30 @@
 //!   (CHILD_PENALTY, PARENT_PENALTY), and runs a new process first on the parent's CPU; an exiting
 //!   child still in its first slice returns it to the parent. A task without a parent is forked by an
 //!   idle nice-0 shell (docs/policies/README.md).
-//! * Balancing per sched domain (2.6.22 parameters, shared with CFS 2.6.38's domains): at each domain's
-//!   interval the busiest group is found by the `cpu_load[]` tick averages of weighted load
-//!   (`load_weight = timeslice x 128 / 100 ms`; low guesses for remote groups, high for the local one)
-//!   and its busiest queue by raw weighted load; tasks move from the expired array first, best priority
-//!   first, skipping running and cache-hot tasks (ran within 2.5 ms) until balancing has failed
-//!   `cache_nice_tries` times; an idle CPU balances at once (`idle_balance`); after repeated failures
-//!   the busiest CPU's running task is pushed (active balance).
+//! * A preempted task keeps its place at the head of its list (the running task stays queued in
+//!   2.6.22); only the tick (slice or granularity end) or a yield sends it to the tail.
+//! * Placement: a woken task goes to the waker's CPU when the wake-affine test passes (sync wakeups
+//!   discount the waker), else stays on its previous CPU, and moves to an idle SMT sibling of a CPU
+//!   running one task (`wake_idle`); a child starts on its parent's CPU (2.6.22 balances at fork only
+//!   across NUMA nodes).
+//! * Balancing per sched domain with 2.6.22's parameters and group powers (runqueue.rs): the busiest
+//!   group over its capacity by the `cpu_load[]` tick averages of weighted load
+//!   (`load_weight = timeslice x 128 / 100 ms`), the imbalance and `small_imbalance` of
+//!   `find_busiest_group`, the busiest queue by raw load; `move_tasks` takes the expired array first,
+//!   best priority first, each list from the tail, skipping running and cache-hot tasks (ran within
+//!   2.5 ms) until balancing has failed `cache_nice_tries` times; a CPU going idle balances at once
+//!   (`idle_balance`); after repeated failures the busiest CPU's migration thread pushes a task
+//!   (active balance).
 //!
-//! Simplifications (docs/policies/o1.md has the table): an idle CPU's `cpu_load[]` is caught up before
-//! it is read (2.6.22 left it stale under NO_HZ); the balancer moves at least one task whenever the
-//! busiest queue has two and the gap exceeds one task's load (the core of `fix_small_imbalance`);
-//! wakeup and fork placement are reduced (crate::placement).
+//! Simplifications (docs/policies/o1.md has the table): `cache_hot_time` is 2.5 ms at every level
+//! (2.6.22 measures it at boot); a periodic balancing pass ends at the first domain that moved tasks
+//! (the moves apply after the hook returns); idle CPUs balance on the engine's nohz kick.
 
 pub(crate) mod runqueue;
+#[cfg(test)]
+mod tests_balance;
 
-use runqueue::{Runqueues, MAX_PRIO};
+use runqueue::{Runqueues, TaskView, MAX_PRIO};
 use schedlab_core::{
     BalanceKind, CpuId, Ctx, DequeueReason, Dispatch, EnqueueReason, Migration, Ns, PolicyStat, SchedClass,
     SchedPolicy, SwitchReason, TaskId, TaskState, WakeInfo, WakeKind, WorkConservation, NSEC_PER_SEC,
@@ -63,6 +71,16 @@ const ON_RUNQUEUE_WEIGHT: u64 = 30;
 const EXIT_WEIGHT: u64 = 3;
 /// `SCHED_LOAD_SCALE` of 2.6.22.
 const LOAD_SCALE: u64 = 128;
+
+/// `PRIO_TO_LOAD_WEIGHT(static_prio)`: the slice in jiffies x SCHED_LOAD_SCALE / DEF_TIMESLICE.
+pub(crate) fn prio_load_weight(static_prio: usize, tick_ns: Ns) -> u64 {
+    timeslice_ns(static_prio, tick_ns) / tick_ns * LOAD_SCALE / def_timeslice_jiffies(tick_ns)
+}
+
+/// `RTPRIO_TO_LOAD_WEIGHT(rt_priority)`: `PRIO_TO_LOAD_WEIGHT(MAX_RT_PRIO)` + `LOAD_WEIGHT(rp)`.
+pub(crate) fn rt_load_weight(rt_priority: u64, tick_ns: Ns) -> u64 {
+    prio_load_weight(MAX_RT_PRIO, tick_ns) + rt_priority * LOAD_SCALE / def_timeslice_jiffies(tick_ns)
+}
 
 /// Timer ticks per second for a tick length (HZ).
 fn hz_of(tick_ns: Ns) -> u64 {
@@ -154,6 +172,11 @@ struct Task1 {
     woken_in_interrupt: bool,
     /// The pending wakeup is a synchronous one onto the waker's CPU (no preemption check).
     sync_local: bool,
+    /// While running: the tick moved it to the tail of its list or to the expired array (its slice
+    /// ended, or an interactive task's TIMESLICE_GRANULARITY did) or it yielded. Without this a
+    /// preempted task keeps its place at the head of its list, as a running task stays queued in
+    /// 2.6.22.
+    requeue: bool,
 }
 
 /// What the O(1) scheduler keeps per CPU beyond the shared run queue.
@@ -161,6 +184,9 @@ struct Task1 {
 struct O1Rq {
     expired_timestamp: Option<Ns>,
     best_expired_prio: usize,
+    /// Tasks put at the head of the running task's list since it was picked (a child that runs
+    /// first): `wake_up_new_task` links the child just before the parent, so they stay ahead of it.
+    ahead_of_curr: usize,
 }
 
 /// No tunables beyond HZ.
@@ -246,14 +272,11 @@ impl O1 {
     /// `set_load_weight`: `PRIO_TO_LOAD_WEIGHT(static_prio)` = timeslice x SCHED_LOAD_SCALE /
     /// DEF_TIMESLICE (jiffies); an RT task `PRIO_TO_LOAD_WEIGHT(MAX_RT_PRIO) + LOAD_WEIGHT(rt_priority)`.
     fn load_weight(st: &Task1, ctx: &Ctx, t: TaskId) -> u64 {
-        let def = def_timeslice_jiffies(ctx.tick_ns);
-        let weight =
-            |static_prio: usize| timeslice_ns(static_prio, ctx.tick_ns) / ctx.tick_ns * LOAD_SCALE / def;
         let info = ctx.task(t);
         if info.class.is_rt() {
-            return weight(MAX_RT_PRIO) + info.rt_priority as u64 * LOAD_SCALE / def;
+            return rt_load_weight(info.rt_priority as u64, ctx.tick_ns);
         }
-        weight(st.static_prio)
+        prio_load_weight(st.static_prio, ctx.tick_ns)
     }
 
     fn enqueue_array(&mut self, cpu: CpuId, t: TaskId, expired: bool, head: bool) {
@@ -263,6 +286,9 @@ impl O1 {
         let rq = &mut self.q.rqs[cpu.idx()];
         let a = if expired { 1 - rq.active } else { rq.active };
         rq.arrays[a].push(st.prio, t, head);
+        if head {
+            rq.x.ahead_of_curr += 1;
+        }
     }
 
     fn dequeue_array(&mut self, cpu: CpuId, t: TaskId) {
@@ -339,7 +365,10 @@ impl SchedPolicy for O1 {
     fn init(&mut self, ctx: &Ctx) {
         self.tick_ns = ctx.tick_ns;
         self.resched = vec![false; ctx.nr_cpus()];
-        self.q = Runqueues::build(ctx, O1Rq { expired_timestamp: None, best_expired_prio: MAX_PRIO });
+        self.q = Runqueues::build(
+            ctx,
+            O1Rq { expired_timestamp: None, best_expired_prio: MAX_PRIO, ahead_of_curr: 0 },
+        );
     }
 
     fn task_new(&mut self, ctx: &Ctx, t: TaskId) -> CpuId {
@@ -373,15 +402,18 @@ impl SchedPolicy for O1 {
         ps.sleep_avg = penalised_sleep_avg(ps.sleep_avg, PARENT_PENALTY);
         st.prio = Self::effective_prio(ctx, t, &st);
         self.tasks[t.idx()] = st;
-        self.nr_examined += ctx.task(t).allowed.count() as u64;
-        let rqs = &self.q.rqs;
-        crate::placement::least_loaded(ctx, t, ctx.task(t).cpu, |c| rqs[c.idx()].load)
+        // sched_fork: the child starts on the CPU its parent forks it from, unless a domain balances
+        // at fork (NUMA levels only in 2.6.22).
+        let home = parent.map_or(ctx.task(t).cpu, |p| ctx.task(p).cpu);
+        self.q.fork_cpu(ctx, t, home)
     }
 
     fn select_cpu(&mut self, ctx: &Ctx, t: TaskId, wake: &WakeInfo) -> CpuId {
-        // try_to_wake_up, reduced (see crate::placement).
-        let rqs = &self.q.rqs;
-        let cpu = crate::placement::wake_target(ctx, t, wake.waker_cpu, |c| rqs[c.idx()].load);
+        // try_to_wake_up's CPU choice.
+        let weight = Self::load_weight(&self.tasks[t.idx()], ctx, t);
+        let waker_weight =
+            wake.waker.filter(|_| wake.sync).map(|w| Self::load_weight(&self.tasks[w.idx()], ctx, w));
+        let cpu = self.q.wake_cpu(ctx, t, wake.waker_cpu, weight, waker_weight);
         // An uninterruptible sleep is marked noninteractive before activate_task; a wakeup without a
         // waking task comes from an interrupt; a sync wakeup onto the waker's CPU does not preempt.
         let st = &mut self.tasks[t.idx()];
@@ -454,6 +486,7 @@ impl SchedPolicy for O1 {
         let prio = rq.arrays[rq.active].first()?;
         let t = *rq.arrays[rq.active].queues[prio].front()?;
         self.dequeue_array(cpu, t);
+        self.q.rqs[cpu.idx()].x.ahead_of_curr = 0;
         // schedule(): a task woken from an interactive sleep gets its run-queue wait credited as sleep,
         // 30 % of it when a task woke it, all of it when an interrupt did.
         let st = &mut self.tasks[t.idx()];
@@ -468,6 +501,7 @@ impl SchedPolicy for O1 {
         }
         st.sleep_type = SleepType::Normal;
         st.timestamp = ctx.now;
+        st.requeue = false;
         Some(Dispatch::task(t))
     }
 
@@ -489,8 +523,19 @@ impl SchedPolicy for O1 {
             self.nr_running -= 1;
             return;
         }
-        let expired = self.tasks[t.idx()].expired;
-        self.enqueue_array(cpu, t, expired, false);
+        let st = self.tasks[t.idx()];
+        if why == SwitchReason::Preempted && !st.requeue {
+            // A preempted task never left its list in 2.6.22 (the running task stays queued): it
+            // resumes at the head, behind only a child linked in front of it.
+            let ahead = self.q.rqs[cpu.idx()].x.ahead_of_curr;
+            let st = &mut self.tasks[t.idx()];
+            st.queued = true;
+            let rq = &mut self.q.rqs[cpu.idx()];
+            let a = if st.expired { 1 - rq.active } else { rq.active };
+            rq.arrays[a].insert(st.prio, t, ahead);
+            return;
+        }
+        self.enqueue_array(cpu, t, st.expired, false);
     }
 
     fn tick(&mut self, ctx: &Ctx, cpu: CpuId, curr: TaskId) -> bool {
@@ -505,6 +550,7 @@ impl SchedPolicy for O1 {
                 if st.slice_left == 0 {
                     st.slice_left = timeslice_ns(st.static_prio, tick);
                     st.first_time_slice = false;
+                    st.requeue = true;
                     resched = true; // put_prev requeues it at the tail
                 }
             }
@@ -522,6 +568,7 @@ impl SchedPolicy for O1 {
                 rq.x.expired_timestamp = Some(ctx.now);
             }
             st.expired = !Self::interactive(ctx, curr, &st) || self.expired_starving(ctx, cpu, curr);
+            st.requeue = true;
             if st.expired {
                 let rq = &mut self.q.rqs[cpu.idx()];
                 rq.x.best_expired_prio = rq.x.best_expired_prio.min(st.static_prio);
@@ -534,6 +581,7 @@ impl SchedPolicy for O1 {
         let gran = self.granularity(&st);
         let used = timeslice_ns(st.static_prio, tick).saturating_sub(left);
         if Self::interactive(ctx, curr, &st) && used % gran < tick && used >= gran && left >= gran {
+            self.tasks[curr.idx()].requeue = true; // requeue_task: to the tail of its list
             resched = true;
         }
         resched
@@ -561,6 +609,7 @@ impl SchedPolicy for O1 {
         if !ctx.task(t).class.is_rt() {
             self.tasks[t.idx()].expired = true;
         }
+        self.tasks[t.idx()].requeue = true;
     }
 
     fn balance(&mut self, ctx: &Ctx, cpu: CpuId, kind: BalanceKind, out: &mut Vec<Migration>) {
@@ -573,7 +622,14 @@ impl SchedPolicy for O1 {
             BalanceKind::NewlyIdle => (true, true),
         };
         let tasks = &self.tasks;
-        self.q.rebalance(ctx, cpu, idle, newly, &|t| Self::load_weight(&tasks[t.idx()], ctx, t), out);
+        let best_expired: Vec<usize> = self.q.rqs.iter().map(|rq| rq.x.best_expired_prio).collect();
+        let view = TaskView {
+            weight: &|t| Self::load_weight(&tasks[t.idx()], ctx, t),
+            prio: &|t| tasks[t.idx()].prio,
+            best_expired_prio: &|c| best_expired[c.idx()],
+            active_load_move: rt_load_weight(100, ctx.tick_ns),
+        };
+        self.q.rebalance(ctx, cpu, idle, newly, &view, out);
     }
 
     fn task_exit(&mut self, ctx: &Ctx, t: TaskId) {
@@ -666,6 +722,32 @@ mod tests {
         st.sleep_type = SleepType::Normal;
         o.q.rqs[0].nr_running -= 1;
         o.nr_running -= 1;
+    }
+
+    /// 2.6.22 keeps the running task queued at the head of its list: a task preempted by a better
+    /// priority resumes before the equal-priority task queued behind it, while one whose slice ran
+    /// out (or that yielded) goes behind it (`task_running_tick` requeues at the tick, `schedule()`
+    /// does not move a preempted task).
+    #[test]
+    fn a_preempted_task_keeps_its_place_at_the_head_of_its_list() {
+        let mut w = TestWorld::new(1);
+        let mut o = O1::new(NoParams);
+        o.init(&w.ctx());
+        let (a, b) = (w.add_task(0), w.add_task(0));
+        w.start(&mut o, a);
+        w.start(&mut o, b);
+        o.tasks[b.idx()].prio = o.tasks[a.idx()].prio;
+        o.dequeue_array(CpuId(0), b);
+        o.enqueue_array(CpuId(0), b, false, false);
+        assert_eq!(w.pick(&mut o, CpuId(0)), Some(a));
+        // A wakeup preemption: a goes back in front of b.
+        w.stop(&mut o, CpuId(0), SwitchReason::Preempted);
+        assert_eq!(w.pick(&mut o, CpuId(0)), Some(a));
+        // A tick that ends the interactive round-robin granularity or the slice moves it behind b.
+        o.tasks[a.idx()].slice_left = w.tick_ns;
+        assert!(o.tick(&w.ctx(), CpuId(0), a));
+        w.stop(&mut o, CpuId(0), SwitchReason::Preempted);
+        assert_eq!(w.pick(&mut o, CpuId(0)), Some(b));
     }
 
     /// `sched_fork` and `wake_up_new_task` (2.6.22) for a task without a parent, forked by the idle
