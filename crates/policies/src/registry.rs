@@ -120,7 +120,7 @@ fn builtins() -> Vec<PolicyInfo> {
         },
         PolicyInfo {
             name: "bfs",
-            summary: "BFS ~0.404 (Con Kolivas, sched_bfs.c): one global queue, earliest virtual deadline first with cache-locality offsets, SCHED_ISO, no balancer",
+            summary: "BFS of the Linux 3.0 series (Con Kolivas, sched_bfs.c): one global queue, earliest virtual deadline first, sticky tasks, SCHED_ISO, no balancer",
             params: crate::bfs::BfsParams::info,
             make: |pairs| Ok(Box::new(crate::bfs::Bfs::new(apply("bfs", pairs)?))),
         },

@@ -574,10 +574,15 @@ fn bfs_iso_tasks_get_soft_real_time_up_to_their_share() {
     w.task("iso", P::new().forever(|b| b.compute(10 * MS)).build()).class = schedlab_core::SchedClass::Iso;
     let w = w.build().unwrap();
     let r = run(&Machine::preset("up").unwrap(), &w, "bfs", 30_000 * MS);
-    // ISO runs above even a nice -20 task until ISO work reaches 70 % of the 5 s window, then is
-    // treated as normal until it falls back: over a long run it settles at about 70 %.
+    // BFS's ISO accounting (3.0 series): +100 per tick an ISO task runs as ISO, -(iso_ticks / 5001 + 1)
+    // per other tick (ISO_PERIOD = 5 s x HZ x 1 CPU + 1 = 5001 ticks); refractory above 5001 x 70,
+    // back below 5001 x 62 (70 x 115 / 128). So ISO runs as ISO for the first 3,501 ticks, then in
+    // cycles of about 400 ticks up (40,008 / 100) and 598 down (5001 x ln(355,071 / 315,063)), and
+    // while refractory it is a nice-0 task against nice -20: one 6.29 ms slice per 41.09 / 6.29 =
+    // 6.5 of the other's, 13 %. Over 30 s: (3,501 + 26.5 x (400 + 0.13 x 598)) / 30,000 = 0.54, far
+    // below the 70 % of `iso_cpu` (a finding: docs/policies/bfs.md).
     let share = task(&r, "iso").run_ns as f64 / r.summary.busy_ns as f64;
-    assert!((0.6..0.8).contains(&share), "ISO share {share:.3}");
+    assert!((0.50..0.58).contains(&share), "ISO share {share:.3}");
     // Under CFS, ISO is plain SCHED_NORMAL: nice -20 (88761) against nice 0 (1024) leaves it ~1 %.
     let r = run(&Machine::preset("up").unwrap(), &w, "cfs", 5_000 * MS);
     let share = task(&r, "iso").run_ns as f64 / r.summary.busy_ns as f64;
