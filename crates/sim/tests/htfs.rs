@@ -1,6 +1,6 @@
-//! HTFS against CFS on claims of seed 000 sec. 4: unfairness bounded by a constant number of slices
-//! whatever the number of tasks (sec. 4.6), CFS stricter; the average-load balancing method migrating
-//! less than the CFS-like one (sec. 4.10, 5.3.1).
+//! HTFS against CFS on claims of seed 000: unfairness bounded by a constant whatever the number of
+//! tasks (sec. 4.6), CFS stricter; the average-load balancing method migrating more than the
+//! weight-based one, as the thesis measured (sec. 5.3.3-5.3.4), against its design intent (sec. 4.10).
 
 use schedlab_core::NSEC_PER_SEC;
 use schedlab_sim::{Machine, RunConfig, RunReport, Sim};
@@ -15,24 +15,37 @@ fn run(machine: &str, workload: &str, spec: &str, secs: u64) -> RunReport {
 }
 
 #[test]
-fn unfairness_stays_within_a_few_slices_as_tasks_grow_and_cfs_is_stricter() {
-    // CPU hogs on one CPU for 300 s. HTFS's normal slice stays 2^30 ns (no interactive entity waits),
-    // so tasks run 1 s at a time: the eq. 4 unfairness is a few slices, whatever the number of tasks.
-    let bound = 8 << 30;
+fn unfairness_does_not_grow_with_the_number_of_tasks_and_cfs_is_stricter() {
+    // CPU hogs on one CPU for 300 s. Sec. 4.6: the boosted weights limit HTFS's eq. 4 unfairness to a
+    // constant, independent of the number of tasks (O(1)), but looser than CFS's. From 16 to 256
+    // tasks an unfairness that grew with the task count would grow 16-fold; a constant one stays
+    // within noise of itself (4x allowed).
+    let unfairness = |n: u32, policy: &str| {
+        run("up", &format!("hogs[n={n}]"), policy, 300).summary.fairness.unfairness_ns
+    };
+    let base = unfairness(16, "htfs");
     for n in [4, 16, 64, 256] {
-        let htfs = run("up", &format!("hogs[n={n}]"), "htfs", 300).summary.fairness.unfairness_ns;
-        let cfs = run("up", &format!("hogs[n={n}]"), "cfs", 300).summary.fairness.unfairness_ns;
-        assert!(htfs <= bound, "{n} tasks: HTFS unfairness {htfs} ns");
+        let htfs = if n == 16 { base } else { unfairness(n, "htfs") };
+        let cfs = unfairness(n, "cfs");
+        if n > 16 {
+            assert!(htfs < 4 * base, "{n} tasks: HTFS unfairness {htfs} ns against {base} ns with 16");
+        }
         assert!(cfs < htfs, "{n} tasks: CFS {cfs} ns should be stricter than HTFS {htfs} ns");
     }
 }
 
 #[test]
-fn average_loads_migrate_less_than_cfs_like_loads() {
-    let migrations =
-        |m: &str| run("xeon-e5520-2s", "demo", &format!("htfs[balance={m}]"), 10).summary.nr_migrations;
+fn average_loads_migrate_more_than_weights_on_a_kernel_build() {
+    // Sec. 5.3.3-5.3.4 measured the opposite of the design intent of sec. 4.10: the avg method
+    // migrates the most ("an extremely high number of task migrations"). A kernel build on the dual
+    // core, as the thesis's table 7 ran it (experiments/htfs/balancing.toml checks the same claim).
+    let migrations = |m: &str| {
+        run("athlon2-x2", "kernel-build[jobs=4,files=150]", &format!("htfs[balance={m}]"), 30)
+            .summary
+            .nr_migrations
+    };
     let (std, avg) = (migrations("std"), migrations("avg"));
-    assert!(avg * 10 < std, "avg {avg} vs std {std} migrations");
+    assert!(avg > std, "avg {avg} vs std {std} migrations");
 }
 
 #[test]
