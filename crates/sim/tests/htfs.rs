@@ -20,9 +20,8 @@ fn unfairness_does_not_grow_with_the_number_of_tasks_and_cfs_is_stricter() {
     // constant, independent of the number of tasks (O(1)), but looser than CFS's. From 16 to 256
     // tasks an unfairness that grew with the task count would grow 16-fold; a constant one stays
     // within noise of itself (4x allowed).
-    let unfairness = |n: u32, policy: &str| {
-        run("up", &format!("hogs[n={n}]"), policy, 300).summary.fairness.unfairness_ns
-    };
+    let unfairness =
+        |n: u32, policy: &str| run("up", &format!("hogs[n={n}]"), policy, 300).summary.fairness.unfairness_ns;
     let base = unfairness(16, "htfs");
     for n in [4, 16, 64, 256] {
         let htfs = if n == 16 { base } else { unfairness(n, "htfs") };

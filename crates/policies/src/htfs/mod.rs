@@ -24,7 +24,9 @@
 //! * **Picking** (sec. 4.3, [`runqueue`]): inside a runqueue the priority queue whose `balancect`
 //!   reached `runcost` (the largest `realbweight`) runs its head entity, so queues run in proportion to
 //!   their `realbweight`; between the two runqueues one signed `balancect` (sec. 4.4, eq. 12-13) gives
-//!   the interactive runqueue 16 times its weight, corrected for the slice lengths.
+//!   the interactive runqueue 16 times its weight, corrected for the slice lengths. Woken and new tasks
+//!   always enter the interactive runqueue and leave it after a run that puts them 1 ms ahead of
+//!   `vtime` (sec. 4.4).
 //! * **Virtual runtime and time** (sec. 4.5): `vruntime += runtime x invweight / 2^18`
 //!   (`vtimeaccuracy` 14); the CPU's `vtime` advances, whenever a normal-runqueue entity ran, by its
 //!   time over the normal runqueue's weight (eq. 19: the run time if preempted, else the granted
@@ -37,8 +39,9 @@
 //!   across sleep.
 //! * **Timeslices** (sec. 4.9): interactive slice 2^17 ns; the normal slice adapts per CPU (halved after
 //!   late interactive entities, doubled after 100 ms quiet, [`slice`]). Time is divided into normal-slice
-//!   periods: once an interactive entity has used part of a period the remainder goes to interactive
-//!   entities, and a normal one gets what is left.
+//!   periods: once interactive entities have used part of a period, a normal entity gets what is left
+//!   (the thesis's preference for interactive entities until the period is used up is not modelled:
+//!   docs/policies/htfs.md).
 //! * **Preemption** (sec. 4.8): a task entering the interactive runqueue preempts the running one
 //!   unless that one is interactive, has less than an interactive slice left, or a reschedule is
 //!   already pending. Preempted tasks are not punished.
@@ -462,7 +465,6 @@ impl Htfs {
         let (kind, level, w) = (e.kind, e.level, e.weight);
         let ncpus = self.ncpus;
         let dual = &mut self.duals[d];
-        let first_inter = kind == Kind::Inter && dual.inter.is_empty();
         if dual.is_empty() {
             dual.balancect = if kind == Kind::Inter { 1 } else { -1 };
         }
@@ -471,14 +473,6 @@ impl Htfs {
             Kind::Normal => dual.normal.enqueue(level, se, BWEIGHTS[level]),
         }
         dual.weight += w;
-        if first_inter && !dual.normal.is_empty() {
-            // The "correct value" when the interactive runqueue gets its first entity: the normal
-            // runqueue ran uncharged while it was empty, so the interactive one starts with the credit
-            // of one normal pick (eq. 13) - a choice, see htfs.md.
-            let shift = self.cpus[d % ncpus].slice.shift - INTER_SLICE_SHIFT + INTER_WEIGHT_SHIFT;
-            let dual = &mut self.duals[d];
-            dual.balancect = (dual.inter.bweight << shift) as i64;
-        }
         let g = d / ncpus;
         if g != 0 {
             self.group_weight[g] += w;
@@ -566,12 +560,9 @@ impl Htfs {
         } else if vdiff > vthr {
             e.vruntime = vtime.wrapping_add(vthr as u64);
         }
-        // Woken tasks enter the interactive runqueue, unless already past the 1 ms ahead limit that
-        // ends a stay there (a choice, see htfs.md: otherwise a task that wakes constantly, like a
-        // pipe ping-pong, keeps the 16x weight for good).
-        let ahead = e.vtime_of(AHEAD_LIMIT_NS) as i64;
-        let vdiff = e.vruntime.wrapping_sub(vtime) as i64;
-        e.kind = if vdiff > ahead { Kind::Normal } else { Kind::Inter };
+        // "Newly woken tasks are always enqueued on the interactive runqueue" (sec. 4.4); the 1 ms
+        // ahead limit ends the stay after a run (`requeue_after_run`).
+        e.kind = Kind::Inter;
     }
 
     /// After a task joined group dual `d`: bring the group entities above up to date, queueing those

@@ -257,8 +257,14 @@ fn a_wakeup_pulls_a_normal_group_entity_to_the_interactive_runqueue_and_an_empty
     assert_eq!(p.kind_of(s), Kind::Inter);
     assert_eq!(p.group_entity(1, cpu).map(|g| g.0), Some(Kind::Inter));
     assert_eq!(p.group_entity(2, cpu).map(|g| g.0), Some(Kind::Normal));
-    // The pick descends into group 1 and, having chosen an interactive entity, prefers interactive
-    // entities below: the new task runs with an interactive slice.
+    // Nothing was preempted, so the root's balancect decides: it was set to -1 when its interactive
+    // runqueue emptied and the thesis resets it only when the whole dual runqueue was empty (sec.
+    // 4.4), so the normal runqueue (group 2's hog) has its turn first and pays for it (eq. 13).
+    let (t, slice) = pick(&mut w, &mut p, cpu);
+    assert_eq!(t, h2);
+    run_then(&mut w, &mut p, cpu, slice, SwitchReason::SliceExpired);
+    // Then the pick descends into group 1 and, having chosen an interactive entity, prefers
+    // interactive entities below: the new task runs with an interactive slice.
     let (t, slice) = pick(&mut w, &mut p, cpu);
     assert_eq!((t, slice), (s, INTER_SLICE));
     // It blocks: group 1's interactive runqueue is empty, so its entity goes back to normal.
