@@ -23,7 +23,7 @@ pub mod weights;
 pub use cpuset::CpuSet;
 pub use ctx::{CpuInfo, Ctx, GroupInfo, SchedClass, TaskInfo, TaskState};
 pub use ids::{CpuId, GroupId, TaskId};
-pub use pmc::{Pmc, PmcEvent};
+pub use pmc::{ActivityVector, Pmc, PmcEvent, AVEC_ELEMS, NR_AVEC_ELEMS};
 pub use policy::{
     BalanceKind, DequeueReason, Dispatch, EnqueueReason, Migration, PolicyStat, SchedPolicy, SwitchReason,
     WaitKind, WakeInfo, WakeKind, WorkConservation,

@@ -82,9 +82,100 @@ impl Pmc {
     }
 }
 
+/// Elements of an activity vector (seed 004 sec. 3.1), in [`ActivityVector::get`] order.
+pub const AVEC_ELEMS: [&str; NR_AVEC_ELEMS] = ["instr", "l2", "bus", "mmx", "sse", "x87", "branch", "int"];
+/// Number of activity-vector elements.
+pub const NR_AVEC_ELEMS: usize = 8;
+
+/// A task's activity vector (seed 004 sec. 3.1, eq. 3.6): the rates per 10,000 cycles of instructions,
+/// L2-busy and bus-busy cycles, MMX, SSE, x87, branch and integer instructions (non-memory minus x87,
+/// MMX, SSE and branch), as a running average over the task's slices: after each slice the rates
+/// counted in it (only the events the counter rotation was counting) move the average by 1/8, the
+/// first sample setting it. Shared by the AVEC scheduler and the engine's AVEC frequency governor, so
+/// both read the same vector.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ActivityVector {
+    vec: [u64; NR_AVEC_ELEMS],
+    has: bool,
+    seen: Pmc,
+}
+
+impl ActivityVector {
+    /// Folds the counts since the last update (`pmc` is the task's cumulative counters) into the
+    /// average.
+    pub fn update(&mut self, pmc: &Pmc) {
+        let old = std::mem::replace(&mut self.seen, *pmc);
+        let rate = |e: PmcEvent| {
+            let dc = pmc.cycles_counted[e.idx()] - old.cycles_counted[e.idx()];
+            (dc > 0).then(|| (pmc.count[e.idx()] - old.count[e.idx()]) * 10_000 / dc)
+        };
+        let samples = [
+            rate(PmcEvent::Instructions),
+            rate(PmcEvent::L2Busy),
+            rate(PmcEvent::BusBusy),
+            rate(PmcEvent::Mmx),
+            rate(PmcEvent::Sse),
+            rate(PmcEvent::X87),
+            rate(PmcEvent::Branch),
+            None, // integer: derived below
+        ];
+        let first = !self.has;
+        let v = &mut self.vec;
+        let mut any = false;
+        for (i, s) in samples.iter().enumerate() {
+            if let Some(s) = *s {
+                v[i] = if first { s } else { (v[i] * 7 + s) / 8 };
+                any = true;
+            }
+        }
+        if let Some(nomem) = rate(PmcEvent::NonMemory) {
+            // int = non-memory - x87 - MMX - SSE - branch (eq. 3.6), from the current estimates.
+            let int = nomem.saturating_sub(v[3] + v[4] + v[5] + v[6]);
+            v[7] = if first { int } else { (v[7] * 7 + int) / 8 };
+            any = true;
+        }
+        self.has |= any;
+    }
+
+    /// The vector, once a slice has counted something.
+    pub fn get(&self) -> Option<[u64; NR_AVEC_ELEMS]> {
+        self.has.then_some(self.vec)
+    }
+
+    /// Sets the vector (tests of policies that read it).
+    pub fn set(&mut self, v: [u64; NR_AVEC_ELEMS]) {
+        self.vec = v;
+        self.has = true;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The first slice's rates set the vector; each later slice moves an element 1/8 of the way to
+    /// the slice's rate, and only for events counted in that slice; integer = non-memory minus x87,
+    /// MMX, SSE and branch from the current estimates.
+    #[test]
+    fn an_activity_vector_is_a_running_average_of_slice_rates() {
+        let mut pmc = Pmc::default();
+        let mut av = ActivityVector::default();
+        assert_eq!(av.get(), None);
+        let count = |pmc: &mut Pmc, e: PmcEvent, n: u64, cycles: u64| {
+            pmc.count[e.idx()] += n;
+            pmc.cycles_counted[e.idx()] += cycles;
+        };
+        // Slice 1: 8,000 instructions and 2,000 x87 per 10,000 cycles; 9,000 non-memory.
+        count(&mut pmc, PmcEvent::Instructions, 8_000, 10_000);
+        count(&mut pmc, PmcEvent::X87, 2_000, 10_000);
+        count(&mut pmc, PmcEvent::NonMemory, 9_000, 10_000);
+        av.update(&pmc);
+        assert_eq!(av.get(), Some([8_000, 0, 0, 0, 0, 2_000, 0, 7_000]));
+        // Slice 2 (20,000 cycles): no instructions retired, x87 not counted (another rotation).
+        count(&mut pmc, PmcEvent::Instructions, 0, 20_000);
+        av.update(&pmc);
+        assert_eq!(av.get(), Some([7_000, 0, 0, 0, 0, 2_000, 0, 7_000]));
+    }
 
     #[test]
     fn rotations_cover_every_programmable_event_once() {

@@ -428,8 +428,11 @@ impl Bfs {
     /// `earliest_deadline_task` for `cpu`: the index in the queue of the task it takes.
     fn earliest_deadline_task(&mut self, ctx: &Ctx, cpu: CpuId) -> Option<usize> {
         if let Some(p) = self.rqs[cpu.idx()].preempt.take() {
+            // (An affinity change since it was sent here may have excluded this CPU.)
             if let Some(i) = self.queue.iter().position(|&x| x == p) {
-                return Some(i);
+                if ctx.task(p).allowed.contains(cpu) {
+                    return Some(i);
+                }
             }
         }
         let bias = self.longest_deadline_diff();

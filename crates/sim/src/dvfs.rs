@@ -12,7 +12,6 @@
 //! fmax) x (V / Vmax)^2`; energy is its integral over the run.
 
 use crate::sim::Sim;
-use schedlab_core::pmc::PmcEvent;
 use schedlab_core::{CpuId, Ns};
 use serde::{Deserialize, Serialize};
 
@@ -250,11 +249,10 @@ impl Sim<'_> {
         let mut want = 0u64;
         for &c in &self.domains[d].cpus {
             let Some(t) = self.cpu_views[c.idx()].curr else { continue };
-            let pmc = &self.views[t.idx()].pmc;
-            let sensitive =
-                [PmcEvent::Instructions, PmcEvent::Mmx, PmcEvent::Sse, PmcEvent::X87, PmcEvent::Branch];
-            let asks = match sensitive.iter().filter_map(|&e| pmc.per_10k_cycles(e)).max() {
-                Some(r) => r * fmax / 10_000,
+            // The running task's activity vector (the scheduler's running average of its slices):
+            // instructions, MMX, SSE, x87 and branch rates, the frequency-sensitive elements.
+            let asks = match self.tasks[t.idx()].avec.get() {
+                Some(v) => [v[0], v[3], v[4], v[5], v[6]].into_iter().max().unwrap_or(0) * fmax / 10_000,
                 None => fmax,
             };
             want = want.max(asks);

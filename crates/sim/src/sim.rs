@@ -220,6 +220,8 @@ pub(crate) struct Task {
     pub wait: WaitKind,
     pub nr_yields: u64,
     pub last_wakeup: Option<Ns>,
+    /// Its activity vector (seed 004), kept for the `avec` frequency governor.
+    pub avec: schedlab_core::ActivityVector,
     // Accounting.
     pub run_ns: Ns,
     pub wait_ns: Ns,
@@ -1026,6 +1028,9 @@ impl<'a> Sim<'a> {
         let tk = &mut self.tasks[p.idx()];
         tk.last_cpu_ran = Some(cpu);
         tk.evict_stamp = stamp;
+        if self.machine.dvfs.governor == crate::dvfs::Governor::Avec {
+            tk.avec.update(&self.views[p.idx()].pmc); // the slice's counts, as the scheduler folds them
+        }
         let v = &mut self.views[p.idx()];
         v.last_ran_ns = now;
         if why.still_runnable() {

@@ -34,13 +34,13 @@
 //! threshold (1.1) are not in the thesis; its range default is 10.
 
 use crate::params::{parse_u64, ParamInfo, Params};
-use schedlab_core::pmc::PmcEvent;
-use schedlab_core::{Ns, Pmc, TaskId};
+use schedlab_core::{ActivityVector, Ns, Pmc, TaskId};
 
-/// Elements of an activity vector (per 10,000 cycles).
-pub const NR_ELEMS: usize = 8;
+/// Elements of an activity vector (per 10,000 cycles): schedlab_core's, shared with the engine's AVEC
+/// governor.
+pub const NR_ELEMS: usize = schedlab_core::NR_AVEC_ELEMS;
 /// Names of the elements, in order.
-pub const ELEMS: [&str; NR_ELEMS] = ["instr", "l2", "bus", "mmx", "sse", "x87", "branch", "int"];
+pub const ELEMS: [&str; NR_ELEMS] = schedlab_core::AVEC_ELEMS;
 
 /// How the balancer chooses tasks to move.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,9 +142,7 @@ pub fn distance(a: &Vector, b: &Vector) -> u64 {
 pub struct Avec {
     /// Parameters.
     pub p: AvecParams,
-    vec: Vec<Vector>,
-    has_vec: Vec<bool>,
-    seen: Vec<Pmc>,
+    vec: Vec<ActivityVector>,
     boosted: Vec<i64>,
     positions: Vec<Vec<u64>>,
     /// The co-runners' mean vector for the pick in progress.
@@ -162,9 +160,7 @@ impl Avec {
     fn grow(&mut self, t: TaskId) {
         let n = t.idx() + 1;
         if self.vec.len() < n {
-            self.vec.resize(n, [0; NR_ELEMS]);
-            self.has_vec.resize(n, false);
-            self.seen.resize(n, Pmc::default());
+            self.vec.resize(n, ActivityVector::default());
             self.boosted.resize(n, 0);
             self.positions.resize(n, Vec::new());
         }
@@ -173,42 +169,12 @@ impl Avec {
     /// Folds the counts since the last update into `t`'s running-average vector.
     pub fn update(&mut self, t: TaskId, pmc: &Pmc) {
         self.grow(t);
-        let old = std::mem::replace(&mut self.seen[t.idx()], *pmc);
-        let rate = |e: PmcEvent| {
-            let dc = pmc.cycles_counted[e.idx()] - old.cycles_counted[e.idx()];
-            (dc > 0).then(|| (pmc.count[e.idx()] - old.count[e.idx()]) * 10_000 / dc)
-        };
-        let samples = [
-            rate(PmcEvent::Instructions),
-            rate(PmcEvent::L2Busy),
-            rate(PmcEvent::BusBusy),
-            rate(PmcEvent::Mmx),
-            rate(PmcEvent::Sse),
-            rate(PmcEvent::X87),
-            rate(PmcEvent::Branch),
-            None, // integer: derived below
-        ];
-        let first = !self.has_vec[t.idx()];
-        let v = &mut self.vec[t.idx()];
-        let mut any = false;
-        for (i, s) in samples.iter().enumerate() {
-            if let Some(s) = *s {
-                v[i] = if first { s } else { (v[i] * 7 + s) / 8 };
-                any = true;
-            }
-        }
-        if let Some(nomem) = rate(PmcEvent::NonMemory) {
-            // int = non-memory - x87 - MMX - SSE - branch (seed 004 eq. 3.6), from the current estimates.
-            let int = nomem.saturating_sub(v[3] + v[4] + v[5] + v[6]);
-            v[7] = if first { int } else { (v[7] * 7 + int) / 8 };
-            any = true;
-        }
-        self.has_vec[t.idx()] |= any;
+        self.vec[t.idx()].update(pmc);
     }
 
     /// `t`'s vector, if it has one yet.
     pub fn vector(&self, t: TaskId) -> Option<Vector> {
-        self.has_vec.get(t.idx()).copied().unwrap_or(false).then(|| self.vec[t.idx()])
+        self.vec.get(t.idx()).and_then(ActivityVector::get)
     }
 
     /// `t`'s `avec_boosted`.
@@ -239,8 +205,7 @@ impl Avec {
     #[cfg(test)]
     pub(crate) fn set_vector(&mut self, t: TaskId, v: Vector) {
         self.grow(t);
-        self.vec[t.idx()] = v;
-        self.has_vec[t.idx()] = true;
+        self.vec[t.idx()].set(v);
     }
 
     /// The task that ran last on `cpu`, consumed by the pick (after an idle period: none).
@@ -305,6 +270,7 @@ impl Avec {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use schedlab_core::PmcEvent;
 
     #[test]
     fn distance_is_the_sum_of_squared_element_differences() {
@@ -322,9 +288,7 @@ mod tests {
         let mmx = [7891, 10000, 24, 4925, 0, 0, 1316, 0];
         let ids = [TaskId(0), TaskId(1), TaskId(2)];
         for (t, v) in ids.iter().zip([fpu, bus, mmx]) {
-            av.grow(*t);
-            av.vec[t.idx()] = v;
-            av.has_vec[t.idx()] = true;
+            av.set_vector(*t, v);
         }
         // The co-runner is an FPU burner: the bus-bound task is the most distant from it.
         av.set_corunners([fpu].into_iter());
@@ -341,14 +305,14 @@ mod tests {
         // Soft protection: nearly equal distances keep the fairer candidate.
         av.p.deficit_limit_ns = 20_000_000;
         av.set_corunners([[0; NR_ELEMS]].into_iter());
-        av.vec[0] = [100, 0, 0, 0, 0, 0, 0, 0];
-        av.vec[1] = [104, 0, 0, 0, 0, 0, 0, 0];
+        av.set_vector(ids[0], [100, 0, 0, 0, 0, 0, 0, 0]);
+        av.set_vector(ids[1], [104, 0, 0, 0, 0, 0, 0, 0]);
         assert_eq!(
             av.choose(&[(ids[0], 0), (ids[1], 10)]),
             0,
             "8 % more distant is under the 10 % threshold"
         );
-        av.vec[1] = [110, 0, 0, 0, 0, 0, 0, 0];
+        av.set_vector(ids[1], [110, 0, 0, 0, 0, 0, 0, 0]);
         assert_eq!(av.choose(&[(ids[0], 0), (ids[1], 10)]), 1, "21 % more distant wins");
         // No co-runner: plain CFS.
         av.set_corunners(std::iter::empty());

@@ -245,6 +245,8 @@ struct Ent {
     granted: Ns,
     started: Ns,
     enq_at: Ns,
+    /// Its current wait on an interactive runqueue already counted as "latency too high".
+    late_noted: bool,
     avgload: u64,
     slept_at: Option<Ns>,
     last_runtime: Ns,
@@ -266,6 +268,7 @@ impl Ent {
             granted: INTER_SLICE,
             started: 0,
             enq_at: 0,
+            late_noted: false,
             avgload: weight / 2,
             slept_at: None,
             last_runtime: 0,
@@ -438,6 +441,41 @@ impl Htfs {
         d / self.ncpus
     }
 
+    /// Sec. 4.9.1's check, "frequently" (at every tick): each entity waiting on one of `cpu`'s
+    /// interactive runqueues for more than 10 ms raises `sliceshrink` once per wait. Each priority
+    /// queue is FIFO by queueing time, so its walk stops at the first entity not late yet.
+    fn note_late_waiters(&mut self, cpu: CpuId, now: Ns) {
+        // The running task and its group entities stay queued while they run (the Linux
+        // convention): they are not waiting.
+        let mut running = Vec::new();
+        let mut se = self.cpus[cpu.idx()].curr.map(Se::Task);
+        while let Some(x) = se {
+            running.push(x);
+            let d = self.ent(x).dual;
+            se = (d >= self.ncpus).then_some(Se::Group(d as u32));
+        }
+        let mut late = Vec::new();
+        for d in (cpu.idx()..self.duals.len()).step_by(self.ncpus) {
+            let inter = &self.duals[d].inter;
+            for &level in inter.sorted_levels() {
+                for &se in inter.queue(level) {
+                    self.nr_examined += 1;
+                    let e = self.ent(se);
+                    if now.saturating_sub(e.enq_at) <= slice::LATE_NS {
+                        break;
+                    }
+                    if !e.late_noted && !running.contains(&se) {
+                        late.push(se);
+                    }
+                }
+            }
+        }
+        for se in late {
+            self.ent_mut(se).late_noted = true;
+            self.cpus[cpu.idx()].slice.latency_too_high(now);
+        }
+    }
+
     /// The dual runqueue the entity of dual `d` is queued in.
     fn parent_dual(&self, d: usize) -> usize {
         self.group_parent[self.group_of_dual(d)] * self.ncpus + d % self.ncpus
@@ -462,6 +500,7 @@ impl Htfs {
         e.queued = true;
         e.dual = d;
         e.enq_at = now;
+        e.late_noted = false;
         let (kind, level, w) = (e.kind, e.level, e.weight);
         let ncpus = self.ncpus;
         let dual = &mut self.duals[d];
@@ -687,7 +726,9 @@ impl Htfs {
             k => k,
         };
         if (kind, e.level) == (old.kind, old.level) {
-            self.ent_mut(se).enq_at = now;
+            let e = self.ent_mut(se);
+            e.enq_at = now;
+            e.late_noted = false;
             let dual = &mut self.duals[old.dual];
             match kind {
                 Kind::Inter => dual.inter.requeue_tail(old.level, se),
@@ -864,7 +905,7 @@ impl SchedPolicy for Htfs {
         c.curr = Some(t);
         c.curr_inter = path_inter;
         let e = &self.ents[t.idx()];
-        if e.kind == Kind::Inter && now.saturating_sub(e.enq_at) > slice::LATE_NS {
+        if e.kind == Kind::Inter && !e.late_noted && now.saturating_sub(e.enq_at) > slice::LATE_NS {
             c.slice.latency_too_high(now);
         }
         for se in chosen {
@@ -951,6 +992,7 @@ impl SchedPolicy for Htfs {
 
     fn tick(&mut self, ctx: &Ctx, cpu: CpuId, _curr: TaskId) -> bool {
         self.update_cpu_load(cpu, ctx.now);
+        self.note_late_waiters(cpu, ctx.now);
         let c = &mut self.cpus[cpu.idx()];
         c.slice.tick(ctx.now);
         std::mem::take(&mut c.resched)

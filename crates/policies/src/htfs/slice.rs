@@ -2,8 +2,8 @@
 //! interactive entities wait too long and doubled again after a quiet spell, between the interactive
 //! slice (2^17 ns) and 2^30 ns.
 //!
-//! Each time an entity from the interactive runqueue starts running after waiting more than 10 ms, the
-//! indicator `sliceshrink` goes up; when it would exceed 1 the slice is halved and the indicator
+//! Each time an entity waits on an interactive runqueue for more than 10 ms (seen at the first tick past
+//! 10 ms, or when it is picked if that comes first; once per wait), the indicator `sliceshrink` goes up; when it would exceed 1 the slice is halved and the indicator
 //! cleared. Every 10 ms the indicator is cleared. When 100 ms have passed without a late interactive
 //! entity (the indicator staying 0), the slice doubles. Table 2 of the thesis is the test.
 

@@ -300,3 +300,29 @@ fn group_shares_split_the_cpu_between_groups_then_tasks() {
         assert!((0.07..0.16).contains(&share(b)), "a group 2 task got {:.3}", share(b));
     }
 }
+
+/// Sec. 4.9.1: "as soon as a task waited for more than 10 ms" the indicator goes up, checked
+/// frequently (at every tick), not only when the late task is finally picked; the same wait counts
+/// once.
+#[test]
+fn a_late_interactive_task_is_noticed_while_it_waits_and_counted_once() {
+    let mut w = TestWorld::new(1);
+    let mut p = htfs();
+    p.init(&w.ctx());
+    let cpu = CpuId(0);
+    let (a, b) = (w.add_task(0), w.add_task(0));
+    w.start(&mut p, a);
+    w.start(&mut p, b);
+    let (t, _) = pick(&mut w, &mut p, cpu);
+    assert_eq!(t, a);
+    // b waits on the interactive runqueue while a keeps the CPU (the test does not reschedule).
+    w.advance(&mut p, 10 * 1_000 * US);
+    assert_eq!(p.cpus[0].slice.sliceshrink, 0, "10 ms is not more than 10 ms");
+    w.advance(&mut p, 1_000 * US);
+    assert_eq!(p.cpus[0].slice.sliceshrink, 1, "noticed at the 11 ms tick");
+    w.advance(&mut p, 3 * 1_000 * US);
+    assert_eq!(p.cpus[0].slice.sliceshrink, 1, "the same wait counts once");
+    w.stop(&mut p, cpu, SwitchReason::Preempted);
+    let (t, _) = pick(&mut w, &mut p, cpu);
+    assert_eq!((t, p.cpus[0].slice.sliceshrink), (b, 1), "nor again when it is picked");
+}
