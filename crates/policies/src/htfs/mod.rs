@@ -39,9 +39,8 @@
 //!   across sleep.
 //! * **Timeslices** (sec. 4.9): interactive slice 2^17 ns; the normal slice adapts per CPU (halved after
 //!   late interactive entities, doubled after 100 ms quiet, [`slice`]). Time is divided into normal-slice
-//!   periods: once interactive entities have used part of a period, a normal entity gets what is left
-//!   (the thesis's preference for interactive entities until the period is used up is not modelled:
-//!   docs/policies/htfs.md).
+//!   periods: once interactive entities have used part of a period the interactive runqueue goes first
+//!   until the period is used up, and a normal entity gets what is left.
 //! * **Preemption** (sec. 4.8): a task entering the interactive runqueue preempts the running one
 //!   unless that one is interactive, has less than an interactive slice left, or a reschedule is
 //!   already pending. Preempted tasks are not punished.
@@ -874,7 +873,10 @@ impl SchedPolicy for Htfs {
         }
         let c = &mut self.cpus[cpu.idx()];
         c.resched = false;
-        let mut prefer_inter = std::mem::take(&mut c.preempt_inter);
+        // After a preemption, and once interactive entities have used part of the current normal-slice
+        // period ("as soon as there is less time remaining than a normal timeslice the scheduler tries
+        // to only run interactive tasks", sec. 4.9), the interactive runqueue goes first.
+        let mut prefer_inter = std::mem::take(&mut c.preempt_inter) || c.period_used > 0;
         // Descend from the root, choosing a runqueue and a priority queue at each level (sec. 4.7).
         let mut d = cpu.idx();
         let mut path_inter = false;

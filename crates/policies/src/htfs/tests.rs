@@ -252,12 +252,15 @@ fn a_wakeup_pulls_a_normal_group_entity_to_the_interactive_runqueue_and_an_empty
     assert_eq!(p.group_vdiff(1, cpu), 0);
     // A task of group 1 wakes: it enters group 1's interactive runqueue, and group 1's entity, all
     // below it being interactive and its vruntime allowing it, is pulled to the root's interactive one.
+    p.cpus[0].period_used = 0;
     let s = add_in(&mut w, 1);
     w.start(&mut p, s);
     assert_eq!(p.kind_of(s), Kind::Inter);
     assert_eq!(p.group_entity(1, cpu).map(|g| g.0), Some(Kind::Inter));
     assert_eq!(p.group_entity(2, cpu).map(|g| g.0), Some(Kind::Normal));
-    // Nothing was preempted, so the root's balancect decides: it was set to -1 when its interactive
+    // At the start of a normal-slice period (no interactive time used in it, so no preference for the
+    // interactive runqueue, sec. 4.9) and with nothing preempted, the root's balancect decides: it was
+    // set to -1 when its interactive
     // runqueue emptied and the thesis resets it only when the whole dual runqueue was empty (sec.
     // 4.4), so the normal runqueue (group 2's hog) has its turn first and pays for it (eq. 13).
     let (t, slice) = pick(&mut w, &mut p, cpu);
@@ -325,4 +328,41 @@ fn a_late_interactive_task_is_noticed_while_it_waits_and_counted_once() {
     w.stop(&mut p, cpu, SwitchReason::Preempted);
     let (t, _) = pick(&mut w, &mut p, cpu);
     assert_eq!((t, p.cpus[0].slice.sliceshrink), (b, 1), "nor again when it is picked");
+}
+
+/// Sec. 4.9: "as soon as there is less time remaining than a normal timeslice the scheduler tries to
+/// only run interactive tasks": once an interactive task used part of the period, the next pick takes
+/// the interactive runqueue even where `balancect` points at the normal one.
+#[test]
+fn part_of_a_period_used_by_interactive_tasks_leaves_the_rest_to_them() {
+    let mut w = TestWorld::new(1);
+    let mut p = htfs();
+    p.init(&w.ctx());
+    let cpu = CpuId(0);
+    let (hog, a, b) = (w.add_task(0), w.add_task(0), w.add_task(0));
+    w.start(&mut p, hog);
+    // The hog runs interactive slices until it moves to the normal runqueue.
+    let mut rounds = 0;
+    while p.kind_of(hog) != Kind::Normal {
+        let (_, s) = pick(&mut w, &mut p, cpu);
+        run_then(&mut w, &mut p, cpu, s, SwitchReason::SliceExpired);
+        rounds += 1;
+        assert!(rounds < 100);
+    }
+    w.start(&mut p, a);
+    w.start(&mut p, b);
+    p.cpus[0].period_used = 0;
+    p.duals[0].balancect = -1;
+    // A new period, balancect < 0: the normal runqueue's hog first, for a whole normal slice.
+    let (t, s) = pick(&mut w, &mut p, cpu);
+    assert_eq!(t, hog);
+    run_then(&mut w, &mut p, cpu, s, SwitchReason::SliceExpired);
+    // a runs an interactive slice: the period is partly used, so b follows whatever balancect says.
+    let (t, s) = pick(&mut w, &mut p, cpu);
+    assert_eq!((t, s), (a, INTER_SLICE));
+    run_then(&mut w, &mut p, cpu, s, SwitchReason::SliceExpired);
+    assert!(p.cpus[0].period_used > 0);
+    p.duals[0].balancect = -1;
+    let (t, _) = pick(&mut w, &mut p, cpu);
+    assert_ne!(t, hog, "the interactive runqueue goes first for the rest of the period");
 }
