@@ -15,17 +15,11 @@
 //! stop-after-one-task in newly idle balancing (a server configuration is modelled).
 
 use super::fair::{RqId, SeId};
+use super::lb2638::{interval_2638_j, Balance2638};
+use super::lb_host::LbHost;
 use super::Cfs;
-use crate::domains::{
-    Domain, SCHED_LOAD_SCALE, SD_BALANCE_NEWIDLE, SD_LOAD_BALANCE, SD_POWERSAVINGS_BALANCE, SD_SHARE_CPUPOWER,
-};
-use schedlab_core::{CpuId, CpuSet, Ctx, Migration, Ns, SchedClass, TaskId};
-
-/// `MAX_PINNED_INTERVAL`: the longest back-off, ms, when affinity pins every task of the busiest CPU.
-const MAX_PINNED_INTERVAL_MS: u64 = 512;
-/// `CONFIG_NR_CPUS` of arch/x86/configs/x86_64_defconfig (2.6.38), which caps a balance interval at
-/// `HZ x NR_CPUS / 10` jiffies in `rebalance_domains`.
-const CONFIG_NR_CPUS: u64 = 64;
+use crate::domains::{Domain, SD_LOAD_BALANCE};
+use schedlab_core::{CpuId, Ctx, Migration, Ns, SchedClass, TaskId};
 
 /// `enum cpu_idle_type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,14 +52,6 @@ pub struct CpuState {
     /// over its domains). Both are kept so the gate is exact whichever state the CPU is in at its
     /// next balance. 0 until first computed.
     pub next_balance_j: [u64; 2],
-}
-
-/// `sd->flags & SD_SHARE_CPUPOWER && !test_sd_parent(sd, SD_POWERSAVINGS_BALANCE)`: an SMT domain
-/// whose idleness `load_balance` tracks (`sd_idle`). When one of its CPUs has a task, `load_balance`
-/// reports -1 ("moved") so that wider domains balance this CPU as a busy one.
-fn smt_domain(doms: &[Domain], level: usize) -> bool {
-    let parent_powersave = doms.get(level + 1).is_some_and(|p| p.p.flags & SD_POWERSAVINGS_BALANCE != 0);
-    doms[level].p.flags & SD_SHARE_CPUPOWER != 0 && !parent_powersave
 }
 
 impl Cfs {
@@ -363,186 +349,6 @@ impl Cfs {
         total > 0
     }
 
-    /// `find_busiest_queue` in group `group` of domain `level`: the CPU of `cpus` with the highest
-    /// power-scaled weighted load, passing over a CPU with one task heavier than the imbalance.
-    fn find_busiest_queue(
-        &mut self,
-        level: usize,
-        this_cpu: CpuId,
-        group: usize,
-        imbalance: u64,
-        cpus: Option<&CpuSet>,
-        now: Ns,
-    ) -> Option<CpuId> {
-        let d = &self.cpus[this_cpu.idx()].domains[level];
-        let kind = d.kind;
-        let groups = d.groups.clone();
-        let mut best = None;
-        let mut max_load = 0;
-        for &i in groups[group].members.iter() {
-            let power = self.cpus[i.idx()].power;
-            let mut capacity = super::lb_stats::div_round_closest(power, SCHED_LOAD_SCALE);
-            if capacity == 0 {
-                capacity = super::lb_stats::fix_small_capacity(kind);
-            }
-            if cpus.is_some_and(|set| !set.contains(i)) {
-                continue;
-            }
-            let mut wl = self.weighted_cpuload(i, now);
-            if capacity > 0 && self.cpu_nr_tasks(i) == 1 && wl > imbalance {
-                continue;
-            }
-            wl = wl * SCHED_LOAD_SCALE / power;
-            if wl > max_load {
-                max_load = wl;
-                best = Some(i);
-            }
-        }
-        best
-    }
-
-    /// `need_active_balance`: after more than `cache_nice_tries + 2` failed periodic balances (never
-    /// for newly idle balancing with power savings off).
-    fn need_active_balance(&self, this_cpu: CpuId, level: usize, idle: IdleType) -> bool {
-        if idle == IdleType::NewlyIdle {
-            return false;
-        }
-        let d = &self.cpus[this_cpu.idx()].domains[level];
-        d.nr_balance_failed > d.p.cache_nice_tries + 2
-    }
-
-    /// `load_balance` at domain `level` of `this_cpu`. Returns `ld_moved` (1 moved, 0 not, -1 for an
-    /// SMT domain with a busy sibling) and `*balance`.
-    pub(crate) fn load_balance(
-        &mut self,
-        ctx: &Ctx,
-        this_cpu: CpuId,
-        level: usize,
-        idle: IdleType,
-        out: &mut Vec<Migration>,
-    ) -> (i32, bool) {
-        self.nr_lb_calls += 1;
-        let smt = smt_domain(&self.cpus[this_cpu.idx()].domains, level);
-        let mut sd_idle = idle != IdleType::NotIdle && smt;
-        // The CPUs still considered (`None`: all of them, until an all-pinned busiest CPU is dropped).
-        let mut cpus: Option<CpuSet> = None;
-        let mut all_pinned = false;
-        let mut balance;
-        // redo:
-        let outcome = loop {
-            let (found, bal, walked_sd_idle) =
-                self.find_busiest_group(ctx, this_cpu, level, idle, sd_idle, cpus.as_ref());
-            balance = bal;
-            sd_idle = walked_sd_idle;
-            if !balance {
-                break None;
-            }
-            let Some((group, imbalance)) = found else { break None };
-            let Some(busiest) =
-                self.find_busiest_queue(level, this_cpu, group, imbalance, cpus.as_ref(), ctx.now)
-            else {
-                break None;
-            };
-            let mut ld_moved = false;
-            if self.cpu_nr_tasks(busiest) > 1 {
-                all_pinned = true;
-                ld_moved = self.move_tasks(ctx, this_cpu, busiest, imbalance, level, &mut all_pinned, out);
-                if all_pinned {
-                    // All tasks on this runqueue were pinned by CPU affinity: try without it.
-                    let remaining = cpus.get_or_insert_with(|| ctx.topo.all());
-                    remaining.remove(busiest);
-                    if !remaining.is_empty() {
-                        continue;
-                    }
-                    break None;
-                }
-            }
-            break Some((busiest, ld_moved));
-        };
-        let busy_sibling = !sd_idle && smt;
-        match outcome {
-            Some((_, true)) => {
-                let d = &mut self.cpus[this_cpu.idx()].domains[level];
-                d.nr_balance_failed = 0;
-                d.balance_interval_ms = d.p.min_interval_ms;
-                (1, balance)
-            }
-            Some((busiest, false)) => {
-                let d = &mut self.cpus[this_cpu.idx()].domains[level];
-                if idle != IdleType::NewlyIdle {
-                    d.nr_balance_failed += 1;
-                }
-                let mut active = false;
-                if self.need_active_balance(this_cpu, level, idle) {
-                    let curr_allowed =
-                        ctx.cpu(busiest).curr.is_some_and(|c| ctx.task(c).allowed.contains(this_cpu));
-                    if !curr_allowed {
-                        // The running task cannot come here: no stopper (goto out_one_pinned).
-                        return (self.out_one_pinned(this_cpu, level, true, busy_sibling), balance);
-                    }
-                    if !self.pending_active.iter().any(|&(b, _, _)| b == busiest) {
-                        self.pending_active.push((busiest, this_cpu, level));
-                        active = true;
-                    }
-                    let d = &mut self.cpus[this_cpu.idx()].domains[level];
-                    d.nr_balance_failed = d.p.cache_nice_tries + 1;
-                }
-                let d = &mut self.cpus[this_cpu.idx()].domains[level];
-                if !active {
-                    d.balance_interval_ms = d.p.min_interval_ms;
-                } else if d.balance_interval_ms < d.p.max_interval_ms {
-                    d.balance_interval_ms *= 2;
-                }
-                (-i32::from(busy_sibling), balance)
-            }
-            None => {
-                // out_balanced
-                self.cpus[this_cpu.idx()].domains[level].nr_balance_failed = 0;
-                (self.out_one_pinned(this_cpu, level, all_pinned, busy_sibling), balance)
-            }
-        }
-    }
-
-    /// `load_balance`'s `out_one_pinned` tail: back off the interval (to `MAX_PINNED_INTERVAL` when
-    /// affinity pinned everything, else to `max_interval`); -1 for an SMT domain with a busy sibling.
-    fn out_one_pinned(&mut self, this_cpu: CpuId, level: usize, all_pinned: bool, busy_sibling: bool) -> i32 {
-        let d = &mut self.cpus[this_cpu.idx()].domains[level];
-        if (all_pinned && d.balance_interval_ms < MAX_PINNED_INTERVAL_MS)
-            || d.balance_interval_ms < d.p.max_interval_ms
-        {
-            d.balance_interval_ms *= 2;
-        }
-        -i32::from(busy_sibling)
-    }
-
-    /// `idle_balance(this_cpu)`: the CPU is about to go idle. Unless it idles too briefly on average,
-    /// each domain with SD_BALANCE_NEWIDLE is balanced bottom-up until one reports a move (an SMT
-    /// domain with a busy sibling does too).
-    pub(crate) fn idle_balance(&mut self, ctx: &Ctx, cpu: CpuId, out: &mut Vec<Migration>) {
-        self.cpus[cpu.idx()].idle_stamp = ctx.now.max(1);
-        if self.cpus[cpu.idx()].avg_idle < self.p.sched_migration_cost_ns {
-            return;
-        }
-        self.update_shares(cpu, ctx.now);
-        for level in 0..self.cpus[cpu.idx()].domains.len() {
-            let d = &self.cpus[cpu.idx()].domains[level];
-            if d.p.flags & SD_LOAD_BALANCE == 0 {
-                continue;
-            }
-            let mut pulled = 0;
-            if d.p.flags & SD_BALANCE_NEWIDLE != 0 {
-                pulled = self.load_balance(ctx, cpu, level, IdleType::NewlyIdle, out).0;
-            }
-            if pulled != 0 {
-                self.cpus[cpu.idx()].idle_stamp = 0;
-                break;
-            }
-        }
-        self.run_active_balances(ctx, out);
-        // load_balance may have changed the domains' intervals.
-        self.update_next_balance(cpu, ctx.hz());
-    }
-
     /// `active_load_balance_cpu_stop` for each active balance the pass kicked, after it (the stopper
     /// runs once the balancing softirq is done): on the busiest CPU, with its running task preempted,
     /// one task moves to the CPU that asked (`move_one_task`), if any task is left there.
@@ -571,63 +377,24 @@ impl Cfs {
         self.pending_active.clear();
     }
 
-    /// `rebalance_domains(cpu, idle)`, once [`Self::balance_due`]: each domain whose interval (times
-    /// `busy_factor` unless idle) has passed is balanced, bottom-up; a move makes the rest of the pass
-    /// balance as a busy CPU; a domain this CPU is not the one to balance ends the pass.
-    pub(crate) fn rebalance_domains(
-        &mut self,
-        ctx: &Ctx,
-        cpu: CpuId,
-        mut idle: IdleType,
-        out: &mut Vec<Migration>,
-    ) {
-        let jiffies = ctx.now / self.tick_ns;
-        let hz = ctx.hz();
-        self.update_shares(cpu, ctx.now);
-        for level in 0..self.cpus[cpu.idx()].domains.len() {
-            let d = &self.cpus[cpu.idx()].domains[level];
-            if d.p.flags & SD_LOAD_BALANCE == 0 {
-                continue;
-            }
-            let interval_j = self.balance_interval_j(d, idle == IdleType::Idle, hz);
-            let mut balance = true;
-            if jiffies >= d.last_balance + interval_j {
-                let (ld_moved, bal) = self.load_balance(ctx, cpu, level, idle, out);
-                balance = bal;
-                if ld_moved != 0 {
-                    // "We've pulled tasks over so either we're no longer idle, or one of our SMT
-                    // siblings is not idle."
-                    idle = IdleType::NotIdle;
-                }
-                self.cpus[cpu.idx()].domains[level].last_balance = jiffies;
-            }
-            if !balance {
-                break;
-            }
-        }
-        self.run_active_balances(ctx, out);
-        self.update_next_balance(cpu, hz);
-    }
-
     /// A domain's balance interval in jiffies: `balance_interval` ms, times `busy_factor` on a busy
     /// CPU, rounded up (`msecs_to_jiffies`), at least 1 and at most `HZ x NR_CPUS / 10`.
     ///
     /// 6.6 (`get_sd_balance_interval`) takes one jiffy off a busy CPU's interval and caps it at
     /// `max_load_balance_interval`, `HZ x num_online_cpus() / 10`.
     pub(crate) fn balance_interval_j(&self, d: &Domain, idle: bool, hz: u64) -> u64 {
-        let mut interval_ms = d.balance_interval_ms;
-        if !idle {
-            interval_ms *= d.p.busy_factor;
-        }
         if self.eevdf {
+            let mut interval_ms = d.balance_interval_ms;
+            if !idle {
+                interval_ms *= d.p.busy_factor;
+            }
             let mut j = (interval_ms * hz).div_ceil(1000);
             if !idle {
                 j = j.saturating_sub(1);
             }
             return j.clamp(1, (hz * self.ncpus as u64 / 10).max(1));
         }
-        let max_interval_j = hz * CONFIG_NR_CPUS / 10;
-        (interval_ms * hz).div_ceil(1000).clamp(1, max_interval_j)
+        interval_2638_j(d, idle, hz)
     }
 
     /// Recomputes `next_balance_j` of `cpu` from its domains' last balances and current intervals,
@@ -651,12 +418,103 @@ impl Cfs {
     }
 }
 
+impl LbHost for Cfs {
+    fn domains(&self, cpu: CpuId) -> &[Domain] {
+        &self.cpus[cpu.idx()].domains
+    }
+
+    fn domains_mut(&mut self, cpu: CpuId) -> &mut [Domain] {
+        &mut self.cpus[cpu.idx()].domains
+    }
+
+    fn cpu_power(&self, cpu: CpuId) -> u64 {
+        self.cpus[cpu.idx()].power
+    }
+
+    fn nr_tasks(&self, cpu: CpuId) -> u64 {
+        self.cpu_nr_tasks(cpu)
+    }
+
+    fn weighted_cpuload(&self, cpu: CpuId, now: Ns) -> u64 {
+        Cfs::weighted_cpuload(self, cpu, now)
+    }
+
+    fn source_load(&mut self, cpu: CpuId, idx: usize, now: Ns) -> u64 {
+        Cfs::source_load(self, cpu, idx, now)
+    }
+
+    fn target_load(&mut self, cpu: CpuId, idx: usize, now: Ns) -> u64 {
+        Cfs::target_load(self, cpu, idx, now)
+    }
+
+    fn add_examined(&mut self, n: u64) {
+        self.nr_examined += n;
+    }
+
+    fn cpu_avg_load_per_task(&self, cpu: CpuId, now: Ns) -> u64 {
+        Cfs::cpu_avg_load_per_task(self, cpu, now)
+    }
+}
+
+impl Balance2638 for Cfs {
+    fn move_tasks(
+        &mut self,
+        ctx: &Ctx,
+        this_cpu: CpuId,
+        busiest: CpuId,
+        max_load_move: u64,
+        level: usize,
+        all_pinned: &mut bool,
+        out: &mut Vec<Migration>,
+    ) -> bool {
+        Cfs::move_tasks(self, ctx, this_cpu, busiest, max_load_move, level, all_pinned, out)
+    }
+
+    fn queue_active_balance(&mut self, busiest: CpuId, this_cpu: CpuId, level: usize) -> bool {
+        if self.pending_active.iter().any(|&(b, _, _)| b == busiest) {
+            return false;
+        }
+        self.pending_active.push((busiest, this_cpu, level));
+        true
+    }
+
+    fn run_active_balances(&mut self, ctx: &Ctx, out: &mut Vec<Migration>) {
+        Cfs::run_active_balances(self, ctx, out)
+    }
+
+    fn note_lb_call(&mut self) {
+        self.nr_lb_calls += 1;
+    }
+
+    fn avg_idle(&self, cpu: CpuId) -> u64 {
+        self.cpus[cpu.idx()].avg_idle
+    }
+
+    fn set_idle_stamp(&mut self, cpu: CpuId, stamp: Ns) {
+        self.cpus[cpu.idx()].idle_stamp = stamp;
+    }
+
+    fn migration_cost_ns(&self) -> u64 {
+        self.p.sched_migration_cost_ns
+    }
+
+    fn update_shares(&mut self, cpu: CpuId, now: Ns) {
+        Cfs::update_shares(self, cpu, now)
+    }
+
+    fn update_next_balance(&mut self, cpu: CpuId, hz: u64) {
+        Cfs::update_next_balance(self, cpu, hz)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cfs::lb_stats::FindBusiest2638;
     use crate::cfs::{CfsParams, EevdfParams};
     use crate::domains::SD_PREFER_SIBLING;
     use crate::testworld::TestWorld;
+    use schedlab_core::CpuSet;
     use schedlab_core::{SchedPolicy, SwitchReason};
 
     /// The one-CPU-group scan gives exactly the general `update_sd_lb_stats` walk's statistics (and

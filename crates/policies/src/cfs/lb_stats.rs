@@ -6,7 +6,7 @@
 //! and left out.
 
 use super::balance::IdleType;
-use super::Cfs;
+use super::lb_host::LbHost;
 use crate::domains::{DomainKind, Group, GroupList, SCHED_LOAD_SCALE, SD_PREFER_SIBLING};
 use schedlab_core::{CpuId, CpuSet, Ctx};
 
@@ -125,7 +125,8 @@ fn account_group(
     }
 }
 
-impl Cfs {
+/// `find_busiest_group` and its walk, for any [`LbHost`] (every one gets them).
+pub(crate) trait FindBusiest2638: LbHost {
     /// `update_sg_lb_stats` for group `g` of a `kind` domain, over its CPUs in `cpus`. Returns `None`
     /// when this is the local group and another CPU of it should balance (`*balance = 0`).
     #[allow(clippy::too_many_arguments)]
@@ -147,8 +148,8 @@ impl Cfs {
         let mut balance_cpu = g.first;
         let mut first_idle = false;
         for &i in g.members.iter().filter(|&&i| cpus.contains(i)) {
-            self.nr_examined += 1;
-            let nr = self.cpu_nr_tasks(i);
+            self.add_examined(1);
+            let nr = self.nr_tasks(i);
             if *sd_idle && nr > 0 {
                 *sd_idle = false;
             }
@@ -197,7 +198,7 @@ impl Cfs {
     /// The start of `update_sd_lb_stats`: the domain's kind, whether its child prefers siblings
     /// (SD_PREFER_SIBLING), and the `cpu_load[]` index for this kind of balancing (`get_sd_load_idx`).
     fn walk_setup(&self, this_cpu: CpuId, level: usize, idle: IdleType) -> (DomainKind, bool, usize) {
-        let doms = &self.cpus[this_cpu.idx()].domains;
+        let doms = self.domains(this_cpu);
         let d = &doms[level];
         let prefer_sibling = level > 0 && doms[level - 1].p.flags & SD_PREFER_SIBLING != 0;
         let load_idx = match idle {
@@ -211,7 +212,7 @@ impl Cfs {
     /// `update_sd_lb_stats` for domain `level` of `this_cpu` over the CPUs in `cpus`, group by group
     /// in the domain's walk order (the local group first).
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn update_sd_lb_stats(
+    fn update_sd_lb_stats(
         &mut self,
         ctx: &Ctx,
         this_cpu: CpuId,
@@ -239,7 +240,7 @@ impl Cfs {
     /// the same statistics, decisions and tie-breaks without the per-group member walk. (In a one-CPU
     /// group the busiest and least loaded CPU are one, so `group_imb` is never set; whether a CPU is
     /// idle is looked up only for the local group and a busiest candidate.)
-    pub(crate) fn update_sd_lb_stats_single(
+    fn update_sd_lb_stats_single(
         &mut self,
         ctx: &Ctx,
         this_cpu: CpuId,
@@ -259,12 +260,12 @@ impl Cfs {
         // The local group: this CPU's own.
         let g = &first[0];
         let i = g.first;
-        let nr = self.cpu_nr_tasks(i);
+        let nr = self.nr_tasks(i);
         sd_idle &= nr == 0;
         let weighted = self.weighted_cpuload(i, now);
         let load = if load_idx == 0 { weighted } else { self.target_load(i, load_idx, now) };
         if idle != IdleType::NewlyIdle && i != this_cpu {
-            self.nr_examined += 1;
+            self.add_examined(1);
             return SdWalk { sds, balance: false, sd_idle };
         }
         let capacity = capacity_of(g.power);
@@ -286,7 +287,7 @@ impl Cfs {
         for half in [&first[1..], rest] {
             for g in half {
                 let i = g.first;
-                let nr = self.cpu_nr_tasks(i);
+                let nr = self.nr_tasks(i);
                 sd_idle &= nr == 0;
                 let (weighted, load) = if load_idx == 0 {
                     let w = self.weighted_cpuload(i, now);
@@ -315,14 +316,14 @@ impl Cfs {
                 gi += 1;
             }
         }
-        self.nr_examined += gi as u64;
+        self.add_examined(gi as u64);
         SdWalk { sds, balance: true, sd_idle }
     }
 
     /// `find_busiest_group` (2.6.38) for domain `level` of `this_cpu` over the CPUs in `cpus` (all
     /// when `None`): the busiest group's index in the walk and the weighted load to move (which may
     /// be 0), or `None`; with `*balance` and `*sd_idle` from the walk.
-    pub(crate) fn find_busiest_group(
+    fn find_busiest_group(
         &mut self,
         ctx: &Ctx,
         this_cpu: CpuId,
@@ -331,7 +332,7 @@ impl Cfs {
         sd_idle: bool,
         cpus: Option<&CpuSet>,
     ) -> (Option<(usize, u64)>, bool, bool) {
-        let groups = self.cpus[this_cpu.idx()].domains[level].groups.clone();
+        let groups = self.domains(this_cpu)[level].groups.clone();
         let walk = match cpus {
             None if groups.all_single() => {
                 self.update_sd_lb_stats_single(ctx, this_cpu, level, &groups, idle, sd_idle)
@@ -359,7 +360,7 @@ impl Cfs {
                 return (None, true, sd_idle);
             }
             if idle == IdleType::NewlyIdle || !ctx.is_idle(this_cpu) {
-                let pct = self.cpus[this_cpu.idx()].domains[level].p.imbalance_pct;
+                let pct = self.domains(this_cpu)[level].p.imbalance_pct;
                 if 100 * sds.max_load <= pct * sds.this_load {
                     return (None, true, sd_idle);
                 }
@@ -378,6 +379,8 @@ impl Cfs {
         (Some((busiest, imbalance)), true, sd_idle)
     }
 }
+
+impl<T: LbHost + ?Sized> FindBusiest2638 for T {}
 
 /// `fix_small_imbalance`: when the computed imbalance is below one task's load, move one task if
 /// that raises the CPU power used.

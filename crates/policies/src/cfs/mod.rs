@@ -29,7 +29,8 @@
 //! `1 + ilog2(min(ncpus, 8))`, so 6 ms latency becomes 24 ms on 8 or more CPUs.
 //!
 //! Files hold the kernel's functions under their names and in its order: fair.rs (the runqueue),
-//! shares.rs (group shares), select.rs (placement), balance.rs and lb_stats.rs (balancing),
+//! shares.rs (group shares), select.rs (placement), lb_stats.rs and lb2638.rs (balancing, generic
+//! over `lb_host::LbHost` so that HTFS runs the same code), balance.rs (CFS's task moves),
 //! cpu_load.rs (sched.c's load averages); the domains are [`crate::domains`]. Where this port
 //! simplifies (said again at the spot and in docs/policies/cfs.md): the rbtree is an indexed heap
 //! with the same ordering and tie-breaks ([`timeline`]); a tickless idle CPU's `cpu_load[]` is caught
@@ -37,17 +38,19 @@
 //! `nr_running`.
 
 pub mod avec;
-mod balance;
+pub(crate) mod balance;
 mod cpu_load;
 mod deadline_tree;
 mod eevdf;
 mod fair;
+pub(crate) mod lb2638;
 mod lb66;
+pub(crate) mod lb_host;
 mod lb_stats;
 mod load_avg;
 pub mod math;
 mod pelt;
-mod select;
+pub(crate) mod select;
 mod select66;
 mod shares;
 mod timeline;
@@ -57,10 +60,12 @@ use crate::params::{parse_bool, parse_u64, ParamInfo, Params};
 use balance::{CpuState, IdleType};
 pub(crate) use cpu_load::{fold_cpu_load, CPU_LOAD_IDX_MAX};
 use fair::{CfsRq, Se, SeId};
+use lb2638::Balance2638;
 use schedlab_core::{
     BalanceKind, CpuId, Ctx, DequeueReason, Dispatch, EnqueueReason, Migration, Ns, PolicyStat, SchedClass,
     SchedPolicy, SwitchReason, TaskId, WakeInfo, WakeKind, NSEC_PER_MSEC,
 };
+use select::Select2638;
 
 /// How the tunables scale with the CPU count (`sysctl_sched_tunable_scaling`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

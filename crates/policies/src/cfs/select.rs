@@ -2,13 +2,25 @@
 //! group-aware `effective_load`), `find_idlest_group`, `find_idlest_cpu`, `select_idle_sibling` and
 //! `select_task_rq_fair` for SD_BALANCE_FORK and wakeups, in the kernel's order.
 
+use super::lb_host::LbHost;
 use super::Cfs;
 use crate::domains::{
     Group, SCHED_LOAD_SCALE, SD_BALANCE_FORK, SD_LOAD_BALANCE, SD_SHARE_PKG_RESOURCES, SD_WAKE_AFFINE,
 };
 use schedlab_core::{CpuId, CpuSet, Ctx, Ns, TaskId};
 
-impl Cfs {
+/// 2.6.38's placement over a class's loads; the class supplies task weights and `effective_load`.
+pub(crate) trait Select2638: LbHost {
+    /// The load `t` adds to a runqueue (its entity's weight, in the unit of the CPU loads).
+    fn task_load_weight(&self, t: TaskId) -> i64;
+    /// `effective_load(task_group(t), cpu, wl, wg)`: how the root-level load of `cpu` changes when
+    /// `wl` is added to `t`'s group's runqueue there and `wg` to the group's weight.
+    fn effective_load_of(&self, ctx: &Ctx, t: TaskId, cpu: CpuId, wl: i64, wg: i64) -> i64;
+    /// Whether wakeups may be placed on the waker's CPU (`SD_WAKE_AFFINE` used at all).
+    fn affine_wakeups(&self) -> bool;
+    /// Counts a wakee moved to the waker's CPU's side by `wake_affine`.
+    fn note_wake_affine(&mut self);
+
     /// `wake_affine(sd, p, sync)` (sched_fair.c): whether the wakee may run on the waker's CPU
     /// instead of `prev_cpu`. The loads are `source_load`/`target_load` at the domain's `wake_idx`;
     /// `effective_load` turns a weight added to (or, for a sync wakeup, the waker's weight taken from)
@@ -24,28 +36,26 @@ impl Cfs {
     ) -> bool {
         let prev_cpu = ctx.task(t).cpu;
         let (idx, pct) = {
-            let d = &self.cpus[this_cpu.idx()].domains[level];
+            let d = &self.domains(this_cpu)[level];
             (d.p.wake_idx, d.p.imbalance_pct)
         };
         let mut load = self.source_load(prev_cpu, idx, ctx.now) as i64;
         let mut this_load = self.target_load(this_cpu, idx, ctx.now) as i64;
         if sync {
             if let Some(w) = waker {
-                let tg = Self::group_of(ctx, w);
-                let weight = self.ses[self.task_se[w.idx()] as usize].weight as i64;
-                this_load += self.effective_load(tg, this_cpu, -weight, -weight);
-                load += self.effective_load(tg, prev_cpu, 0, -weight);
+                let weight = self.task_load_weight(w);
+                this_load += self.effective_load_of(ctx, w, this_cpu, -weight, -weight);
+                load += self.effective_load_of(ctx, w, prev_cpu, 0, -weight);
             }
         }
-        let tg = Self::group_of(ctx, t);
-        let weight = self.ses[self.task_se[t.idx()] as usize].weight as i64;
+        let weight = self.task_load_weight(t);
         let balanced = if this_load > 0 {
             let this_eff_load = 100
-                * self.cpus[prev_cpu.idx()].power as i64
-                * (this_load + self.effective_load(tg, this_cpu, weight, weight));
+                * self.cpu_power(prev_cpu) as i64
+                * (this_load + self.effective_load_of(ctx, t, this_cpu, weight, weight));
             let prev_eff_load = (100 + (pct as i64 - 100) / 2)
-                * self.cpus[this_cpu.idx()].power as i64
-                * (load + self.effective_load(tg, prev_cpu, 0, weight));
+                * self.cpu_power(this_cpu) as i64
+                * (load + self.effective_load_of(ctx, t, prev_cpu, 0, weight));
             this_eff_load <= prev_eff_load
         } else {
             true
@@ -69,7 +79,7 @@ impl Cfs {
         load_idx: usize,
     ) -> Option<usize> {
         let allowed = ctx.task(t).allowed;
-        let d = &self.cpus[this_cpu.idx()].domains[level];
+        let d = &self.domains(this_cpu)[level];
         let imbalance = 100 + (d.p.imbalance_pct - 100) / 2;
         let groups = d.groups.clone();
         let (mut idlest, mut min_load, mut this_load) = (None, u64::MAX, 0);
@@ -80,7 +90,7 @@ impl Cfs {
             let local = g.cpus.contains(this_cpu);
             let mut avg = 0;
             for &i in g.members.iter() {
-                self.nr_examined += 1;
+                self.add_examined(1);
                 avg += if local {
                     self.source_load(i, load_idx, ctx.now)
                 } else {
@@ -120,13 +130,7 @@ impl Cfs {
     /// the previous CPU and idle; otherwise, in each domain of `target` sharing package resources
     /// (bottom-up), the first idle allowed CPU of its span becomes the target, until a domain spans
     /// both the waker's and the previous CPU. A wider domain may replace the CPU a narrower one found.
-    pub(crate) fn select_idle_sibling(
-        &mut self,
-        ctx: &Ctx,
-        t: TaskId,
-        target: CpuId,
-        this_cpu: CpuId,
-    ) -> CpuId {
+    fn select_idle_sibling(&mut self, ctx: &Ctx, t: TaskId, target: CpuId, this_cpu: CpuId) -> CpuId {
         let prev_cpu = ctx.task(t).cpu;
         if target == this_cpu && ctx.is_idle(this_cpu) {
             return this_cpu;
@@ -136,7 +140,7 @@ impl Cfs {
         }
         let allowed = ctx.task(t).allowed;
         let mut found = target;
-        for d in &self.cpus[target.idx()].domains {
+        for d in self.domains(target) {
             if d.p.flags & SD_SHARE_PKG_RESOURCES == 0 {
                 break;
             }
@@ -151,15 +155,15 @@ impl Cfs {
     }
 
     /// `select_task_rq_fair` for a new task (`SD_BALANCE_FORK`) from `this_cpu`.
-    pub(crate) fn select_fork_cpu(&mut self, ctx: &Ctx, t: TaskId, this_cpu: CpuId) -> CpuId {
+    fn select_fork_cpu(&mut self, ctx: &Ctx, t: TaskId, this_cpu: CpuId) -> CpuId {
         let allowed = ctx.task(t).allowed;
         let mut cpu = this_cpu;
         let mut new_cpu = cpu;
-        let doms = &self.cpus[cpu.idx()].domains;
+        let doms = self.domains(cpu);
         let mut sd =
             doms.iter().rposition(|d| d.p.flags & SD_LOAD_BALANCE != 0 && d.p.flags & SD_BALANCE_FORK != 0);
         while let Some(level) = sd {
-            let d = &self.cpus[cpu.idx()].domains[level];
+            let d = &self.domains(cpu)[level];
             if d.p.flags & SD_BALANCE_FORK == 0 {
                 sd = level.checked_sub(1);
                 continue;
@@ -169,17 +173,17 @@ impl Cfs {
                 sd = level.checked_sub(1);
                 continue;
             };
-            let groups = self.cpus[cpu.idx()].domains[level].groups.clone();
+            let groups = self.domains(cpu)[level].groups.clone();
             let cand = self.find_idlest_cpu(&groups[gi], &allowed, cpu, ctx.now);
             match cand {
                 None => sd = level.checked_sub(1),
                 Some(c) if c == cpu => sd = level.checked_sub(1),
                 Some(c) => {
                     new_cpu = c;
-                    let weight = self.cpus[cpu.idx()].domains[level].span_weight();
+                    let weight = self.domains(cpu)[level].span_weight();
                     cpu = c;
                     sd = None;
-                    for (i, tmp) in self.cpus[cpu.idx()].domains.iter().enumerate() {
+                    for (i, tmp) in self.domains(cpu).iter().enumerate() {
                         if weight <= tmp.span_weight() {
                             break;
                         }
@@ -200,7 +204,7 @@ impl Cfs {
 
     /// `select_task_rq_fair` for a wakeup (`SD_BALANCE_WAKE`, which no default domain sets: only the
     /// wake-affine path or the previous CPU).
-    pub(crate) fn select_wake_cpu(
+    fn select_wake_cpu(
         &mut self,
         ctx: &Ctx,
         t: TaskId,
@@ -210,10 +214,10 @@ impl Cfs {
     ) -> CpuId {
         let task = ctx.task(t);
         let prev_cpu = task.cpu;
-        let want_affine = self.p.affine_wakeups && task.allowed.contains(this_cpu);
+        let want_affine = self.affine_wakeups() && task.allowed.contains(this_cpu);
         let mut affine_sd = None;
         if want_affine {
-            affine_sd = self.cpus[this_cpu.idx()].domains.iter().position(|d| {
+            affine_sd = self.domains(this_cpu).iter().position(|d| {
                 d.p.flags & SD_LOAD_BALANCE != 0
                     && d.p.flags & SD_WAKE_AFFINE != 0
                     && d.span.contains(prev_cpu)
@@ -222,7 +226,9 @@ impl Cfs {
         let target = match affine_sd {
             Some(level) => {
                 if this_cpu == prev_cpu || self.wake_affine(ctx, level, t, this_cpu, waker, sync) {
-                    self.nr_wake_affine += u64::from(this_cpu != prev_cpu);
+                    if this_cpu != prev_cpu {
+                        self.note_wake_affine();
+                    }
                     self.select_idle_sibling(ctx, t, this_cpu, this_cpu)
                 } else {
                     self.select_idle_sibling(ctx, t, prev_cpu, this_cpu)
@@ -235,5 +241,23 @@ impl Cfs {
         } else {
             task.allowed.first().expect("non-empty affinity")
         }
+    }
+}
+
+impl Select2638 for Cfs {
+    fn task_load_weight(&self, t: TaskId) -> i64 {
+        self.ses[self.task_se[t.idx()] as usize].weight as i64
+    }
+
+    fn effective_load_of(&self, ctx: &Ctx, t: TaskId, cpu: CpuId, wl: i64, wg: i64) -> i64 {
+        self.effective_load(Self::group_of(ctx, t), cpu, wl, wg)
+    }
+
+    fn affine_wakeups(&self) -> bool {
+        self.p.affine_wakeups
+    }
+
+    fn note_wake_affine(&mut self) {
+        self.nr_wake_affine += 1;
     }
 }

@@ -3,6 +3,9 @@
 //! fails on the behaviour schedlab had before it was made to follow that code (issue 28).
 
 use super::balance::IdleType;
+use super::lb2638::Balance2638;
+use super::lb_stats::FindBusiest2638;
+use super::select::Select2638;
 use super::{Cfs, CfsParams};
 use crate::testworld::TestWorld;
 use schedlab_core::{

@@ -72,6 +72,9 @@ pub mod slice;
 #[cfg(test)]
 mod tests;
 
+use crate::cfs::balance::IdleType;
+use crate::cfs::lb2638::Balance2638;
+use crate::cfs::select::Select2638;
 use crate::cfs::CPU_LOAD_IDX_MAX;
 use crate::domains::{self, Domain, Style};
 use crate::params::{parse_u64, ParamInfo, Params};
@@ -328,6 +331,12 @@ struct Cpu {
     cpu_load: [u64; CPU_LOAD_IDX_MAX],
     last_load_tick: u64,
     domains: Vec<Domain>,
+    /// `cpu_power`.
+    power: u64,
+    /// `avg_idle`, ns.
+    avg_idle: u64,
+    /// `idle_stamp` (0 = not idle-balancing).
+    idle_stamp: Ns,
 }
 
 /// The HTFS scheduler (the fair class; wrap it in `LinuxClasses` for RT tasks).
@@ -352,6 +361,13 @@ pub struct Htfs {
     nr_retries: u64,
     nr_lb_moved: u64,
     nr_to_normal: u64,
+    nr_wake_affine: u64,
+    nr_active_balance: u64,
+    /// Tasks `pull_task` moved already in HTFS's runqueues (the engine's dequeue and enqueue of the
+    /// move are then no-ops).
+    premoved: Vec<bool>,
+    /// Active balances kicked by the current pass: (busiest, target, domain level).
+    pending_active: Vec<(CpuId, CpuId, usize)>,
 }
 
 /// `MIN_SHARES`: the smallest weight of a group entity.
@@ -377,6 +393,10 @@ impl Htfs {
             nr_retries: 0,
             nr_lb_moved: 0,
             nr_to_normal: 0,
+            nr_wake_affine: 0,
+            nr_active_balance: 0,
+            premoved: Vec::new(),
+            pending_active: Vec::new(),
         }
     }
 
@@ -787,7 +807,8 @@ impl SchedPolicy for Htfs {
             (0..ngroups * self.ncpus).map(|d| Ent::new(self.group_shares[d / self.ncpus].max(1))).collect();
         self.cpus = domains::build_all(ctx.topo, ctx.numa, Style::Linux2638)
             .into_iter()
-            .map(|domains| Cpu {
+            .zip(ctx.topo.cpus())
+            .map(|(domains, cpu)| Cpu {
                 slice: AdaptiveSlice::new(ctx.now),
                 period_used: 0,
                 curr: None,
@@ -802,6 +823,9 @@ impl SchedPolicy for Htfs {
                 cpu_load: [0; CPU_LOAD_IDX_MAX],
                 last_load_tick: 0,
                 domains,
+                power: domains::cpu_power(ctx.topo, cpu),
+                avg_idle: 2 * balance::MIGRATION_COST_NS,
+                idle_stamp: 0,
             })
             .collect();
     }
@@ -810,17 +834,26 @@ impl SchedPolicy for Htfs {
         if self.ents.len() <= t.idx() {
             self.ents.resize(t.idx() + 1, Ent::new(1024));
         }
+        if self.premoved.len() <= t.idx() {
+            self.premoved.resize(t.idx() + 1, false);
+        }
         self.ents[t.idx()] = Ent::new(Self::weight_of(ctx, t));
-        self.nr_examined += ctx.task(t).allowed.count() as u64;
-        crate::placement::least_loaded(ctx, t, ctx.task(t).cpu, |c| self.cpu_load_now(c))
+        // CFS 2.6.38's select_task_rq_fair (SD_BALANCE_FORK) from the parent's CPU.
+        self.select_fork_cpu(ctx, t, ctx.task(t).cpu)
     }
 
     fn select_cpu(&mut self, ctx: &Ctx, t: TaskId, wake: &WakeInfo) -> CpuId {
-        // CFS's select_task_rq_fair does this in 2.6.38; reduced here (see crate::placement).
-        crate::placement::wake_target(ctx, t, wake.waker_cpu, |c| self.cpu_load_now(c))
+        // CFS 2.6.38's select_task_rq_fair for a wakeup (wake_affine, select_idle_sibling).
+        self.select_wake_cpu(ctx, t, wake.waker_cpu, wake.waker, wake.sync)
     }
 
     fn enqueue(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId, why: EnqueueReason) {
+        if why == EnqueueReason::Migrated && std::mem::take(&mut self.premoved[t.idx()]) {
+            return; // pull_task moved it already
+        }
+        if why == EnqueueReason::Wakeup {
+            self.note_idle_end(cpu, ctx.now);
+        }
         let d = (ctx.task(t).group.0 as usize).min(self.group_parent.len() - 1) * self.ncpus + cpu.idx();
         let vtime = self.duals[d].vtime;
         let se = Se::Task(t);
@@ -852,6 +885,9 @@ impl SchedPolicy for Htfs {
     }
 
     fn dequeue(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId, _why: DequeueReason) {
+        if self.premoved[t.idx()] {
+            return; // pull_task moved it already; `enqueue(.., Migrated)` follows
+        }
         let e = self.ents[t.idx()];
         self.dequeue_se(Se::Task(t), e.kind, e.level);
         self.steer_if_empty(e.dual);
@@ -1039,10 +1075,11 @@ impl SchedPolicy for Htfs {
         if ctx.nr_cpus() < 2 {
             return;
         }
+        // CFS 2.6.38's balancing (sec. 4.10); rebalance_domains tests each domain's interval.
         match kind {
-            BalanceKind::Periodic => self.rebalance(ctx, cpu, false, false, out),
-            BalanceKind::NohzIdle => self.rebalance(ctx, cpu, true, false, out),
-            BalanceKind::NewlyIdle => self.rebalance(ctx, cpu, true, true, out),
+            BalanceKind::Periodic => self.rebalance_domains(ctx, cpu, IdleType::NotIdle, out),
+            BalanceKind::NohzIdle => self.rebalance_domains(ctx, cpu, IdleType::Idle, out),
+            BalanceKind::NewlyIdle => self.idle_balance(ctx, cpu, out),
         }
     }
 
@@ -1073,6 +1110,16 @@ impl SchedPolicy for Htfs {
                 help: "moves from the interactive to the normal runqueue",
             },
             PolicyStat { name: "nr_lb_moved", value: self.nr_lb_moved, help: "tasks moved by the balancer" },
+            PolicyStat {
+                name: "nr_active_balance",
+                value: self.nr_active_balance,
+                help: "running tasks' CPUs pushed a task by the stopper (active balancing)",
+            },
+            PolicyStat {
+                name: "nr_wake_affine",
+                value: self.nr_wake_affine,
+                help: "wakeups placed by wake_affine on the waker's side",
+            },
         ]
     }
 

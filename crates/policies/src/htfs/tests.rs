@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::testworld::TestWorld;
-use schedlab_core::{CpuSet, TaskState};
+use schedlab_core::{CpuSet, TaskState, Topology};
 
 const US: Ns = 1_000;
 
@@ -365,4 +365,95 @@ fn part_of_a_period_used_by_interactive_tasks_leaves_the_rest_to_them() {
     p.duals[0].balancect = -1;
     let (t, _) = pick(&mut w, &mut p, cpu);
     assert_ne!(t, hog, "the interactive runqueue goes first for the rest of the period");
+}
+
+/// Starts `nice` tasks pinned to `cpu` while they are enqueued (affinity restored after), in order.
+fn start_on(w: &mut TestWorld, p: &mut Htfs, cpu: CpuId, nice: &[i8]) -> Vec<TaskId> {
+    nice.iter()
+        .map(|&n| {
+            let t = w.add_task(n);
+            w.tasks[t.idx()].allowed = CpuSet::single(cpu);
+            assert_eq!(w.start(p, t), cpu);
+            w.tasks[t.idx()].allowed = w.topo.all();
+            t
+        })
+        .collect()
+}
+
+#[test]
+fn the_2638_balancer_moves_the_imbalance_in_htfs_task_order() {
+    use crate::cfs::balance::IdleType;
+    use crate::cfs::lb2638::Balance2638;
+    use crate::cfs::lb_host::LbHost;
+    // Two flat CPUs, balance=std (loads are weights). CPU 1 runs R (nice 0) with A (nice 0), B (nice
+    // -5, 3121) and C (nice 5, 335) queued; CPU 0 is idle. After one tick cpu_load[0] of CPU 1 is
+    // 1024 + 1024 + 3121 + 335 = 5504. CPU_IDLE at the CPU level (idle_idx 1): avg_load = 5504 x
+    // 1024 / 2048 = 2752; calculate_imbalance: busiest_load_per_task 5504 / 4 = 1376, max_pull =
+    // min(5504 - 2752, (4 - 1) x 1024) = 2752, imbalance = 2752.
+    // HTFS offers the interactive runqueue's priority queues by realbweight: B's level 30 (3906)
+    // before R and A's level 25 (2 x 1277) before C's level 20 (423). B: 3121 / 2 <= 2752, it moves
+    // and leaves -369 to move: done. (CFS's newest-first walk would move C, then B.)
+    let mut w = TestWorld::new(2);
+    let mut p = Htfs::new(HtfsParams { balance: Method::Std, ..HtfsParams::default() });
+    p.init(&w.ctx());
+    let cpu1 = CpuId(1);
+    let r = start_on(&mut w, &mut p, cpu1, &[0])[0];
+    assert_eq!(pick(&mut w, &mut p, cpu1).0, r);
+    let [_a, b, _c] = start_on(&mut w, &mut p, cpu1, &[0, -5, 5])[..] else { unreachable!() };
+    w.advance(&mut p, 1_000_000);
+    let mut out = Vec::new();
+    let (moved, balance) = p.load_balance(&w.ctx(), CpuId(0), 0, IdleType::Idle, &mut out);
+    assert_eq!((moved, balance), (1, true));
+    assert_eq!(out, vec![Migration { task: b, from: cpu1, to: CpuId(0) }]);
+    // pull_task moved it in HTFS's runqueues already: the loads the rest of the pass reads.
+    assert_eq!((p.nr_tasks(CpuId(0)), p.nr_tasks(cpu1)), (1, 3));
+    assert_eq!((p.weighted_cpuload(CpuId(0), w.now), p.weighted_cpuload(cpu1, w.now)), (3121, 2383));
+    // The engine's own dequeue and enqueue of the move are no-ops.
+    p.dequeue(&w.ctx(), cpu1, b, DequeueReason::Migrate);
+    p.enqueue(&w.ctx(), CpuId(0), b, EnqueueReason::Migrated);
+    assert_eq!((p.nr_tasks(CpuId(0)), p.nr_tasks(cpu1)), (1, 3));
+}
+
+#[test]
+fn fork_and_wakeup_placement_is_cfs_2638s_for_the_same_loads() {
+    // The thesis ran HTFS under CFS's select_task_rq_fair: with `balance=std` HTFS's CPU loads are
+    // CFS's (the sum of weights), so on two SMT cores every fork and wakeup must land where CFS puts
+    // it. By hand (all forks from CPU 0): on an idle machine find_idlest_group keeps the local group
+    // only when 100 x this_load < 117 x min_load, so 0 against 0 sends the first fork to the other
+    // core and, one level down, to its second thread: CPU 3. After a tick that core's target load is
+    // 1024 x 1024 / 1178 and the local core stays; at the SMT level CPU 1 ties CPU 0 and wins as the
+    // remote group. Then CPU 0 stays (its sibling is loaded), and the fourth fork fills CPU 2.
+    use crate::cfs::{Cfs, CfsParams};
+    let run = |p: &mut dyn SchedPolicy| {
+        let mut w = TestWorld::new(4);
+        w.topo = Topology::symmetric(1, 1, 1, 2, 2).unwrap();
+        p.init(&w.ctx());
+        let mut placed = Vec::new();
+        let mut tasks = Vec::new();
+        for _ in 0..4 {
+            let t = w.add_task(0);
+            let cpu = w.start(p, t);
+            if w.cpus[cpu.idx()].curr.is_none() {
+                w.pick(p, cpu);
+            }
+            placed.push(cpu.0);
+            tasks.push(t);
+            w.advance(p, 1_000_000);
+        }
+        // Each running task blocks in turn and is woken by CPU 3's task.
+        for cpu in 0..3 {
+            let t = w.stop(p, CpuId(cpu), SwitchReason::Blocked);
+            w.advance(p, 2_000_000);
+            let to = w.wake(p, t, CpuId(3));
+            placed.push(to.0);
+            if w.cpus[to.idx()].curr.is_none() {
+                w.pick(p, to);
+            }
+        }
+        placed
+    };
+    let cfs = run(&mut Cfs::new(CfsParams::default()));
+    let htfs = run(&mut Htfs::new(HtfsParams { balance: Method::Std, ..HtfsParams::default() }));
+    assert_eq!(htfs, cfs);
+    assert_eq!(&htfs[..4], &[3, 1, 0, 2]);
 }
