@@ -317,38 +317,6 @@ impl Cfs {
         (max_load_move as i64 - rem_load_move) as u64
     }
 
-    /// `move_tasks`: `load_balance_fair` again while it moved something and the imbalance is not met.
-    /// Returns whether any load moved (`total_load_moved > 0`).
-    #[allow(clippy::too_many_arguments)]
-    fn move_tasks(
-        &mut self,
-        ctx: &Ctx,
-        this_cpu: CpuId,
-        busiest: CpuId,
-        max_load_move: u64,
-        level: usize,
-        all_pinned: &mut bool,
-        out: &mut Vec<Migration>,
-    ) -> bool {
-        let mut total: u64 = 0;
-        loop {
-            let moved = self.load_balance_fair(
-                ctx,
-                this_cpu,
-                busiest,
-                max_load_move.wrapping_sub(total),
-                level,
-                all_pinned,
-                out,
-            );
-            total = total.wrapping_add(moved);
-            if moved == 0 || max_load_move <= total {
-                break;
-            }
-        }
-        total > 0
-    }
-
     /// `active_load_balance_cpu_stop` for each active balance the pass kicked, after it (the stopper
     /// runs once the balancing softirq is done): on the busiest CPU, with its running task preempted,
     /// one task moves to the CPU that asked (`move_one_task`), if any task is left there.
@@ -457,7 +425,7 @@ impl LbHost for Cfs {
 }
 
 impl Balance2638 for Cfs {
-    fn move_tasks(
+    fn move_pass(
         &mut self,
         ctx: &Ctx,
         this_cpu: CpuId,
@@ -466,8 +434,8 @@ impl Balance2638 for Cfs {
         level: usize,
         all_pinned: &mut bool,
         out: &mut Vec<Migration>,
-    ) -> bool {
-        Cfs::move_tasks(self, ctx, this_cpu, busiest, max_load_move, level, all_pinned, out)
+    ) -> u64 {
+        self.load_balance_fair(ctx, this_cpu, busiest, max_load_move, level, all_pinned, out)
     }
 
     fn queue_active_balance(&mut self, busiest: CpuId, this_cpu: CpuId, level: usize) -> bool {

@@ -40,12 +40,30 @@ pub(crate) fn interval_2638_j(d: &Domain, idle: bool, hz: u64) -> u64 {
     (interval_ms * hz).div_ceil(1000).clamp(1, max_interval_j)
 }
 
+/// `ttwu_post_activation` (2.6.38): a wakeup on a CPU that went idle at `*idle_stamp` (0: it did not)
+/// folds the idle time into `*avg_idle`, an eighth at a time, capped at twice the migration cost.
+pub(crate) fn fold_avg_idle(avg_idle: &mut u64, idle_stamp: &mut Ns, now: Ns, migration_cost_ns: u64) {
+    if *idle_stamp == 0 {
+        return;
+    }
+    let delta = now.saturating_sub(*idle_stamp);
+    let max = 2 * migration_cost_ns;
+    if delta > max {
+        *avg_idle = max;
+    } else {
+        let diff = delta as i64 - *avg_idle as i64;
+        *avg_idle = (*avg_idle as i64 + (diff >> 3)) as u64;
+    }
+    *idle_stamp = 0;
+}
+
 /// 2.6.38's `load_balance` and its callers over a class's loads; the class supplies the task moves.
 pub(crate) trait Balance2638: LbHost {
-    /// `move_tasks`: pulls tasks of `busiest` to `this_cpu` up to `max_load_move` of load (the class's
-    /// unit), clearing `*all_pinned` when some task may run on `this_cpu`. Returns whether any moved.
+    /// One pass of the class's task walk (CFS's `load_balance_fair`): pulls tasks of `busiest` to
+    /// `this_cpu` up to `max_load_move` of load (the class's unit), clearing `*all_pinned` when some
+    /// task may run on `this_cpu`. Returns the load moved.
     #[allow(clippy::too_many_arguments)]
-    fn move_tasks(
+    fn move_pass(
         &mut self,
         ctx: &Ctx,
         this_cpu: CpuId,
@@ -54,7 +72,7 @@ pub(crate) trait Balance2638: LbHost {
         level: usize,
         all_pinned: &mut bool,
         out: &mut Vec<Migration>,
-    ) -> bool;
+    ) -> u64;
     /// Queues an active balance (the stopper on `busiest` pushing one task to `this_cpu`) unless one
     /// is pending for `busiest` already; returns whether it was queued.
     fn queue_active_balance(&mut self, busiest: CpuId, this_cpu: CpuId, level: usize) -> bool;
@@ -72,6 +90,31 @@ pub(crate) trait Balance2638: LbHost {
     fn update_shares(&mut self, _cpu: CpuId, _now: Ns) {}
     /// Recomputes `rq->next_balance` after a pass; nothing by default.
     fn update_next_balance(&mut self, _cpu: CpuId, _hz: u64) {}
+
+    /// `move_tasks`: the class's pass again while it moved something and the imbalance is not met
+    /// (unsigned arithmetic, as the kernel's). Returns whether any load moved.
+    #[allow(clippy::too_many_arguments)]
+    fn move_tasks(
+        &mut self,
+        ctx: &Ctx,
+        this_cpu: CpuId,
+        busiest: CpuId,
+        max_load_move: u64,
+        level: usize,
+        all_pinned: &mut bool,
+        out: &mut Vec<Migration>,
+    ) -> bool {
+        let mut total: u64 = 0;
+        loop {
+            let rem = max_load_move.wrapping_sub(total);
+            let moved = self.move_pass(ctx, this_cpu, busiest, rem, level, all_pinned, out);
+            total = total.wrapping_add(moved);
+            if moved == 0 || max_load_move <= total {
+                break;
+            }
+        }
+        total > 0
+    }
 
     /// `find_busiest_queue` in group `group` of domain `level`: the CPU of `cpus` with the highest
     /// power-scaled weighted load, passing over a CPU with one task heavier than the imbalance.

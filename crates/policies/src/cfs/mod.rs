@@ -620,18 +620,14 @@ impl SchedPolicy for Cfs {
             st.idle_stamp = 0;
             return;
         }
-        let st = &mut self.cpus[cpu.idx()];
-        if wakeup && st.idle_stamp != 0 {
-            // ttwu_post_activation: fold this idle period into avg_idle.
-            let delta = ctx.now.saturating_sub(st.idle_stamp);
-            let max = 2 * self.p.sched_migration_cost_ns;
-            if delta > max {
-                st.avg_idle = max;
-            } else {
-                let diff = delta as i64 - st.avg_idle as i64;
-                st.avg_idle = (st.avg_idle as i64 + (diff >> 3)) as u64;
-            }
-            st.idle_stamp = 0;
+        if wakeup {
+            let st = &mut self.cpus[cpu.idx()];
+            lb2638::fold_avg_idle(
+                &mut st.avg_idle,
+                &mut st.idle_stamp,
+                ctx.now,
+                self.p.sched_migration_cost_ns,
+            );
         }
     }
 

@@ -27,7 +27,7 @@
 
 use super::{Htfs, Method, Se, MIN_SHARES};
 use crate::cfs::fold_cpu_load;
-use crate::cfs::lb2638::Balance2638;
+use crate::cfs::lb2638::{fold_avg_idle, Balance2638};
 use crate::cfs::lb_host::LbHost;
 use crate::cfs::select::Select2638;
 use crate::domains::Domain;
@@ -116,9 +116,52 @@ impl Htfs {
         self.nr_lb_moved += 1;
     }
 
+    /// `ttwu_post_activation`: a wakeup folds this CPU's idle time into `avg_idle`.
+    pub(super) fn note_idle_end(&mut self, cpu: CpuId, now: Ns) {
+        let c = &mut self.cpus[cpu.idx()];
+        fold_avg_idle(&mut c.avg_idle, &mut c.idle_stamp, now, MIGRATION_COST_NS);
+    }
+}
+
+impl LbHost for Htfs {
+    fn domains(&self, cpu: CpuId) -> &[Domain] {
+        &self.cpus[cpu.idx()].domains
+    }
+
+    fn domains_mut(&mut self, cpu: CpuId) -> &mut [Domain] {
+        &mut self.cpus[cpu.idx()].domains
+    }
+
+    fn cpu_power(&self, cpu: CpuId) -> u64 {
+        self.cpus[cpu.idx()].power
+    }
+
+    fn nr_tasks(&self, cpu: CpuId) -> u64 {
+        self.cpus[cpu.idx()].nr_running
+    }
+
+    fn weighted_cpuload(&self, cpu: CpuId, _now: Ns) -> u64 {
+        self.cpu_load_now(cpu)
+    }
+
+    fn source_load(&mut self, cpu: CpuId, idx: usize, now: Ns) -> u64 {
+        let total = self.cpu_load_now(cpu);
+        self.load_at(cpu, idx, now).min(total)
+    }
+
+    fn target_load(&mut self, cpu: CpuId, idx: usize, now: Ns) -> u64 {
+        let total = self.cpu_load_now(cpu);
+        self.load_at(cpu, idx, now).max(total)
+    }
+
+    fn add_examined(&mut self, n: u64) {
+        self.nr_examined += n;
+    }
+}
+
+impl Balance2638 for Htfs {
     /// One `balance_tasks` pass over HTFS's order; returns the load moved.
-    #[allow(clippy::too_many_arguments)]
-    fn balance_pass(
+    fn move_pass(
         &mut self,
         ctx: &Ctx,
         this_cpu: CpuId,
@@ -162,85 +205,6 @@ impl Htfs {
             }
         }
         (max_load_move as i64 - rem).max(0) as u64
-    }
-
-    /// `ttwu_post_activation`: a wakeup on an idle-balancing CPU folds the idle time into `avg_idle`
-    /// (capped at twice the migration cost).
-    pub(super) fn note_idle_end(&mut self, cpu: CpuId, now: Ns) {
-        let c = &mut self.cpus[cpu.idx()];
-        if c.idle_stamp == 0 {
-            return;
-        }
-        let delta = now.saturating_sub(c.idle_stamp);
-        let max = 2 * MIGRATION_COST_NS;
-        if delta > max {
-            c.avg_idle = max;
-        } else {
-            let diff = delta as i64 - c.avg_idle as i64;
-            c.avg_idle = (c.avg_idle as i64 + (diff >> 3)) as u64;
-        }
-        c.idle_stamp = 0;
-    }
-}
-
-impl LbHost for Htfs {
-    fn domains(&self, cpu: CpuId) -> &[Domain] {
-        &self.cpus[cpu.idx()].domains
-    }
-
-    fn domains_mut(&mut self, cpu: CpuId) -> &mut [Domain] {
-        &mut self.cpus[cpu.idx()].domains
-    }
-
-    fn cpu_power(&self, cpu: CpuId) -> u64 {
-        self.cpus[cpu.idx()].power
-    }
-
-    fn nr_tasks(&self, cpu: CpuId) -> u64 {
-        self.cpus[cpu.idx()].nr_running
-    }
-
-    fn weighted_cpuload(&self, cpu: CpuId, _now: Ns) -> u64 {
-        self.cpu_load_now(cpu)
-    }
-
-    fn source_load(&mut self, cpu: CpuId, idx: usize, now: Ns) -> u64 {
-        let total = self.cpu_load_now(cpu);
-        self.load_at(cpu, idx, now).min(total)
-    }
-
-    fn target_load(&mut self, cpu: CpuId, idx: usize, now: Ns) -> u64 {
-        let total = self.cpu_load_now(cpu);
-        self.load_at(cpu, idx, now).max(total)
-    }
-
-    fn add_examined(&mut self, n: u64) {
-        self.nr_examined += n;
-    }
-}
-
-impl Balance2638 for Htfs {
-    /// `move_tasks`: passes of HTFS's choice while they move something and the imbalance is not met.
-    fn move_tasks(
-        &mut self,
-        ctx: &Ctx,
-        this_cpu: CpuId,
-        busiest: CpuId,
-        max_load_move: u64,
-        level: usize,
-        all_pinned: &mut bool,
-        out: &mut Vec<Migration>,
-    ) -> bool {
-        let mut total: u64 = 0;
-        loop {
-            let moved =
-                self.balance_pass(ctx, this_cpu, busiest, max_load_move - total, level, all_pinned, out);
-            total += moved;
-            if moved == 0 || max_load_move <= total {
-                break;
-            }
-        }
-        total > 0
     }
 
     fn queue_active_balance(&mut self, busiest: CpuId, this_cpu: CpuId, level: usize) -> bool {
