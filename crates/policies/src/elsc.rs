@@ -1,16 +1,18 @@
 //! # ELSC: the table-based scheduler of Molloy & Honeyman
 //!
 //! Source: seed 001, "Scalable Linux Scheduling" (USENIX 2001), sec. 5; it replaces the run list of
-//! Linux 2.4 (see [`crate::linux24`]) and keeps everything else: counters, `goodness()` bonuses,
-//! recalculation, `reschedule_idle`.
+//! the kernel it modified, Linux 2.3.99-pre4 (see [`crate::linux24`], `Kernel::V2_3_99`), and keeps
+//! everything else: counters, `goodness()` bonuses, recalculation, `reschedule_idle`. The `kernel`
+//! parameter puts the same table on 2.4.27's counters instead.
 //!
-//! The run queue is a table of 30 lists indexed by *static goodness*: `(counter + 20 - nice) / 4` for
-//! SCHED_OTHER tasks (lists 0-19), `20 + rt_priority / 10` for real-time tasks (the 10 highest lists).
-//! A task with a non-zero counter goes to the front of its list; a task with a zero counter is indexed
-//! by the counter the next recalculation will give it (`counter/2 + NICE_TO_TICKS`) and goes to the end
-//! of its list, so zero-counter tasks wait behind the others, already in place for after the
-//! recalculation. `top` is the highest list holding a usable (non-zero counter) task; `next_top` the
-//! highest holding any task. Running tasks are taken out of their list and put back when they stop.
+//! The run queue is a table of 30 lists indexed by *static goodness*: `(counter + priority) / 4` for
+//! SCHED_OTHER tasks (lists 0-19; 2.3.99's `p->priority`, 20 ticks at HZ 100 for nice 0, or 2.4.27's
+//! `20 - nice`), `20 + rt_priority / 10` for real-time tasks (the 10 highest lists). A task with a
+//! non-zero counter goes to the front of its list; a task with a zero counter is indexed by the counter
+//! the next recalculation will give it (`counter/2 + slice`) and goes to the end of its list, so
+//! zero-counter tasks wait behind the others, already in place for after the recalculation. `top` is
+//! the highest list holding a usable (non-zero counter) task; `next_top` the highest holding any task.
+//! Running tasks are taken out of their list and put back when they stop.
 //!
 //! A decision searches the `top` list from the front: tasks running on another CPU are skipped; a
 //! zero-counter task ends the list; at most `nr_cpus / 2 + 5` tasks are examined; the utility is the
@@ -24,8 +26,10 @@
 //! again instead of triggering a recalculation.
 
 use crate::linux24::{
-    can_schedule, nice_to_ticks, recalculate, reschedule_idle, NoParams, TaskState24, PROC_CHANGE_PENALTY,
+    can_schedule, params_info, recalculate, set_param, slice_ticks, static_goodness, wake_cpu, Kernel,
+    Linux24Params, SliceClock, TaskState24, CACHEFLUSH_TIME_NS, PROC_CHANGE_PENALTY,
 };
+use crate::params::{ParamInfo, Params};
 use schedlab_core::{
     CpuId, Ctx, DequeueReason, Dispatch, EnqueueReason, PolicyStat, SchedClass, SchedPolicy, SwitchReason,
     TaskId, WakeInfo, WakeKind, WorkConservation,
@@ -37,8 +41,30 @@ pub const NR_LISTS: usize = 30;
 /// The first of the 10 real-time lists.
 const RT_BASE: usize = 20;
 
+/// Parameters of `elsc`: the kernel generation it modifies (default 2.3.99-pre4, seed 001's).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ElscParams(pub Linux24Params);
+
+impl Default for ElscParams {
+    fn default() -> Self {
+        ElscParams(Linux24Params { kernel: Kernel::V2_3_99, cacheflush_time_ns: CACHEFLUSH_TIME_NS })
+    }
+}
+
+impl Params for ElscParams {
+    fn info() -> &'static [ParamInfo] {
+        params_info("2.3.99")
+    }
+    fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        set_param(&mut self.0.kernel, &mut self.0.cacheflush_time_ns, key, value)
+    }
+}
+
 /// The ELSC scheduler.
 pub struct Elsc {
+    p: Linux24Params,
+    /// 2.3.99's `avg_slice` bookkeeping.
+    clock: SliceClock,
     lists: Vec<VecDeque<TaskId>>,
     /// The list each queued task is in.
     list_of: Vec<Option<u8>>,
@@ -55,8 +81,10 @@ pub struct Elsc {
 
 impl Elsc {
     /// A new instance.
-    pub fn new(_p: NoParams) -> Elsc {
+    pub fn new(p: ElscParams) -> Elsc {
         Elsc {
+            p: p.0,
+            clock: SliceClock::default(),
             lists: vec![VecDeque::new(); NR_LISTS],
             list_of: Vec::new(),
             states: Vec::new(),
@@ -100,9 +128,10 @@ impl Elsc {
             let counter = if st.counter > 0 {
                 st.counter
             } else {
-                (st.counter >> 1) + nice_to_ticks(info.nice, self.hz)
+                (st.counter >> 1) + slice_ticks(self.p.kernel, info.nice, self.hz)
             };
-            let sg = ((counter + 20 - info.nice as i32) / 4).clamp(0, RT_BASE as i32 - 1) as usize;
+            let static_part = static_goodness(self.p.kernel, info.nice, self.hz);
+            let sg = ((counter + static_part) / 4).clamp(0, RT_BASE as i32 - 1) as usize;
             (sg, st.counter > 0)
         };
         if front {
@@ -201,6 +230,7 @@ impl SchedPolicy for Elsc {
         self.ncpus = ctx.nr_cpus();
         self.resched = vec![false; ctx.nr_cpus()];
         self.prev = vec![None; ctx.nr_cpus()];
+        self.clock = SliceClock::new(ctx);
     }
 
     fn task_new(&mut self, ctx: &Ctx, t: TaskId) -> CpuId {
@@ -208,15 +238,16 @@ impl SchedPolicy for Elsc {
             self.states.resize(t.idx() + 1, TaskState24::default());
             self.list_of.resize(t.idx() + 1, None);
         }
-        let counter = crate::linux24::fork_counter(ctx, t, &mut self.states, &mut self.resched, self.hz);
-        self.states[t.idx()] = TaskState24::forked(ctx, t, counter);
-        reschedule_idle(ctx, t, &self.states, &mut self.nr_examined)
+        let counter =
+            crate::linux24::fork_counter(ctx, t, &mut self.states, &mut self.resched, self.p.kernel);
+        self.states[t.idx()] = TaskState24::forked(ctx, t, counter, self.p.kernel);
+        wake_cpu(ctx, t, &self.states, &self.p, &mut self.nr_examined)
     }
 
     fn select_cpu(&mut self, ctx: &Ctx, t: TaskId, wake: &WakeInfo) -> CpuId {
         match crate::linux24::sync_wakeup_cpu(ctx, t, wake, &mut self.states) {
             Some(cpu) => cpu,
-            None => reschedule_idle(ctx, t, &self.states, &mut self.nr_examined),
+            None => wake_cpu(ctx, t, &self.states, &self.p, &mut self.nr_examined),
         }
     }
 
@@ -256,6 +287,8 @@ impl SchedPolicy for Elsc {
         if let Some(p) = self.prev[cpu.idx()] {
             self.states[p.idx()].yielded = false;
         }
+        let from = self.clock.from(cpu, self.prev[cpu.idx()]);
+        self.clock.switch(cpu, from, choice, ctx.now, &mut self.states);
         let t = choice?;
         self.remove(t); // the chosen task leaves its list while it runs
         self.states[t.idx()].processor = cpu; // schedule(): next->processor = this_cpu
@@ -269,7 +302,7 @@ impl SchedPolicy for Elsc {
             return;
         }
         if ctx.task(t).class == SchedClass::Rr && self.states[t.idx()].counter == 0 {
-            self.states[t.idx()].counter = nice_to_ticks(ctx.task(t).nice, self.hz);
+            self.states[t.idx()].counter = slice_ticks(self.p.kernel, ctx.task(t).nice, self.hz);
         }
         self.insert(ctx, t);
         if self.states[t.idx()].yielded || ctx.task(t).class == SchedClass::Rr {
@@ -331,6 +364,11 @@ impl SchedPolicy for Elsc {
 mod tests {
     use super::*;
     use crate::linux24::Goodness;
+
+    /// ELSC on 2.4.27's counters and goodness (the kernel the tests below were derived for).
+    fn elsc_2427() -> Elsc {
+        Elsc::new(ElscParams(Linux24Params::default()))
+    }
     use crate::testworld::TestWorld;
 
     fn world(cpus: u32) -> TestWorld {
@@ -342,7 +380,7 @@ mod tests {
     #[test]
     fn tasks_are_indexed_by_static_goodness() {
         let mut w = world(1);
-        let mut e = Elsc::new(NoParams);
+        let mut e = elsc_2427();
         e.init(&w.ctx());
         let a = w.add_task(0); // counter 6: (6 + 20) / 4 = 6
         let b = w.add_task(-20); // counter 11: (11 + 40) / 4 = 12
@@ -354,6 +392,29 @@ mod tests {
         }
         assert_eq!((e.list_of(a), e.list_of(b), e.list_of(r)), (Some(6), Some(12), Some(25)));
         assert_eq!(w.pick(&mut e, CpuId(0)), Some(r));
+    }
+
+    #[test]
+    fn tasks_are_indexed_by_counter_plus_priority_over_4_on_2399() {
+        // Seed 001 sec. 5: "adding counter to priority and dividing by four", with 2.3.99's priority
+        // (nice 0 -> 20, nice -20 -> 40, nice 5 -> 15 at HZ 100) and a first counter equal to it:
+        // (20 + 20) / 4 = 10, (15 + 15) / 4 = 7, (40 + 40) / 4 = 20 -> the highest SCHED_OTHER list, 19.
+        let mut w = world(1);
+        let mut e = Elsc::new(ElscParams::default());
+        e.init(&w.ctx());
+        let (a, b, c) = (w.add_task(0), w.add_task(5), w.add_task(-20));
+        for t in [a, b, c] {
+            w.start(&mut e, t);
+        }
+        assert_eq!((e.list_of(a), e.list_of(b), e.list_of(c)), (Some(10), Some(7), Some(19)));
+        // A zero-counter task is indexed by its predicted counter, 0 / 2 + 20: (20 + 20) / 4 = 10.
+        let t = w.pick(&mut e, CpuId(0)).expect("a task");
+        assert_eq!(t, c);
+        e.states[a.idx()].counter = 0;
+        e.remove(a);
+        e.insert(&w.ctx(), a);
+        assert_eq!(e.list_of(a), Some(10));
+        assert_eq!(e.lists[10].back(), Some(&a), "behind the tasks with a counter");
     }
 
     /// Tasks examined by one decision with `n` runnable CPU hogs on one CPU.
@@ -372,8 +433,8 @@ mod tests {
     #[test]
     fn elsc_examines_a_bounded_number_of_tasks_while_goodness_scans_them_all() {
         for n in [10, 100, 1000] {
-            let g = examined_per_pick(&mut Goodness::new(NoParams), n);
-            let e = examined_per_pick(&mut Elsc::new(NoParams), n);
+            let g = examined_per_pick(&mut Goodness::new(Linux24Params::default()), n);
+            let e = examined_per_pick(&mut elsc_2427(), n);
             assert_eq!(g, n as u64, "2.4 computes goodness for every runnable task");
             assert!(e <= 5, "ELSC examines at most nr_cpus/2 + 5 = 5 on one CPU: {e} with {n} tasks");
         }
@@ -382,7 +443,7 @@ mod tests {
     #[test]
     fn a_lone_yielder_runs_again_without_a_recalculation() {
         let mut w = world(1);
-        let mut e = Elsc::new(NoParams);
+        let mut e = elsc_2427();
         e.init(&w.ctx());
         let a = w.add_task(0);
         w.start(&mut e, a);
@@ -394,7 +455,7 @@ mod tests {
         // Linux 2.4 in the same situation gives the yielder goodness -1... and recalculates when the
         // yield bit is set with others pending; alone, sys_sched_yield does not set it.
         let mut w = world(1);
-        let mut g = Goodness::new(NoParams);
+        let mut g = Goodness::new(Linux24Params::default());
         g.init(&w.ctx());
         let (a, b) = (w.add_task(0), w.add_task(0));
         w.start(&mut g, a);

@@ -28,9 +28,16 @@
 //!
 //! The decision walks the whole list, so the tasks it examines grow with the number of runnable tasks;
 //! the cost model charges that (seed 001's point).
+//!
+//! `kernel=2.3.99` ([`Kernel::V2_3_99`]) is seed 001's own baseline, 2.3.99-pre4: `p->priority` (set
+//! from nice by `sys_setpriority`, 20 ticks at HZ 100 for nice 0) is the slice and the static part of
+//! `goodness()`; `schedule()` looks at the previous task first and scores it 0 if it yielded
+//! (`prev_goodness`), so a yield with no other candidate recalculates every counter; new and woken
+//! tasks join the head of the list; `reschedule_idle` prefers the highest-numbered idle CPU and lets a
+//! task with a short average slice (`avg_slice < cacheflush_time`) preempt any CPU.
 
 use schedlab_core::{
-    CpuId, CpuSet, Ctx, DequeueReason, Dispatch, EnqueueReason, PolicyStat, SchedClass, SchedPolicy,
+    CpuId, CpuSet, Ctx, DequeueReason, Dispatch, EnqueueReason, Ns, PolicyStat, SchedClass, SchedPolicy,
     SwitchReason, TaskId, WakeInfo, WakeKind, WorkConservation,
 };
 
@@ -60,9 +67,152 @@ pub fn max_counter(hz: u64) -> i32 {
     (20 * hz / 100) as i32
 }
 
+/// The kernel generation a 2.4-family policy follows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Kernel {
+    /// Linux 2.4.27: slices from `NICE_TO_TICKS(nice)`, `20 - nice` in `goodness()`, a yielded task
+    /// scores -1, new and woken tasks join the tail of the run list.
+    #[default]
+    V2_4_27,
+    /// Linux 2.3.99-pre4, seed 001's baseline ("all kernel modifications ... are against a
+    /// 2.3.99-pre4 Linux kernel"): `p->priority` (1..40 ticks at HZ 100, `DEF_PRIORITY` = 20 for
+    /// nice 0, set from nice by `sys_setpriority`) is both the slice and the static part of
+    /// `goodness()`; `schedule()` looks at the previous task first, scoring it 0 if it yielded
+    /// (`prev_goodness`), so a yield with no other candidate triggers a recalculation; new and woken
+    /// tasks join the head of the run list; `reschedule_idle` is 2.3's.
+    V2_3_99,
+}
+
+impl Kernel {
+    /// Parses `2.4.27` or `2.3.99`.
+    pub fn parse(value: &str) -> Result<Kernel, String> {
+        match value.trim() {
+            "2.4.27" | "2.4" => Ok(Kernel::V2_4_27),
+            "2.3.99" | "2.3.99-pre4" => Ok(Kernel::V2_3_99),
+            other => Err(format!("expected 2.4.27 or 2.3.99, got `{other}`")),
+        }
+    }
+}
+
+/// `DEF_PRIORITY` of 2.2/2.3 include/linux/sched.h: `20 * HZ / 100` ticks, "200 ms time slices".
+pub fn def_priority(hz: u64) -> i32 {
+    (20 * hz / 100) as i32
+}
+
+/// `p->priority` as 2.3.99's `sys_setpriority` sets it from a nice value: `|nice|` (at most 20) scaled
+/// to `DEF_PRIORITY` with rounding, above `DEF_PRIORITY` for negative nice, below it (at least 1)
+/// otherwise. HZ 100: nice -20 -> 40, -5 -> 25, 0 -> 20, 5 -> 15, 19 -> 1.
+pub fn priority_2399(nice: i8, hz: u64) -> i32 {
+    let def = def_priority(hz);
+    let n = (nice as i32).abs().min(20);
+    let p = (n * def + 10) / 20 + def;
+    if nice >= 0 {
+        (2 * def - p).max(1)
+    } else {
+        p
+    }
+}
+
+/// The static part of `goodness()` for a SCHED_OTHER task: `20 - nice` (2.4.27) or `p->priority`.
+pub fn static_goodness(kernel: Kernel, nice: i8, hz: u64) -> i32 {
+    match kernel {
+        Kernel::V2_4_27 => 20 - nice as i32,
+        Kernel::V2_3_99 => priority_2399(nice, hz),
+    }
+}
+
+/// A full slice in ticks: `NICE_TO_TICKS(nice)` (2.4.27) or `p->priority` (2.3.99); what the
+/// recalculation adds and an RR task is refilled with.
+pub fn slice_ticks(kernel: Kernel, nice: i8, hz: u64) -> i32 {
+    match kernel {
+        Kernel::V2_4_27 => nice_to_ticks(nice, hz),
+        Kernel::V2_3_99 => priority_2399(nice, hz),
+    }
+}
+
+/// Parameters of `linux24`: the kernel generation (default 2.4.27).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Linux24Params {
+    /// The kernel generation.
+    pub kernel: Kernel,
+    /// 2.3.99's `cacheflush_time` (`smp_tune_scheduling`), ns: a woken task whose average slice is
+    /// shorter may preempt any CPU, not only its last one.
+    pub cacheflush_time_ns: u64,
+}
+
+/// `smp_tune_scheduling` (arch/i386/kernel/smpboot.c): `(cpu_khz >> 10) * (cachesize_kb << 10) / 350`
+/// cycles at 350 MB/s, for seed 001's 4-way Pentium II Xeon taken as 400 MHz with 512 KB of L2 (the
+/// seed names the machine, an IBM Netfinity 7000, not its clock or cache): 584,192 cycles = 1.46 ms.
+pub const CACHEFLUSH_TIME_NS: u64 = 1_460_480;
+
+impl Default for Linux24Params {
+    fn default() -> Self {
+        Linux24Params { kernel: Kernel::V2_4_27, cacheflush_time_ns: CACHEFLUSH_TIME_NS }
+    }
+}
+
+/// The parameter table of the 2.4 family (`kernel`, `cacheflush_time_ns`).
+pub(crate) fn params_info(default_kernel: &'static str) -> &'static [ParamInfo] {
+    if default_kernel == "2.3.99" {
+        &[
+            ParamInfo {
+                key: "kernel",
+                default: "2.3.99",
+                help: "kernel generation: 2.3.99 (seed 001's baseline: p->priority slices, prev_goodness, head of the run list) or 2.4.27",
+            },
+            ParamInfo {
+                key: "cacheflush_time_ns",
+                default: "1460480",
+                help: "2.3.99 reschedule_idle: a woken task with a shorter average slice may preempt any CPU",
+            },
+        ]
+    } else {
+        &[
+            ParamInfo {
+                key: "kernel",
+                default: "2.4.27",
+                help: "kernel generation: 2.4.27 or 2.3.99 (seed 001's baseline: p->priority slices, prev_goodness, head of the run list)",
+            },
+            ParamInfo {
+                key: "cacheflush_time_ns",
+                default: "1460480",
+                help: "2.3.99 reschedule_idle: a woken task with a shorter average slice may preempt any CPU",
+            },
+        ]
+    }
+}
+
+/// Sets one 2.4-family parameter.
+pub(crate) fn set_param(
+    kernel: &mut Kernel,
+    cacheflush: &mut u64,
+    key: &str,
+    value: &str,
+) -> Result<(), String> {
+    match key {
+        "kernel" => *kernel = Kernel::parse(value)?,
+        "cacheflush_time_ns" => *cacheflush = crate::params::parse_u64(value, 0..=1_000_000_000)?,
+        _ => unreachable!("checked by apply"),
+    }
+    Ok(())
+}
+
+impl Params for Linux24Params {
+    fn info() -> &'static [ParamInfo] {
+        params_info("2.4.27")
+    }
+    fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        set_param(&mut self.kernel, &mut self.cacheflush_time_ns, key, value)
+    }
+}
+
 /// Per-task scheduling state shared by the 2.4-family policies.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct TaskState24 {
+    /// The kernel generation whose rules apply.
+    pub kernel: Kernel,
+    /// 2.3.99's `p->avg_slice`: the fading average of its runs, ns (`(this + avg) / 2` per switch).
+    pub avg_slice: Ns,
     /// Ticks left in the slice.
     pub counter: i32,
     /// SCHED_YIELD bit.
@@ -79,14 +229,30 @@ pub(crate) struct TaskState24 {
 
 impl Default for TaskState24 {
     fn default() -> Self {
-        TaskState24 { counter: 0, yielded: false, alive: false, processor: CpuId(0), quiet_wakeup: false }
+        TaskState24 {
+            kernel: Kernel::V2_4_27,
+            avg_slice: 0,
+            counter: 0,
+            yielded: false,
+            alive: false,
+            processor: CpuId(0),
+            quiet_wakeup: false,
+        }
     }
 }
 
 impl TaskState24 {
     /// A new task's state: `counter` ticks, and the forking CPU as its `processor`.
-    pub(crate) fn forked(ctx: &Ctx, t: TaskId, counter: i32) -> TaskState24 {
-        TaskState24 { counter, yielded: false, alive: true, processor: ctx.task(t).cpu, quiet_wakeup: false }
+    pub(crate) fn forked(ctx: &Ctx, t: TaskId, counter: i32, kernel: Kernel) -> TaskState24 {
+        TaskState24 {
+            kernel,
+            avg_slice: 0,
+            counter,
+            yielded: false,
+            alive: true,
+            processor: ctx.task(t).cpu,
+            quiet_wakeup: false,
+        }
     }
 }
 
@@ -106,7 +272,9 @@ pub(crate) fn sync_wakeup_cpu(
 
 /// `goodness(p, this_cpu, this_mm)`.
 pub(crate) fn goodness(ctx: &Ctx, t: TaskId, st: &TaskState24, this_cpu: CpuId, this_mm: Option<u32>) -> i32 {
-    if st.yielded {
+    // 2.4.27 scores a yielded task -1 here; 2.3.99 tests SCHED_YIELD only for the previous task, in
+    // `prev_goodness`.
+    if st.yielded && st.kernel == Kernel::V2_4_27 {
         return -1;
     }
     let info = ctx.task(t);
@@ -124,7 +292,7 @@ pub(crate) fn goodness(ctx: &Ctx, t: TaskId, st: &TaskState24, this_cpu: CpuId, 
     if this_mm == Some(info.tgid) {
         w += 1;
     }
-    w + 20 - info.nice as i32
+    w + static_goodness(st.kernel, info.nice, ctx.hz())
 }
 
 /// Whether `t` may be chosen by `cpu` (`can_schedule`): allowed there and not running elsewhere.
@@ -186,7 +354,7 @@ pub(crate) fn fork_counter(
     t: TaskId,
     states: &mut [TaskState24],
     resched: &mut [bool],
-    hz: u64,
+    kernel: Kernel,
 ) -> i32 {
     match ctx.task(t).parent {
         Some(p) => {
@@ -198,7 +366,7 @@ pub(crate) fn fork_counter(
             }
             child
         }
-        None => nice_to_ticks(ctx.task(t).nice, hz),
+        None => slice_ticks(kernel, ctx.task(t).nice, ctx.hz()),
     }
 }
 
@@ -245,6 +413,113 @@ pub(crate) fn exit_counter(ctx: &Ctx, t: TaskId, states: &mut [TaskState24], hz:
     }
 }
 
+/// `reschedule_idle` of the task's kernel generation.
+pub(crate) fn wake_cpu(
+    ctx: &Ctx,
+    t: TaskId,
+    states: &[TaskState24],
+    p: &Linux24Params,
+    examined: &mut u64,
+) -> CpuId {
+    match p.kernel {
+        Kernel::V2_4_27 => reschedule_idle(ctx, t, states, examined),
+        Kernel::V2_3_99 => reschedule_idle_2399(ctx, t, states, p.cacheflush_time_ns, examined),
+    }
+}
+
+/// 2.3.99's `reschedule_idle` (SMP): the task's last CPU if idle; else the idle CPU found first
+/// scanning from the highest-numbered; else its last CPU if the task beats the task running there
+/// (`preemption_goodness > 0`); else, for a task whose average slice is under `cacheflush_time` or an
+/// RT task, the first CPU from the highest-numbered whose running task it beats. Otherwise it waits
+/// in the run list for a CPU to call `schedule()` (returned: its last CPU, where it does not preempt).
+/// CPUs outside the task's affinity are skipped (2.3.99 had no affinity masks).
+pub(crate) fn reschedule_idle_2399(
+    ctx: &Ctx,
+    t: TaskId,
+    states: &[TaskState24],
+    cacheflush_time_ns: Ns,
+    examined: &mut u64,
+) -> CpuId {
+    let allowed = ctx.task(t).allowed;
+    let last = states[t.idx()].processor;
+    let best = if allowed.contains(last) { last } else { allowed.first().expect("non-empty affinity") };
+    if ctx.nr_cpus() == 1 || ctx.is_idle(best) {
+        return best;
+    }
+    let beats = |c: CpuId| {
+        ctx.cpu(c).curr.is_some_and(|curr| {
+            let mm = Some(ctx.task(curr).tgid);
+            goodness(ctx, t, &states[t.idx()], c, mm) - goodness(ctx, curr, &states[curr.idx()], c, mm) > 0
+        })
+    };
+    let others = || (0..ctx.nr_cpus() as u32).rev().map(CpuId).filter(|&c| c != best && allowed.contains(c));
+    for c in others() {
+        *examined += 1;
+        if ctx.is_idle(c) {
+            return c;
+        }
+    }
+    if beats(best) {
+        return best;
+    }
+    let st = &states[t.idx()];
+    if st.avg_slice < cacheflush_time_ns || ctx.task(t).class.is_rt() {
+        for c in others() {
+            *examined += 1;
+            if beats(c) {
+                return c;
+            }
+        }
+    }
+    best
+}
+
+/// 2.3.99's `avg_slice` bookkeeping in `schedule()`: at every switch, `this_slice` is the time since
+/// the CPU's last switch (`last_schedule`), and the task switched away from (not the idle task)
+/// averages it in: `avg_slice = (this_slice + avg_slice) / 2`.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SliceClock {
+    last_schedule: Vec<Ns>,
+    idle: Vec<bool>,
+}
+
+impl SliceClock {
+    /// Every CPU idle since now.
+    pub(crate) fn new(ctx: &Ctx) -> SliceClock {
+        SliceClock { last_schedule: vec![ctx.now; ctx.nr_cpus()], idle: vec![true; ctx.nr_cpus()] }
+    }
+
+    /// The task `cpu` switches away from, given the one that ran last there: none if it was idle.
+    pub(crate) fn from(&self, cpu: CpuId, last: Option<TaskId>) -> Option<TaskId> {
+        if self.idle[cpu.idx()] {
+            None
+        } else {
+            last
+        }
+    }
+
+    /// `cpu` runs `next` (`None`: idle) after `from`: on a switch, `from` averages in its slice.
+    pub(crate) fn switch(
+        &mut self,
+        cpu: CpuId,
+        from: Option<TaskId>,
+        next: Option<TaskId>,
+        now: Ns,
+        states: &mut [TaskState24],
+    ) {
+        self.idle[cpu.idx()] = next.is_none();
+        if next == from {
+            return;
+        }
+        let ran = now.saturating_sub(self.last_schedule[cpu.idx()]);
+        self.last_schedule[cpu.idx()] = now;
+        if let Some(p) = from {
+            let st = &mut states[p.idx()];
+            st.avg_slice = (ran + st.avg_slice) / 2;
+        }
+    }
+}
+
 /// Parameters (none: 2.4 has no tunables beyond HZ, which the machine sets).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NoParams;
@@ -258,8 +533,14 @@ impl Params for NoParams {
     }
 }
 
-/// The Linux 2.4 scheduler.
+/// The Linux 2.4 scheduler (or, with `kernel=2.3.99`, seed 001's 2.3.99-pre4 one).
 pub struct Goodness {
+    p: Linux24Params,
+    /// Whether the task that ran last on each CPU is still runnable (`prev->state == TASK_RUNNING`
+    /// when `schedule()` runs).
+    prev_runnable: Vec<bool>,
+    /// 2.3.99's `avg_slice` bookkeeping.
+    clock: SliceClock,
     /// The run list, in list order (new and woken tasks at the tail).
     runqueue: Vec<TaskId>,
     states: Vec<TaskState24>,
@@ -276,8 +557,11 @@ pub struct Goodness {
 
 impl Goodness {
     /// A new instance.
-    pub fn new(_p: NoParams) -> Goodness {
+    pub fn new(p: Linux24Params) -> Goodness {
         Goodness {
+            p,
+            prev_runnable: Vec::new(),
+            clock: SliceClock::default(),
             runqueue: Vec::new(),
             states: Vec::new(),
             hz: 100,
@@ -310,6 +594,60 @@ impl Goodness {
             self.runqueue.remove(i);
         }
     }
+
+    /// `reschedule_idle` of the kernel generation.
+    fn wake_cpu(&mut self, ctx: &Ctx, t: TaskId) -> CpuId {
+        wake_cpu(ctx, t, &self.states, &self.p, &mut self.nr_examined)
+    }
+
+    /// 2.3.99-pre4's `schedule()`: the previous task first if still runnable, with `prev_goodness`
+    /// (0 if it yielded, the bit cleared; else its goodness); then the run list in order, each task
+    /// not running on a CPU (on SMP `has_cpu` excludes the previous task too; a uniprocessor looks
+    /// at it again, now without its yield bit) replacing the choice only with a greater goodness.
+    /// A best of exactly 0 recalculates every counter and starts again.
+    fn schedule_2399(&mut self, ctx: &Ctx, cpu: CpuId) -> Option<Dispatch> {
+        let c_ = cpu.idx();
+        let prev = self.prev[c_].filter(|_| self.prev_runnable[c_]);
+        let from = self.clock.from(cpu, self.prev[c_]);
+        let smp = ctx.nr_cpus() > 1;
+        let this_mm = self.prev[c_].map(|p| ctx.task(p).tgid);
+        let mut recalculated = false;
+        let next = loop {
+            let (mut c, mut next) = (i32::MIN, None);
+            if let Some(p) = prev.filter(|&p| ctx.task(p).allowed.contains(cpu)) {
+                // prev_goodness: a yielded task scores 0 and loses its SCHED_YIELD bit.
+                c = if std::mem::take(&mut self.states[p.idx()].yielded) {
+                    0
+                } else {
+                    goodness(ctx, p, &self.states[p.idx()], cpu, this_mm)
+                };
+                next = Some(p);
+            }
+            for &t in &self.runqueue {
+                self.nr_examined += 1;
+                let is_prev = Some(t) == prev;
+                if (smp && is_prev) || (!is_prev && !can_schedule(ctx, t, cpu)) {
+                    continue;
+                }
+                let g = goodness(ctx, t, &self.states[t.idx()], cpu, this_mm);
+                if g > c {
+                    (c, next) = (g, Some(t));
+                }
+            }
+            if c == 0 && !recalculated {
+                self.nr_recalcs += 1;
+                self.nr_examined += recalculate(ctx, &mut self.states, self.hz);
+                recalculated = true;
+                continue;
+            }
+            break next;
+        };
+        self.prev_runnable[c_] = false;
+        self.clock.switch(cpu, from, next, ctx.now, &mut self.states);
+        let t = next?;
+        self.states[t.idx()].processor = cpu;
+        Some(Dispatch::task(t))
+    }
 }
 
 /// The recalculation loop: every live task, sleepers included.
@@ -317,7 +655,7 @@ pub(crate) fn recalculate(ctx: &Ctx, states: &mut [TaskState24], hz: u64) -> u64
     let mut n = 0;
     for (i, st) in states.iter_mut().enumerate() {
         if st.alive {
-            st.counter = (st.counter >> 1) + nice_to_ticks(ctx.tasks[i].nice, hz);
+            st.counter = (st.counter >> 1) + slice_ticks(st.kernel, ctx.tasks[i].nice, hz);
             n += 1;
         }
     }
@@ -333,21 +671,23 @@ impl SchedPolicy for Goodness {
         self.hz = ctx.hz();
         self.resched = vec![false; ctx.nr_cpus()];
         self.prev = vec![None; ctx.nr_cpus()];
+        self.prev_runnable = vec![false; ctx.nr_cpus()];
+        self.clock = SliceClock::new(ctx);
     }
 
     fn task_new(&mut self, ctx: &Ctx, t: TaskId) -> CpuId {
         if self.states.len() <= t.idx() {
             self.states.resize(t.idx() + 1, TaskState24::default());
         }
-        let counter = fork_counter(ctx, t, &mut self.states, &mut self.resched, self.hz);
-        self.states[t.idx()] = TaskState24::forked(ctx, t, counter);
-        reschedule_idle(ctx, t, &self.states, &mut self.nr_examined)
+        let counter = fork_counter(ctx, t, &mut self.states, &mut self.resched, self.p.kernel);
+        self.states[t.idx()] = TaskState24::forked(ctx, t, counter, self.p.kernel);
+        self.wake_cpu(ctx, t)
     }
 
     fn select_cpu(&mut self, ctx: &Ctx, t: TaskId, wake: &WakeInfo) -> CpuId {
         match sync_wakeup_cpu(ctx, t, wake, &mut self.states) {
             Some(cpu) => cpu,
-            None => reschedule_idle(ctx, t, &self.states, &mut self.nr_examined),
+            None => self.wake_cpu(ctx, t),
         }
     }
 
@@ -355,7 +695,11 @@ impl SchedPolicy for Goodness {
         if why != EnqueueReason::Migrated {
             self.nr_running += 1;
         }
-        self.runqueue.push(t); // add_to_runqueue: the tail (2.4.27)
+        match self.p.kernel {
+            // add_to_runqueue: the head (2.3.99's list_add), the tail (2.4.27's list_add_tail).
+            Kernel::V2_3_99 if why != EnqueueReason::Migrated => self.runqueue.insert(0, t),
+            _ => self.runqueue.push(t),
+        }
     }
 
     fn dequeue(&mut self, _ctx: &Ctx, _cpu: CpuId, t: TaskId, _why: DequeueReason) {
@@ -364,6 +708,9 @@ impl SchedPolicy for Goodness {
 
     fn pick_next(&mut self, ctx: &Ctx, cpu: CpuId) -> Option<Dispatch> {
         self.nr_picks += 1;
+        if self.p.kernel == Kernel::V2_3_99 {
+            return self.schedule_2399(ctx, cpu);
+        }
         let prev = self.prev[cpu.idx()];
         let this_mm = prev.map(|p| ctx.task(p).tgid);
         let mut recalculated = false;
@@ -399,6 +746,7 @@ impl SchedPolicy for Goodness {
 
     fn put_prev(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId, why: SwitchReason) {
         self.prev[cpu.idx()] = Some(t);
+        self.prev_runnable[cpu.idx()] = why.still_runnable();
         if !why.still_runnable() {
             self.remove(t);
             self.nr_running -= 1;
@@ -406,7 +754,7 @@ impl SchedPolicy for Goodness {
         }
         // schedule(): an exhausted SCHED_RR task is refilled and moved to the end.
         if ctx.task(t).class == SchedClass::Rr && self.states[t.idx()].counter == 0 {
-            self.states[t.idx()].counter = nice_to_ticks(ctx.task(t).nice, self.hz);
+            self.states[t.idx()].counter = slice_ticks(self.p.kernel, ctx.task(t).nice, self.hz);
             self.remove(t);
             self.runqueue.push(t);
         }
@@ -421,6 +769,15 @@ impl SchedPolicy for Goodness {
     }
 
     fn yield_task(&mut self, ctx: &Ctx, _cpu: CpuId, t: TaskId) {
+        if self.p.kernel == Kernel::V2_3_99 {
+            // 2.3.99 sys_sched_yield: always, SCHED_YIELD for SCHED_OTHER, to the end of the list.
+            if !ctx.task(t).class.is_rt() {
+                self.states[t.idx()].yielded = true;
+            }
+            self.remove(t);
+            self.runqueue.push(t);
+            return;
+        }
         // sys_sched_yield: only when other tasks wait (runnable ones not running on a CPU).
         let pending = self
             .runqueue
@@ -479,9 +836,111 @@ mod tests {
     fn world(cpus: u32) -> (TestWorld, Goodness) {
         let mut w = TestWorld::new(cpus);
         w.tick_ns = 10_000_000; // HZ=100
-        let mut g = Goodness::new(NoParams);
+        let mut g = Goodness::new(Linux24Params::default());
         g.init(&w.ctx());
         (w, g)
+    }
+
+    /// A 2.3.99-pre4 scheduler on `cpus` CPUs at HZ 100.
+    fn world_2399(cpus: u32) -> (TestWorld, Goodness) {
+        let mut w = TestWorld::new(cpus);
+        w.tick_ns = 10_000_000; // HZ=100
+        let mut g = Goodness::new(Linux24Params { kernel: Kernel::V2_3_99, ..Linux24Params::default() });
+        g.init(&w.ctx());
+        (w, g)
+    }
+
+    #[test]
+    fn priorities_2399_follow_sys_setpriority() {
+        // |nice| x DEF_PRIORITY (20 at HZ 100) / 20 rounded, + 20; for nice >= 0, 40 minus that.
+        let p: Vec<i32> = [-20, -5, 0, 5, 19].iter().map(|&n| priority_2399(n, 100)).collect();
+        assert_eq!(p, vec![40, 25, 20, 15, 1]);
+        assert_eq!(priority_2399(0, 1000), 200, "DEF_PRIORITY = 20 x HZ / 100");
+        assert_eq!(priority_2399(19, 1000), 10, "400 - ((19 x 200 + 10) / 20 + 200)");
+        // goodness = counter + priority (+1 same mm, +15 last CPU on SMP); a task without a parent
+        // starts with counter = priority.
+        let (mut w, mut g) = world_2399(1);
+        let a = w.add_task(5);
+        w.start(&mut g, a);
+        assert_eq!(g.counter(a), 15);
+        assert_eq!(goodness(&w.ctx(), a, &g.states[a.idx()], CpuId(0), None), 30);
+    }
+
+    #[test]
+    fn a_2399_yield_with_no_other_candidate_recalculates_on_smp_only() {
+        // Seed 001 sec. 5: "if a task enters the scheduler because it is yielding the processor and no
+        // other tasks can be scheduled, then the scheduler enters a loop to recalculate". On SMP the
+        // previous task is skipped in the list walk (has_cpu), so prev_goodness's 0 is the best:
+        // recalculation (counter 20 -> 20 / 2 + 20 = 30), then the walk again, now without the yield
+        // bit, picks it. On a uniprocessor the walk sees the yielder again at full goodness.
+        for (cpus, recalcs, counter) in [(2, 1, 30), (1, 0, 20)] {
+            let (mut w, mut g) = world_2399(cpus);
+            let a = w.add_task(0);
+            w.start(&mut g, a);
+            assert_eq!(w.pick(&mut g, CpuId(0)), Some(a));
+            g.yield_task(&w.ctx(), CpuId(0), a);
+            w.stop(&mut g, CpuId(0), SwitchReason::Yielded);
+            assert_eq!(w.pick(&mut g, CpuId(0)), Some(a), "{cpus} CPUs");
+            assert_eq!((g.recalcs(), g.counter(a)), (recalcs, counter), "{cpus} CPUs");
+        }
+        // 2.4.27 does not set the yield bit when nothing else waits: no recalculation.
+        let (mut w, mut g) = world(2);
+        let a = w.add_task(0);
+        w.start(&mut g, a);
+        w.pick(&mut g, CpuId(0));
+        g.yield_task(&w.ctx(), CpuId(0), a);
+        w.stop(&mut g, CpuId(0), SwitchReason::Yielded);
+        assert_eq!((w.pick(&mut g, CpuId(0)), g.recalcs()), (Some(a), 0));
+    }
+
+    #[test]
+    fn new_tasks_join_the_head_of_the_2399_run_list_and_the_tail_of_the_2427_one() {
+        // Three equal tasks, none run yet: equal goodness, strict `>`, so the first in list order wins:
+        // the last started in 2.3.99 (list_add), the first in 2.4.27 (list_add_tail).
+        for (kernel, want) in [(Kernel::V2_3_99, 2), (Kernel::V2_4_27, 0)] {
+            let mut w = TestWorld::new(1);
+            w.tick_ns = 10_000_000;
+            let mut g = Goodness::new(Linux24Params { kernel, ..Linux24Params::default() });
+            g.init(&w.ctx());
+            let tasks: Vec<TaskId> = (0..3).map(|_| w.add_task(0)).collect();
+            for &t in &tasks {
+                w.start(&mut g, t);
+            }
+            assert_eq!(w.pick(&mut g, CpuId(0)), Some(tasks[want]), "{kernel:?}");
+        }
+    }
+
+    #[test]
+    fn reschedule_idle_2399_takes_the_highest_numbered_idle_cpu() {
+        // The wakee last ran on CPU 0, which is busy; CPUs 1 and 2 are idle (1 idle longer), CPU 3
+        // busy. 2.3.99 scans from the highest CPU and takes the first idle one, CPU 2; 2.4.27 takes the
+        // CPU idle longest, CPU 1.
+        for (kernel, want) in [(Kernel::V2_3_99, 2), (Kernel::V2_4_27, 1)] {
+            let mut w = TestWorld::new(4);
+            w.tick_ns = 10_000_000;
+            let mut g = Goodness::new(Linux24Params { kernel, ..Linux24Params::default() });
+            g.init(&w.ctx());
+            let busy: Vec<TaskId> = (0..2).map(|_| w.add_task(0)).collect();
+            for (&t, cpu) in busy.iter().zip([0, 3]) {
+                w.tasks[t.idx()].allowed = CpuSet::single(CpuId(cpu));
+                w.start(&mut g, t);
+                w.pick(&mut g, CpuId(cpu));
+            }
+            (w.cpus[1].idle_since_ns, w.cpus[2].idle_since_ns) = (0, 5_000_000);
+            w.now = 10_000_000;
+            let t = w.add_task(0);
+            let mut info = WakeInfo {
+                waker_cpu: CpuId(0),
+                waker: None,
+                sync: false,
+                wait: schedlab_core::WaitKind::Sleep,
+            };
+            g.states.resize(t.idx() + 1, TaskState24::default());
+            g.states[t.idx()] = TaskState24::forked(&w.ctx(), t, 6, kernel);
+            w.tasks[t.idx()].state = schedlab_core::TaskState::Blocked;
+            info.waker_cpu = CpuId(3);
+            assert_eq!(g.select_cpu(&w.ctx(), t, &info), CpuId(want), "{kernel:?}");
+        }
     }
 
     #[test]

@@ -42,7 +42,7 @@
 
 use crate::linux24::{
     can_schedule, exit_counter, fork_counter, goodness, nice_to_ticks, preempts, recalculate,
-    reschedule_idle_in, tick_counter, TaskState24,
+    reschedule_idle_in, tick_counter, Kernel, TaskState24,
 };
 use crate::params::{parse_u64, ParamInfo, Params};
 use schedlab_core::{
@@ -373,8 +373,8 @@ impl SchedPolicy for Pmqs {
             self.states.resize(t.idx() + 1, TaskState24::default());
             self.on.resize(t.idx() + 1, None);
         }
-        let counter = fork_counter(ctx, t, &mut self.states, &mut self.resched, self.hz);
-        self.states[t.idx()] = TaskState24::forked(ctx, t, counter);
+        let counter = fork_counter(ctx, t, &mut self.states, &mut self.resched, Kernel::V2_4_27);
+        self.states[t.idx()] = TaskState24::forked(ctx, t, counter, Kernel::V2_4_27);
         self.place(ctx, t)
     }
 

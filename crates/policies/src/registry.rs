@@ -96,14 +96,14 @@ fn builtins() -> Vec<PolicyInfo> {
         },
         PolicyInfo {
             name: "linux24",
-            summary: "Linux 2.4 goodness() scheduler (kernel/sched.c 2.4.27, seed 001 sec. 3): one run list scanned at every decision, counters and recalculation",
-            params: crate::linux24::NoParams::info,
+            summary: "Linux 2.4 goodness() scheduler (kernel/sched.c 2.4.27, or seed 001's 2.3.99-pre4 with kernel=2.3.99): one run list scanned at every decision, counters and recalculation",
+            params: crate::linux24::Linux24Params::info,
             make: |pairs| Ok(Box::new(crate::linux24::Goodness::new(apply("linux24", pairs)?))),
         },
         PolicyInfo {
             name: "elsc",
-            summary: "ELSC (seed 001 sec. 5): 2.4 with a 30-list table by static goodness and a search limited to nr_cpus/2 + 5 tasks",
-            params: crate::linux24::NoParams::info,
+            summary: "ELSC (seed 001 sec. 5): 2.3.99-pre4 (or 2.4.27) with a 30-list table by static goodness and a search limited to nr_cpus/2 + 5 tasks",
+            params: crate::elsc::ElscParams::info,
             make: |pairs| Ok(Box::new(crate::elsc::Elsc::new(apply("elsc", pairs)?))),
         },
         PolicyInfo {
