@@ -299,6 +299,16 @@ impl Machine {
         };
         let doc: Doc = toml::from_str(src)
             .map_err(|e| at(e.span().unwrap_or(0..0), "", e.message().trim().to_string()))?;
+        if toml::from_str::<toml::Table>(src).is_ok_and(|t| t.is_empty()) {
+            // An empty file would silently be a one-CPU machine with every default.
+            return Err(at(
+                0..0,
+                "",
+                "the machine file is empty: give at least its topology (e.g. `cores_per_llc = 4`), \
+                 or name a preset (`schedlab list machines`)"
+                    .into(),
+            ));
+        }
         let total =
             [doc.sockets, doc.nodes_per_socket, doc.llcs_per_node, doc.cores_per_llc, doc.threads_per_core]
                 .iter()
@@ -413,6 +423,10 @@ mod tests {
         assert!(e.to_string().contains("1280 CPUs"), "{e}");
         let e = Machine::from_toml("m.toml", "cores_per_llc=2\nhz=123\n").unwrap_err();
         assert!(e.to_string().starts_with("m.toml:2:4: key `hz`"), "{e}");
+        for empty in ["", "\n# nothing here\n"] {
+            let e = Machine::from_toml("m.toml", empty).unwrap_err().to_string();
+            assert!(e.starts_with("m.toml:1:") && e.contains("the machine file is empty"), "{e}");
+        }
         let e = Machine::from_toml("m.toml", "cores=2\n").unwrap_err();
         assert!(e.to_string().contains("unknown field `cores`"), "{e}");
         let e = Machine::from_toml("m.toml", "cores_per_llc=2\n[costs]\nctx_switch=3\n").unwrap_err();

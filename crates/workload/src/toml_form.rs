@@ -558,6 +558,10 @@ pub fn parse_toml_with(file: &str, src: &str, limits: &Limits) -> Result<Workloa
             },
         };
     }
+    if w.tasks.is_empty() {
+        // rt-app refuses a file without tasks; an empty workload would run nothing and report zeros.
+        return Err(r.err(0..0, "task", "no [[task]] and no `include`: a workload needs at least one task"));
+    }
     if w.initial_tasks() > limits.max_tasks {
         return Err(r.err(
             0..0,
@@ -947,6 +951,15 @@ ops = [
 
     fn err(src: &str) -> WorkloadError {
         parse_toml("bad.toml", src).unwrap_err()
+    }
+
+    #[test]
+    fn a_workload_without_tasks_is_an_error_naming_the_file() {
+        for src in ["", "name = \"nothing\"\n", "[[mutex]]\nname = \"m\"\n"] {
+            let e = err(src);
+            assert_eq!((e.file.as_str(), e.line, e.key.as_str()), ("bad.toml", 1, "task"), "{e}");
+            assert!(e.msg.contains("at least one task"), "{e}");
+        }
     }
 
     #[test]
