@@ -35,6 +35,10 @@ pub fn load_workload(spec: &str) -> Result<Workload> {
     if path.extension().is_some_and(|e| e == "json") {
         // An rt-app file: report what could not be modelled, then run the rest.
         let imported = schedlab_workload::rtapp::import(spec, &src)?;
+        if imported.workload.tasks.is_empty() {
+            // rt-app refuses a file without tasks ("No tasks section"); a fragment is not a workload.
+            bail!("{spec}:1:1: key `tasks`: no tasks: an rt-app file needs at least one task to run");
+        }
         for w in &imported.warnings {
             eprintln!("warning: {w}");
         }

@@ -319,8 +319,9 @@ struct Cpu {
     resched: bool,
     /// The running task was preempted for an interactive one: the next pick is interactive.
     preempt_inter: bool,
-    /// A task continued by the lock acquire retry.
-    cont: Option<TaskId>,
+    /// A task continued by the lock acquire retry, with the time of its `sched_yield`: valid for the
+    /// pick at that instant only (a class above may run first).
+    cont: Option<(TaskId, Ns)>,
     nr_running: u64,
     /// Sum of the weights of its tasks.
     load: u64,
@@ -888,6 +889,9 @@ impl SchedPolicy for Htfs {
         if self.premoved[t.idx()] {
             return; // pull_task moved it already; `enqueue(.., Migrated)` follows
         }
+        if self.cpus[cpu.idx()].cont.is_some_and(|c| c.0 == t) {
+            self.cpus[cpu.idx()].cont = None;
+        }
         let e = self.ents[t.idx()];
         self.dequeue_se(Se::Task(t), e.kind, e.level);
         self.steer_if_empty(e.dual);
@@ -900,12 +904,17 @@ impl SchedPolicy for Htfs {
 
     fn pick_next(&mut self, ctx: &Ctx, cpu: CpuId) -> Option<Dispatch> {
         let now = ctx.now;
-        if let Some(t) = self.cpus[cpu.idx()].cont.take() {
-            // Lock acquire retry: the same task goes on with what is left of its slice.
-            let e = &self.ents[t.idx()];
-            let left = (e.started + e.granted).saturating_sub(now).max(1);
-            self.cpus[cpu.idx()].curr = Some(t);
-            return Some(Dispatch { task: t, slice_ns: Some(left) });
+        if let Some((t, at)) = self.cpus[cpu.idx()].cont.take() {
+            if at == now {
+                // Lock acquire retry: the same task goes on with what is left of its slice.
+                let e = &self.ents[t.idx()];
+                let left = (e.started + e.granted).saturating_sub(now).max(1);
+                self.cpus[cpu.idx()].curr = Some(t);
+                return Some(Dispatch { task: t, slice_ns: Some(left) });
+            }
+            // A real-time task ran first: the continued task was left where it ran; requeue it as
+            // put_prev would have (its run is accounted at its next put_prev).
+            self.requeue_after_run(Se::Task(t), now);
         }
         let c = &mut self.cpus[cpu.idx()];
         c.resched = false;
@@ -957,8 +966,14 @@ impl SchedPolicy for Htfs {
     fn put_prev(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId, why: SwitchReason) {
         let now = ctx.now;
         self.cpus[cpu.idx()].curr = None;
-        if why == SwitchReason::Yielded && self.cpus[cpu.idx()].cont == Some(t) {
+        if why == SwitchReason::Yielded && self.cpus[cpu.idx()].cont.is_some_and(|c| c.0 == t) {
             return; // continued: it stays as it is and pick_next returns it
+        }
+        // A continuation is for the pick right after its sched_yield only; a yield the engine did not
+        // act on (nothing else to run) leaves none behind for a later pick, when the task may be
+        // elsewhere.
+        if self.cpus[cpu.idx()].cont.is_some_and(|c| c.0 == t) {
+            self.cpus[cpu.idx()].cont = None;
         }
         if why != SwitchReason::Yielded {
             self.ents[t.idx()].conts = 0;
@@ -1065,7 +1080,7 @@ impl SchedPolicy for Htfs {
         if !new_task && e.conts < RETRY_MAX && left > PUNISH_TOLERANCE {
             e.conts += 1;
             self.nr_retries += 1;
-            self.cpus[cpu.idx()].cont = Some(t);
+            self.cpus[cpu.idx()].cont = Some((t, now));
         } else {
             e.conts = 0;
         }

@@ -367,6 +367,37 @@ fn part_of_a_period_used_by_interactive_tasks_leaves_the_rest_to_them() {
     assert_ne!(t, hog, "the interactive runqueue goes first for the rest of the period");
 }
 
+#[test]
+fn a_continuation_is_for_the_pick_at_the_yield_only() {
+    // a (new, interactive: a 2^17 ns slice) runs 100 us and yields: a regular run, so the lock
+    // acquire retry continues it with the 31,072 ns left. If the class above (an RT task) runs first
+    // and HTFS picks 50 us later, the continuation is void: a fresh interactive slice is granted
+    // (the stale one would have been the 1 ns floor), and a later preemption leaves none behind.
+    let cpu = CpuId(0);
+    let mut w = TestWorld::new(1);
+    let mut p = htfs();
+    p.init(&w.ctx());
+    let (a, b) = (w.add_task(0), w.add_task(0));
+    w.start(&mut p, a);
+    w.start(&mut p, b);
+    assert_eq!(pick(&mut w, &mut p, cpu), (a, INTER_SLICE));
+    w.advance(&mut p, 100 * US);
+    p.yield_task(&w.ctx(), cpu, a);
+    w.stop(&mut p, cpu, SwitchReason::Yielded);
+    assert_eq!(p.cpus[0].cont, Some((a, w.now)));
+    w.now += 50 * US;
+    let (_, slice) = pick(&mut w, &mut p, cpu);
+    assert_eq!(slice, INTER_SLICE);
+    assert_eq!(p.cpus[0].cont, None);
+    // A yield the engine does not act on (nothing descheduled) is forgotten at the next switch.
+    w.advance(&mut p, 20 * US);
+    let curr = w.cpus[0].curr.expect("running");
+    p.yield_task(&w.ctx(), cpu, curr);
+    assert!(p.cpus[0].cont.is_some_and(|c| c.0 == curr), "a regular run: continued");
+    run_then(&mut w, &mut p, cpu, 20 * US, SwitchReason::Preempted);
+    assert_eq!(p.cpus[0].cont, None);
+}
+
 /// Starts `nice` tasks pinned to `cpu` while they are enqueued (affinity restored after), in order.
 fn start_on(w: &mut TestWorld, p: &mut Htfs, cpu: CpuId, nice: &[i8]) -> Vec<TaskId> {
     nice.iter()

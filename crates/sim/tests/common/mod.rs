@@ -8,7 +8,11 @@ macro_rules! every_policy {
             cfs => "cfs", eevdf => "eevdf", avec => "avec", linux24 => "linux24", elsc => "elsc",
             bfs => "bfs", o1 => "o1", ule => "ule", htfs => "htfs", bsd4 => "4bsd", vtrr => "vtrr", rsdl => "rsdl", pmqs => "pmqs",
             fifo => "fifo",
-            rr => "rr");
+            rr => "rr",
+            // Variants whose code paths the defaults do not take: seed 001's 2.3.99-pre4 baseline, ELSC
+            // on 2.4.27's counters, HTFS on CFS 2.6.38's balancer with weight loads.
+            linux24_2399 => "linux24[kernel=2.3.99]", elsc_2427 => "elsc[kernel=2.4.27]",
+            htfs_std => "htfs[balance=std]");
     };
     (@list $check:ident; $($name:ident => $spec:expr),* $(,)?) => {
         $(
