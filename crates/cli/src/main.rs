@@ -16,10 +16,12 @@ use std::path::Path;
 
 mod bench;
 mod callgrind;
+mod random_workload;
 mod reproduce;
 mod sweep_cmd;
 mod trace_cmd;
 mod validate;
+mod validate_random;
 mod vm_test;
 
 /// A laboratory for CPU schedulers: run classic and modern schedulers side by side on a simulated
@@ -276,8 +278,29 @@ struct ExecArgs {
 
 #[derive(clap::Args)]
 struct ValidateArgs {
-    /// Workload: a built-in, a workload TOML file or an rt-app JSON file.
-    workload: String,
+    /// Workload: a built-in, a workload TOML file or an rt-app JSON file (not with --random).
+    #[arg(required_unless_present = "random", conflicts_with = "random")]
+    workload: Option<String>,
+    /// Validate on N random workloads (seeded by --seed) instead: each runs for real --runs times
+    /// and is simulated under each --policy; prints the distribution of errors per metric kind and
+    /// the worst workloads, and saves every workload's TOML in --out.
+    #[arg(long, value_name = "N")]
+    random: Option<u64>,
+    /// Real runs per random workload (at least 2: the real side's own spread is reported).
+    #[arg(long, default_value_t = 2)]
+    runs: u32,
+    /// The simulated policy (repeatable with --random: each is compared with the same real runs).
+    #[arg(long, default_value = "eevdf")]
+    policy: Vec<String>,
+    /// Directory for the random workloads' TOML and the summary JSON.
+    #[arg(long, default_value = "validate-random-out")]
+    out: String,
+    /// How many of the worst random workloads to list.
+    #[arg(long, default_value_t = 5)]
+    worst: usize,
+    /// Print nothing but the result (no progress).
+    #[arg(long, short)]
+    quiet: bool,
     /// The simulated machine: a machine file (from `schedlab calibrate`) or preset. Default: calibrate
     /// this machine now.
     #[arg(long)]
@@ -624,7 +647,14 @@ fn exec_cmd(args: ExecArgs) -> Result<()> {
 }
 
 fn validate_cmd(args: ValidateArgs) -> Result<()> {
-    let workload = load_workload(&args.workload)?;
+    if args.random.is_some() {
+        return validate_random_cmd(args);
+    }
+    let spec = args.workload.clone().unwrap_or_default();
+    if args.policy.len() != 1 {
+        bail!("--policy: one policy for a single workload (several only with --random)");
+    }
+    let workload = load_workload(&spec)?;
     let duration_ns = run_duration(args.duration.as_deref(), &workload)?;
     let machine = match &args.machine {
         Some(m) => Machine::load(m)?,
@@ -640,19 +670,172 @@ fn validate_cmd(args: ValidateArgs) -> Result<()> {
         seed: args.seed,
         ..schedlab_exec::ExecConfig::default()
     };
-    let real = schedlab_exec::run(&workload, &cfg).map_err(|e| anyhow::anyhow!("{}: {e}", args.workload))?;
+    let real = schedlab_exec::run(&workload, &cfg).map_err(|e| anyhow::anyhow!("{spec}: {e}"))?;
     for w in &real.warnings {
         eprintln!("warning: {w}");
     }
-    let mut policy = load_policy("eevdf")?;
+    let mut policy = load_policy(&args.policy[0])?;
     let sim_cfg = RunConfig { duration_ns, seed: args.seed, sample_interval_ns: 0, ..RunConfig::default() };
-    let sim = Sim::new(&machine, &workload, policy.as_mut(), "eevdf".to_string(), sim_cfg)?.run()?;
+    let sim = Sim::new(&machine, &workload, policy.as_mut(), args.policy[0].clone(), sim_cfg)?.run()?;
     let v = validate::compare(&sim, &real.report, &validate::timer_only_kinds(&workload));
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&v).context("cannot serialise the validation")?;
         std::fs::write(path, text + "\n").with_context(|| format!("cannot write {path}"))?;
     }
     emit(&v.table());
+    Ok(())
+}
+
+/// One random workload's outcome under one policy, for the worst-workload list and the JSON.
+#[derive(serde::Serialize)]
+struct RandomOutcome {
+    index: u64,
+    name: String,
+    tasks: u64,
+    file: String,
+    median_abs_error_pct: f64,
+}
+
+/// `schedlab validate --random N` (see validate_random.rs).
+fn validate_random_cmd(args: ValidateArgs) -> Result<()> {
+    use validate_random::{samples, summarise, table, MetricKind, Sample};
+    let n = args.random.unwrap_or(0);
+    if n == 0 {
+        bail!("--random: the number of workloads must be at least 1");
+    }
+    if args.runs < 2 {
+        bail!("--runs: at least 2 real runs per workload (the real side's spread is part of the result)");
+    }
+    let machine = match &args.machine {
+        Some(m) => Machine::load(m)?,
+        None => {
+            let text = schedlab_exec::machine_file::measure().to_toml();
+            Machine::from_toml("(calibrated now)", &text)?
+        }
+    };
+    let duration_ns = match &args.duration {
+        Some(d) => parse_duration(d).map_err(|e| anyhow::anyhow!("--duration: {e}"))?,
+        None => 2_000_000_000,
+    };
+    if duration_ns == 0 {
+        bail!("--duration must be above zero");
+    }
+    for p in &args.policy {
+        load_policy(p)?; // every policy spec checked before the first real run
+    }
+    let real_cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let ncpus = machine.topology.nr_cpus().min(real_cpus) as u64;
+    std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out))?;
+    let mut all: Vec<Vec<Sample>> = vec![Vec::new(); args.policy.len()];
+    let mut outcomes: Vec<Vec<RandomOutcome>> = (0..args.policy.len()).map(|_| Vec::new()).collect();
+    let mut failed: Vec<String> = Vec::new();
+    for i in 0..n {
+        let rw = random_workload::generate(args.seed, i, ncpus, duration_ns);
+        let file = format!("{}/{}.toml", args.out, rw.name);
+        std::fs::write(&file, &rw.toml).with_context(|| format!("cannot write {file}"))?;
+        let workload = schedlab_workload::parse_toml(&file, &rw.toml)?;
+        let cfg = schedlab_exec::ExecConfig {
+            duration_ns,
+            max_threads: args.max_threads,
+            allow_rt: args.allow_rt,
+            seed: args.seed,
+            ..schedlab_exec::ExecConfig::default()
+        };
+        let mut reals = Vec::new();
+        for _ in 0..args.runs {
+            match schedlab_exec::run(&workload, &cfg) {
+                Ok(real) => {
+                    for w in &real.warnings {
+                        eprintln!("warning: {file}: {w}");
+                    }
+                    reals.push(real.report);
+                }
+                Err(e) => {
+                    // One workload that cannot run is reported and left out, not the end of the series.
+                    eprintln!("error: {file}: {e} (left out of the statistics)");
+                    failed.push(file.clone());
+                    break;
+                }
+            }
+        }
+        if reals.len() < args.runs as usize {
+            continue;
+        }
+        let timer_only = validate::timer_only_kinds(&workload);
+        let mut line = format!("  [{}/{n}] {} ({} tasks):", i + 1, rw.name, rw.tasks);
+        for (k, spec) in args.policy.iter().enumerate() {
+            let mut policy = load_policy(spec)?;
+            let sim_cfg =
+                RunConfig { duration_ns, seed: args.seed, sample_interval_ns: 0, ..RunConfig::default() };
+            let sim = Sim::new(&machine, &workload, policy.as_mut(), spec.clone(), sim_cfg)?.run()?;
+            let per_real: Vec<validate::Validation> =
+                reals.iter().map(|r| validate::compare(&sim, r, &timer_only)).collect();
+            let s = samples(i, &per_real);
+            let mut errs: Vec<f64> =
+                s.iter().filter(|x| x.kind != MetricKind::HogCpuShare).map(|x| x.error_pct.abs()).collect();
+            let median = validate_random::quantile(&mut errs, 0.5);
+            let _ =
+                std::fmt::Write::write_fmt(&mut line, format_args!(" {spec} median |error| {median:.1} %;"));
+            outcomes[k].push(RandomOutcome {
+                index: i,
+                name: rw.name.clone(),
+                tasks: rw.tasks,
+                file: file.clone(),
+                median_abs_error_pct: median,
+            });
+            all[k].extend(s);
+        }
+        if !args.quiet {
+            eprintln!("{}", line.trim_end_matches(';'));
+        }
+    }
+    let mut text = String::new();
+    let mut json = Vec::new();
+    for (k, spec) in args.policy.iter().enumerate() {
+        let summary = summarise(&all[k]);
+        text.push_str(&table(spec, n as usize - failed.len(), &summary));
+        let mut worst: Vec<&RandomOutcome> = outcomes[k].iter().collect();
+        worst.sort_by(|a, b| b.median_abs_error_pct.total_cmp(&a.median_abs_error_pct));
+        text.push_str(&format!("\n  worst workloads under {spec} (replay: schedlab validate <file>):\n"));
+        for o in worst.iter().take(args.worst) {
+            text.push_str(&format!(
+                "    {:<22} {:>3} tasks  median |error| {:>6.1} %  {}\n",
+                o.name, o.tasks, o.median_abs_error_pct, o.file
+            ));
+        }
+        text.push('\n');
+        json.push(serde_json::json!({
+            "policy": spec,
+            "summary": summary,
+            "workloads": outcomes[k],
+            "samples": all[k],
+        }));
+    }
+    let doc = serde_json::json!({
+        "schema": "schedlab.validate-random/1",
+        "seed": args.seed,
+        "workloads": n,
+        "real_runs": args.runs,
+        "duration_ns": duration_ns,
+        "machine": machine.name,
+        "failed": failed,
+        "policies": json,
+    });
+    let body = serde_json::to_string_pretty(&doc).context("cannot serialise the validation")? + "\n";
+    let summary_file = format!("{}/summary.json", args.out);
+    std::fs::write(&summary_file, &body).with_context(|| format!("cannot write {summary_file}"))?;
+    if let Some(path) = &args.json {
+        std::fs::write(path, &body).with_context(|| format!("cannot write {path}"))?;
+    }
+    text.push_str(&format!("  every workload's TOML and {summary_file} are in {}/\n", args.out));
+    emit(&text);
+    if !failed.is_empty() {
+        bail!(
+            "{} of {n} workloads could not run for real and are left out: {}",
+            failed.len(),
+            failed.join(", ")
+        );
+    }
     Ok(())
 }
 

@@ -37,6 +37,8 @@ pub struct Validation {
     pub machine: String,
     /// The real kernel.
     pub kernel: String,
+    /// The simulated policy.
+    pub policy: String,
     /// Rows.
     pub rows: Vec<Row>,
     /// Rows whose error is within 25 %.
@@ -85,6 +87,7 @@ pub fn timer_only_kinds(w: &schedlab_workload::Workload) -> Vec<String> {
 /// Compares a simulated and a real report of the same workload; wakeup latencies only for the
 /// kinds in `timer_only` (see [`timer_only_kinds`]).
 pub fn compare(sim: &RunReport, real: &RunReport, timer_only: &[String]) -> Validation {
+    let policy = sim.policy.clone();
     let mut rows = Vec::new();
     let mut push = |metric: String, s: Option<f64>, r: Option<f64>| {
         if let (Some(s), Some(r)) = (s, r) {
@@ -158,6 +161,7 @@ pub fn compare(sim: &RunReport, real: &RunReport, timer_only: &[String]) -> Vali
         workload: real.workload.clone(),
         machine: sim.machine.name.clone(),
         kernel: real.policy.clone(),
+        policy,
         within_25pct: errs.iter().filter(|e| **e <= 25.0).count(),
         compared: errs.len(),
         median_abs_error_pct: sorted.get(sorted.len() / 2).copied().unwrap_or(0.0),
@@ -181,8 +185,8 @@ impl Validation {
     /// The table for a terminal.
     pub fn table(&self) -> String {
         let mut s = format!(
-            "{}: simulated on {} under eevdf against the real run on {}\n\n",
-            self.workload, self.machine, self.kernel
+            "{}: simulated on {} under {} against the real run on {}\n\n",
+            self.workload, self.machine, self.policy, self.kernel
         );
         let w = self.rows.iter().map(|r| r.metric.len()).max().unwrap_or(6).max(6);
         let _ = writeln!(s, "  {:<w$}  {:>12}  {:>12}  {:>9}", "metric", "simulated", "real", "error");

@@ -499,6 +499,61 @@ fn calibrate_writes_a_machine_file_the_simulator_reads_and_validate_compares_rea
     let work = v["rows"].as_array().unwrap().iter().find(|r| r["metric"] == "work done [CPU s]").unwrap();
     assert_eq!((work["sim"].as_f64(), work["real"].as_f64()), (Some(0.4), Some(0.4)), "{work}");
     assert_eq!(work["error_pct"], 0.0);
+
+    // validate --random: two random workloads, each run for real twice, under two policies.
+    let out_dir = tmp("vr");
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let (ok, out, err) = schedlab(&[
+        "validate",
+        "--random",
+        "2",
+        "--seed",
+        "3",
+        "--machine",
+        file.to_str().unwrap(),
+        "--duration",
+        "300ms",
+        "--policy",
+        "eevdf",
+        "--policy",
+        "eevdf[kernel=6.6]",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("errors over 2 random workloads") && out.contains("worst workloads under eevdf"),
+        "{out}"
+    );
+    assert!(err.contains("[2/2] random-3-1"), "progress on stderr: {err}");
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(
+        (s["schema"].as_str(), s["real_runs"].as_u64()),
+        (Some("schedlab.validate-random/1"), Some(2))
+    );
+    let policies = s["policies"].as_array().unwrap();
+    assert_eq!(policies.len(), 2);
+    for p in policies {
+        let rows = p["summary"].as_array().unwrap();
+        assert!(rows.iter().any(|k| k["kind"] == "run_time" && k["rows"].as_u64() > Some(0)), "{p}");
+        for sample in p["samples"].as_array().unwrap() {
+            // The error is against the mean of the two real runs, and the verdict follows it.
+            let (e, spread) =
+                (sample["error_pct"].as_f64().unwrap(), sample["real_spread_pct"].as_f64().unwrap());
+            if spread >= e.abs() {
+                assert_eq!(sample["verdict"], "within_noise", "{sample}");
+            }
+        }
+    }
+    for i in 0..2 {
+        // Every workload was saved as TOML that `run` accepts.
+        let w = out_dir.join(format!("random-3-{i}.toml"));
+        let (ok, _, err) = schedlab(&["run", "--workload", w.to_str().unwrap(), "--duration", "50ms"]);
+        assert!(ok, "{}: {err}", w.display());
+    }
+    fails_with(&["validate", "--random", "0"], &["--random", "at least 1"]);
+    fails_with(&["validate", "--random", "3", "--runs", "1"], &["--runs", "at least 2"]);
 }
 
 #[test]

@@ -78,10 +78,17 @@ fn builtins() -> Vec<PolicyInfo> {
         },
                 PolicyInfo {
             name: "eevdf",
-            summary: "Linux 6.6 EEVDF (kernel/sched/fair.c): eligibility against the weighted average vruntime, virtual deadlines, lag placement, RUN_TO_PARITY; the Linux RT class above it",
+            summary: "Linux EEVDF as in 6.12 (default; Debian 6.12.117: delayed dequeue, relative deadlines, PREEMPT_SHORT) or 6.6 (kernel=6.6), kernel/sched/fair.c: eligibility against the weighted average vruntime, virtual deadlines, lag placement, RUN_TO_PARITY; the Linux RT class above it",
             params: cfs::EevdfParams::info,
             make: |pairs| {
-                let fair = cfs::Cfs::new_eevdf(apply::<cfs::EevdfParams>("eevdf", pairs)?);
+                let p = apply::<cfs::EevdfParams>("eevdf", pairs)?;
+                let kernel = pairs.iter().rev().find(|(k, _)| k == "kernel").map_or("6.12", |(_, v)| v.as_str());
+                let fair = cfs::Cfs::new_eevdf(p).map_err(|msg| ParamError::BadValue {
+                    policy: "eevdf".into(),
+                    key: "kernel".into(),
+                    value: kernel.into(),
+                    msg,
+                })?;
                 Ok(Box::new(crate::linux_rt::LinuxClasses::new(fair)))
             },
         },

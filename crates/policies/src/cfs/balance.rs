@@ -503,7 +503,7 @@ mod tests {
             let mut c = if round % 2 == 0 {
                 Cfs::new(CfsParams::default())
             } else {
-                Cfs::new_eevdf(EevdfParams(CfsParams::default()))
+                Cfs::new_eevdf(EevdfParams(CfsParams::default())).expect("default parameters")
             };
             c.init(&w.ctx());
             for _ in 0..next(60) {

@@ -1,5 +1,21 @@
-//! EEVDF, the Earliest Eligible Virtual Deadline First scheduler of Linux 6.6 (kernel/sched/fair.c,
-//! kernel/sched/features.h), on the same entities, runqueues and groups as CFS.
+//! EEVDF, the Earliest Eligible Virtual Deadline First scheduler of Linux 6.12 (the default; Debian's
+//! linux-source-6.12 6.12.117) and 6.6 (`kernel=6.6`) (kernel/sched/fair.c, kernel/sched/features.h),
+//! on the same entities, runqueues and groups as CFS.
+//!
+//! 6.12 adds, each switchable as its features.h entry (all on by default):
+//!
+//! * DELAY_DEQUEUE / DELAY_ZERO: a task that sleeps while ineligible stays queued, competing until
+//!   a pick finds it (then it is dequeued) or it wakes (then it is requeued where it is, with no
+//!   placement, a positive lag dropped); `ttwu_runnable` does no CPU selection for it.
+//! * PLACE_REL_DEADLINE: a dequeue that is not a sleep keeps the deadline relative to the vruntime.
+//! * PREEMPT_SHORT: `update_curr` reschedules a running entity that is no longer eligible once its
+//!   slice protection is gone (`did_preempt_short`); a wakee with a shorter slice cancels the
+//!   protection (`do_preempt_short`).
+//! * PICK_BUDDY: an eligible `next` buddy is picked first; a new task gets half a request
+//!   (`wake_up_new_task` passes ENQUEUE_INITIAL).
+//!
+//! In both versions the re-pick of the task that was running does not renew its slice protection
+//! (`pick_next_task_fair` calls no `set_next_entity` when `prev == p`).
 //!
 //! * Every runqueue keeps the weighted average vruntime V (`avg_vruntime`): the sums
 //!   `sum (v_i - min_vruntime) w_i` and `sum w_i` over the timeline, plus the running entity. An entity
@@ -31,7 +47,7 @@ use super::fair::{RqId, Se, SeId};
 use super::math::calc_delta_fair;
 use super::timeline;
 use super::Cfs;
-use schedlab_core::{Ctx, Ns, SchedClass, TaskId, NSEC_PER_SEC};
+use schedlab_core::{CpuId, Ctx, Ns, SchedClass, TaskId, NSEC_PER_SEC};
 
 impl Cfs {
     /// `entity_key`: vruntime relative to `min_vruntime`.
@@ -116,9 +132,16 @@ impl Cfs {
         if self.p.place_deadline_initial && initial {
             vslice /= 2;
         }
+        let rel = self.f612.place_rel_deadline;
         let s = &mut self.ses[se as usize];
         s.slice = slice;
         s.vruntime = v.wrapping_sub(lag as u64);
+        if rel && s.rel_deadline {
+            // 6.12 PLACE_REL_DEADLINE: the deadline kept relative by a non-sleep dequeue.
+            s.deadline = s.deadline.wrapping_add(s.vruntime);
+            s.rel_deadline = false;
+            return;
+        }
         s.deadline = s.vruntime.wrapping_add(vslice);
     }
 
@@ -140,11 +163,19 @@ impl Cfs {
         self.ses[se as usize].on_rq = true;
     }
 
-    /// `dequeue_entity` (6.6): the lag is saved before the entity leaves the average.
-    pub(crate) fn dequeue_entity_eevdf(&mut self, rq: RqId, se: SeId, now: Ns) {
+    /// `dequeue_entity` (6.6, 6.12): the lag is saved before the entity leaves the average; in 6.12
+    /// a dequeue that is not a sleep (a migration) keeps the deadline relative to the vruntime
+    /// (PLACE_REL_DEADLINE). The delayed dequeue of a sleeping task is decided before this, in
+    /// [`Cfs::put_prev`](schedlab_core::SchedPolicy::put_prev).
+    pub(crate) fn dequeue_entity_eevdf(&mut self, rq: RqId, se: SeId, sleep: bool, now: Ns) {
         self.update_curr(rq, now);
         self.clear_buddies(rq, se);
         self.update_entity_lag(rq, se);
+        if self.f612.place_rel_deadline && !sleep {
+            let s = &mut self.ses[se as usize];
+            s.deadline = s.deadline.wrapping_sub(s.vruntime);
+            s.rel_deadline = true;
+        }
         if self.rqs[rq as usize].curr != Some(se) {
             self.tree_remove(rq, se);
         }
@@ -154,8 +185,8 @@ impl Cfs {
         self.update_min_vruntime(rq);
     }
 
-    /// `pick_eevdf`: the eligible entity with the earliest virtual deadline, the running entity first
-    /// (it wins ties, and with RUN_TO_PARITY it is kept while its request is unfinished). The
+    /// `pick_eevdf`: the eligible entity with the earliest virtual deadline (with RUN_TO_PARITY the
+    /// running entity is kept while its slice is protected). The
     /// timeline's deadline tree is walked in O(log n) ([`super::deadline_tree`]); the entities
     /// visited are the ones counted as examined.
     pub(crate) fn pick_eevdf(&mut self, rq: RqId) -> SeId {
@@ -176,11 +207,12 @@ impl Cfs {
         let (found, visited) = self.dl_tree.pick(&self.ses, r.dl_root, eligible);
         self.nr_examined += visited;
         let found = (found != NIL).then_some(found);
-        // The running entity wins ties; otherwise the earlier deadline.
+        // The running entity only with a strictly earlier deadline (6.6 `deadline_gt(best, curr)`,
+        // 6.12 `entity_before(curr, best)`): on a tie the entity found in the tree wins.
         let best = match (curr, found) {
             (Some(c), Some(f)) => {
                 let (cd, fd) = (self.ses[c as usize].deadline, self.ses[f as usize].deadline);
-                Some(if (fd.wrapping_sub(cd) as i64) < 0 { f } else { c })
+                Some(if (cd.wrapping_sub(fd) as i64) < 0 { c } else { f })
             }
             (c, f) => c.or(f),
         };
@@ -207,6 +239,8 @@ impl Cfs {
         }
         let (cc, pc) = (ctx.task(curr).class, ctx.task(p).class);
         if cc == SchedClass::Idle && pc != SchedClass::Idle {
+            // 6.12: the preempted idle entity gets no slice protection.
+            self.cancel_protect_slice(se);
             return true;
         }
         if !pc.is_normal() || !self.p.wakeup_preempt {
@@ -215,7 +249,13 @@ impl Cfs {
         let (se, pse) = self.find_matching_se(se, pse);
         let rq = self.ses[se as usize].cfs_rq;
         self.update_curr(rq, ctx.now);
-        self.resched[cpu.idx()] = false;
+        if std::mem::take(&mut self.resched[cpu.idx()]) {
+            // 6.12: update_curr's did_preempt_short (or the request's end) asked for it.
+            return true;
+        }
+        if self.do_preempt_short(rq, pse, se) {
+            self.cancel_protect_slice(se);
+        }
         let preempt = self.pick_eevdf(rq) == pse;
         if preempt {
             self.nr_wakeup_preempt += 1;
@@ -235,6 +275,118 @@ impl Cfs {
         let s = &self.ses[se as usize];
         let vslice = calc_delta_fair(s.slice, s.weight, s.inv());
         self.ses[se as usize].deadline = self.ses[se as usize].deadline.wrapping_add(vslice);
+    }
+
+    /// `protect_slice` (6.6, 6.12): the deadline stashed in `vlag` at pick time is still the deadline.
+    fn protect_slice(&self, se: SeId) -> bool {
+        let s = &self.ses[se as usize];
+        s.vlag == s.deadline
+    }
+
+    /// `cancel_protect_slice` (6.12).
+    fn cancel_protect_slice(&mut self, se: SeId) {
+        if self.protect_slice(se) {
+            let s = &mut self.ses[se as usize];
+            s.vlag = s.deadline.wrapping_add(1);
+        }
+    }
+
+    /// The tail of 6.12's `update_curr`: with others queued, a running entity whose protection has
+    /// ended (or was cancelled) is rescheduled as soon as it is no longer eligible
+    /// (`did_preempt_short`).
+    pub(crate) fn did_preempt_short(&mut self, rq: RqId, curr: SeId) {
+        if !self.f612.preempt_short || self.rqs[rq as usize].nr_running <= 1 {
+            return;
+        }
+        if self.protect_slice(curr) || self.entity_eligible(rq, curr) {
+            return;
+        }
+        let cpu = self.rqs[rq as usize].cpu;
+        self.resched[cpu.idx()] = true;
+        self.clear_buddies(rq, curr);
+    }
+
+    /// `do_preempt_short` (6.12): the wakee asks for a shorter slice and should run first.
+    fn do_preempt_short(&self, rq: RqId, pse: SeId, se: SeId) -> bool {
+        if !self.f612.preempt_short {
+            return false;
+        }
+        let (p, s) = (&self.ses[pse as usize], &self.ses[se as usize]);
+        if p.slice >= s.slice || !self.entity_eligible(rq, pse) {
+            return false;
+        }
+        (p.deadline.wrapping_sub(s.deadline) as i64) < 0 || !self.entity_eligible(rq, se)
+    }
+
+    /// 6.12 DELAY_DEQUEUE, at `dequeue_entity(DEQUEUE_SLEEP)` of a task: an ineligible task stays
+    /// queued (`set_delayed`) and the dequeue stops there. Returns whether it was delayed.
+    pub(crate) fn try_delay_dequeue(&mut self, t: TaskId, now: Ns) -> bool {
+        if !self.f612.delay_dequeue {
+            return false;
+        }
+        let se = self.task_se[t.idx()];
+        let rq = self.ses[se as usize].cfs_rq;
+        self.update_curr(rq, now);
+        self.clear_buddies(rq, se);
+        if self.entity_eligible(rq, se) {
+            return false;
+        }
+        self.ses[se as usize].sched_delayed = true;
+        self.nr_running_total -= 1;
+        self.nr_delayed += 1;
+        true
+    }
+
+    /// The dequeue a delayed task finishes when it is picked, or before it moves
+    /// (`dequeue_entities(DEQUEUE_SLEEP | DEQUEUE_DELAYED)` and `finish_delayed_dequeue_entity`).
+    pub(crate) fn finish_delayed_dequeue(&mut self, cpu: CpuId, t: TaskId, now: Ns) {
+        self.pelt_before_dequeue(cpu, t, now);
+        // dequeue_task counts the task out of nr_running_total, which the delay already did.
+        self.nr_running_total += 1;
+        self.dequeue_task(t, true, now);
+        self.cpu_tasks[cpu.idx()] -= 1;
+        let se = self.task_se[t.idx()];
+        let s = &mut self.ses[se as usize];
+        s.sched_delayed = false;
+        self.nr_delayed -= 1;
+        if self.f612.delay_zero && (s.vlag as i64) > 0 {
+            s.vlag = 0;
+        }
+    }
+
+    /// `requeue_delayed_entity` (6.12), when a delayed task wakes on the CPU it is still queued on
+    /// (`ttwu_runnable`): with DELAY_ZERO a positive lag is dropped and the task placed again.
+    pub(crate) fn requeue_delayed(&mut self, t: TaskId, now: Ns) {
+        let se = self.task_se[t.idx()];
+        let rq = self.ses[se as usize].cfs_rq;
+        self.update_curr(rq, now);
+        if self.f612.delay_zero {
+            self.update_entity_lag(rq, se);
+            if (self.ses[se as usize].vlag as i64) > 0 {
+                // Out of the tree and its sums while placed (`cfs_rq->nr_running--` around it).
+                let in_tree = self.rqs[rq as usize].curr != Some(se);
+                if in_tree {
+                    self.tree_remove(rq, se);
+                }
+                self.rqs[rq as usize].nr_running -= 1;
+                self.ses[se as usize].vlag = 0;
+                self.place_entity_eevdf(rq, se, false);
+                self.rqs[rq as usize].nr_running += 1;
+                if in_tree {
+                    self.tree_insert(rq, se);
+                }
+            }
+        }
+        let cpu = self.rqs[rq as usize].cpu;
+        self.pelt_before_dequeue(cpu, t, now); // update_load_avg(cfs_rq, se, 0)
+        self.ses[se as usize].sched_delayed = false;
+        self.nr_delayed -= 1;
+        self.nr_running_total += 1;
+    }
+
+    /// Whether task `t` is queued with a delayed dequeue (tests and reports).
+    pub fn is_delayed(&self, t: TaskId) -> bool {
+        self.task_se.get(t.idx()).is_some_and(|&se| self.ses[se as usize].sched_delayed)
     }
 
     /// Lag of task `t` as last saved (tests and reports).

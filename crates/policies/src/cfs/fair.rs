@@ -58,6 +58,11 @@ pub struct Se {
     pub vlag: u64,
     /// EEVDF: the request size, ns (`sysctl_sched_base_slice`).
     pub slice: u64,
+    /// EEVDF 6.12: a task that slept while ineligible and is still queued (DELAY_DEQUEUE).
+    pub sched_delayed: bool,
+    /// EEVDF 6.12: `deadline` holds deadline - vruntime (PLACE_REL_DEADLINE, set by a non-sleep
+    /// dequeue and used by the next placement).
+    pub rel_deadline: bool,
 }
 
 impl Se {
@@ -81,6 +86,8 @@ impl Se {
             deadline: 0,
             vlag: 0,
             slice: 0,
+            sched_delayed: false,
+            rel_deadline: false,
         }
     }
 
@@ -321,6 +328,7 @@ impl Cfs {
         self.rqs[rq as usize].load_unacc_exec_time += delta_exec;
         if self.eevdf {
             self.update_deadline(rq, curr);
+            self.did_preempt_short(rq, curr);
         }
         self.update_min_vruntime(rq);
     }
@@ -490,7 +498,7 @@ impl Cfs {
     /// `dequeue_entity` (2.6.38). `sleep` = DEQUEUE_SLEEP (otherwise vruntime becomes relative).
     pub(crate) fn dequeue_entity(&mut self, rq: RqId, se: SeId, sleep: bool, now: Ns) {
         if self.eevdf {
-            return self.dequeue_entity_eevdf(rq, se, now);
+            return self.dequeue_entity_eevdf(rq, se, sleep, now);
         }
         self.update_curr(rq, now);
         self.clear_buddies(rq, se);
@@ -684,6 +692,13 @@ impl Cfs {
     /// `pick_next_entity`: leftmost, or the next buddy, or the last buddy if not too far ahead.
     fn pick_next_entity(&mut self, rq: RqId) -> SeId {
         if self.eevdf {
+            // 6.12 PICK_BUDDY (6.6: NEXT_BUDDY): an eligible `next` buddy first.
+            let buddy = if self.is_612() { self.f612.pick_buddy } else { self.p.next_buddy };
+            if let Some(n) = self.rqs[rq as usize].next.filter(|_| buddy) {
+                if self.entity_eligible(rq, n) {
+                    return n;
+                }
+            }
             return self.pick_eevdf(rq);
         }
         if self.avec.is_some() {
@@ -734,36 +749,61 @@ impl Cfs {
         chosen
     }
 
-    /// `set_next_entity`.
-    fn set_next_entity(&mut self, rq: RqId, se: SeId, now: Ns) {
+    /// `set_next_entity`. `renew` is false when the pick returned the task that was running
+    /// (`pick_next_task_fair` skips `set_next_entity` then, 6.6 and 6.12), so its slice protection
+    /// is not renewed; the engine put it back in the tree, so it still leaves the tree here.
+    fn set_next_entity(&mut self, rq: RqId, se: SeId, now: Ns, renew: bool) {
         if self.ses[se as usize].on_rq {
             self.tree_remove(rq, se);
-            if self.eevdf {
-                // 6.6: stash the deadline at pick time in vlag (the RUN_TO_PARITY marker).
+            if self.eevdf && renew {
+                // set_protect_slice: stash the deadline at pick time in vlag (the RUN_TO_PARITY marker).
                 let s = &mut self.ses[se as usize];
                 s.vlag = s.deadline;
             }
         }
         let s = &mut self.ses[se as usize];
         s.exec_start = now;
-        s.prev_sum_exec = s.sum_exec;
+        if renew {
+            s.prev_sum_exec = s.sum_exec;
+        }
         self.rqs[rq as usize].curr = Some(se);
     }
 
     /// `pick_next_task_fair`: descends from the root runqueue of `cpu`.
     pub(crate) fn pick_next_task(&mut self, cpu: CpuId, now: Ns) -> Option<TaskId> {
-        let mut rq = self.root(cpu);
-        if self.rqs[rq as usize].nr_running == 0 {
-            return None;
-        }
-        loop {
-            let se = self.pick_next_entity(rq);
-            self.set_next_entity(rq, se, now);
-            match self.ses[se as usize].my_q {
-                Some(q) => rq = q,
-                None => return self.ses[se as usize].task,
+        let prev = if self.eevdf { self.prev_runnable[cpu.idx()].take() } else { None };
+        let mut path = std::mem::take(&mut self.scratch);
+        // pick_task_fair: descend picking; a delayed task picked is dequeued for good and the
+        // descent starts again from the root (6.12's `goto again`).
+        let picked = 'again: loop {
+            path.clear();
+            let mut rq = self.root(cpu);
+            if self.rqs[rq as usize].nr_running == 0 {
+                break None;
             }
+            loop {
+                let se = self.pick_next_entity(rq);
+                if self.ses[se as usize].sched_delayed {
+                    let t = self.ses[se as usize].task.expect("only task entities are delayed");
+                    self.finish_delayed_dequeue(cpu, t, now);
+                    continue 'again;
+                }
+                path.push(se);
+                match self.ses[se as usize].my_q {
+                    Some(q) => rq = q,
+                    None => break 'again self.ses[se as usize].task,
+                }
+            }
+        };
+        // pick_next_task_fair: set_next_entity down the path, unless the pick is the task that was
+        // running (then the kernel leaves it as it was).
+        let renew = picked.is_none() || picked != prev;
+        for &se in &path {
+            let rq = self.ses[se as usize].cfs_rq;
+            self.set_next_entity(rq, se, now, renew);
         }
+        self.scratch = path;
+        picked
     }
 
     /// `put_prev_entity` for every level (`put_prev_task_fair`).

@@ -649,6 +649,11 @@ impl Cfs {
         if ctx.cpu(env.src_cpu).curr == Some(t) {
             return false;
         }
+        if self.ses[self.task_se[t.idx()] as usize].sched_delayed {
+            // Simplified: a 6.12 delayed task is blocked for the engine, which moves runnable tasks
+            // only; the kernel may move it (it stays delayed on the new CPU).
+            return false;
+        }
         let d = &self.cpus[env.this_cpu.idx()].domains[env.level];
         !self.task_hot_66(ctx, t, env) || d.nr_balance_failed > d.p.cache_nice_tries
     }
@@ -981,6 +986,7 @@ impl Cfs {
     pub(crate) fn detach_one_task_66(&self, ctx: &Ctx, target: CpuId, busiest: CpuId) -> Option<TaskId> {
         self.cfs_tasks_from_tail(busiest)
             .into_iter()
+            .filter(|&se| !self.ses[se as usize].sched_delayed)
             .filter_map(|se| self.ses[se as usize].task)
             .find(|&t| ctx.task(t).allowed.contains(target))
     }

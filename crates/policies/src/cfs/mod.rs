@@ -119,6 +119,71 @@ pub struct CfsParams {
     pub place_deadline_initial: bool,
     /// EEVDF feature RUN_TO_PARITY. Default on.
     pub run_to_parity: bool,
+    /// EEVDF: which kernel's fair class (6.6 or 6.12). Default 6.12.
+    pub eevdf_kernel: EevdfKernel,
+    /// EEVDF features of 6.12 (`None`: as the kernel ships them, on; 6.6 has none of them).
+    pub f612: Features612<Option<bool>>,
+}
+
+/// The Linux version whose EEVDF `eevdf` models.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum EevdfKernel {
+    /// Linux 6.6 (the first EEVDF release).
+    V6_6,
+    /// Linux 6.12 LTS, as Debian's linux-source-6.12 (6.12.117) ships it.
+    #[default]
+    V6_12,
+}
+
+impl EevdfKernel {
+    fn parse(v: &str) -> Result<EevdfKernel, String> {
+        match v {
+            "6.6" => Ok(EevdfKernel::V6_6),
+            "6.12" => Ok(EevdfKernel::V6_12),
+            _ => {
+                Err("expected 6.6 or 6.12 (the versions modelled; 6.18's run-to-parity changes are not yet)"
+                    .into())
+            }
+        }
+    }
+}
+
+/// The scheduler features 6.12's kernel/sched/features.h adds over 6.6 that change decisions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Features612<T> {
+    /// PLACE_REL_DEADLINE: a task moved between runqueues keeps its deadline relative to vruntime.
+    pub place_rel_deadline: T,
+    /// PREEMPT_SHORT: a wakee with a shorter slice cancels the running task's protection, and the
+    /// running task loses the CPU once ineligible after its protection ends (`did_preempt_short`).
+    pub preempt_short: T,
+    /// DELAY_DEQUEUE: a task that sleeps while ineligible stays queued until it is picked or wakes.
+    pub delay_dequeue: T,
+    /// DELAY_ZERO: a delayed task leaves (or is requeued) with no positive lag.
+    pub delay_zero: T,
+    /// PICK_BUDDY: the `next` buddy is picked when eligible.
+    pub pick_buddy: T,
+}
+
+impl Features612<Option<bool>> {
+    /// The features as the chosen kernel runs them: 6.12's defaults (all on) unless set; 6.6 has none.
+    pub fn resolve(&self, kernel: EevdfKernel) -> Result<Features612<bool>, String> {
+        let on = kernel == EevdfKernel::V6_12;
+        let pick = |v: Option<bool>, name: &str| -> Result<bool, String> {
+            match (on, v) {
+                (false, Some(true)) => {
+                    Err(format!("{name} is a 6.12 feature; Linux 6.6 has no such feature"))
+                }
+                (_, v) => Ok(on && v.unwrap_or(true)),
+            }
+        };
+        Ok(Features612 {
+            place_rel_deadline: pick(self.place_rel_deadline, "place_rel_deadline")?,
+            preempt_short: pick(self.preempt_short, "preempt_short")?,
+            delay_dequeue: pick(self.delay_dequeue, "delay_dequeue")?,
+            delay_zero: pick(self.delay_zero, "delay_zero")?,
+            pick_buddy: pick(self.pick_buddy, "pick_buddy")?,
+        })
+    }
 }
 
 impl Default for CfsParams {
@@ -143,6 +208,8 @@ impl Default for CfsParams {
             place_lag: true,
             place_deadline_initial: true,
             run_to_parity: true,
+            eevdf_kernel: EevdfKernel::default(),
+            f612: Features612::default(),
         }
     }
 }
@@ -239,6 +306,12 @@ impl Params for CfsParams {
             "place_lag" => self.place_lag = parse_bool(value)?,
             "place_deadline_initial" => self.place_deadline_initial = parse_bool(value)?,
             "run_to_parity" => self.run_to_parity = parse_bool(value)?,
+            "kernel" => self.eevdf_kernel = EevdfKernel::parse(value)?,
+            "place_rel_deadline" => self.f612.place_rel_deadline = Some(parse_bool(value)?),
+            "preempt_short" => self.f612.preempt_short = Some(parse_bool(value)?),
+            "delay_dequeue" => self.f612.delay_dequeue = Some(parse_bool(value)?),
+            "delay_zero" => self.f612.delay_zero = Some(parse_bool(value)?),
+            "pick_buddy" => self.f612.pick_buddy = Some(parse_bool(value)?),
             _ => unreachable!("checked by apply"),
         }
         Ok(())
@@ -252,6 +325,11 @@ pub struct EevdfParams(pub CfsParams);
 impl Params for EevdfParams {
     fn info() -> &'static [ParamInfo] {
         &[
+            ParamInfo {
+                key: "kernel",
+                default: "6.12",
+                help: "6.12 (Debian's 6.12.117: delayed dequeue, relative deadlines, PREEMPT_SHORT) or 6.6",
+            },
             ParamInfo {
                 key: "sched_base_slice_ns",
                 default: "750000",
@@ -283,6 +361,31 @@ impl Params for EevdfParams {
                 default: "true",
                 help: "the running task keeps the CPU until its request ends or it is no longer eligible",
             },
+            ParamInfo {
+                key: "place_rel_deadline",
+                default: "true (6.12)",
+                help: "a migrating task keeps its deadline relative to its vruntime",
+            },
+            ParamInfo {
+                key: "preempt_short",
+                default: "true (6.12)",
+                help: "shorter slices cancel slice protection; an unprotected ineligible task is rescheduled",
+            },
+            ParamInfo {
+                key: "delay_dequeue",
+                default: "true (6.12)",
+                help: "a task sleeping while ineligible stays queued until picked or woken",
+            },
+            ParamInfo {
+                key: "delay_zero",
+                default: "true (6.12)",
+                help: "a delayed task's positive lag is dropped",
+            },
+            ParamInfo {
+                key: "pick_buddy",
+                default: "true (6.12)",
+                help: "an eligible next buddy is picked first",
+            },
             ParamInfo { key: "wakeup_preempt", default: "true", help: "wakeups may preempt" },
             ParamInfo { key: "next_buddy", default: "false", help: "prefer the task just woken" },
             ParamInfo {
@@ -311,6 +414,12 @@ pub struct Cfs {
     eevdf: bool,
     /// EEVDF: the scaled base slice, ns.
     base_slice_ns: u64,
+    /// EEVDF: the 6.12 features as resolved for the chosen kernel (all off for 6.6).
+    f612: Features612<bool>,
+    /// EEVDF: the task each CPU last put back still runnable, until its next pick: when the pick
+    /// returns it again, `pick_next_task_fair` (`prev == p`) does not call `set_next_entity`, so
+    /// its slice protection is not renewed.
+    prev_runnable: Vec<Option<TaskId>>,
     /// EEVDF: a reschedule asked for by `update_deadline` outside a tick, per CPU.
     resched: Vec<bool>,
     /// EEVDF: the nodes of every runqueue's deadline-augmented timeline.
@@ -345,6 +454,8 @@ pub struct Cfs {
     /// Active balances kicked by the current pass: (busiest CPU, CPU that asked, domain level).
     pending_active: Vec<(CpuId, CpuId, usize)>,
     nr_running_total: usize,
+    /// EEVDF 6.12: tasks queued with a delayed dequeue (blocked for the engine, queued here).
+    nr_delayed: usize,
     nr_examined: u64,
     nr_wake_affine: u64,
     nr_wakeup_preempt: u64,
@@ -373,6 +484,8 @@ impl Cfs {
             p,
             eevdf: false,
             base_slice_ns: 0,
+            f612: Features612::default(),
+            prev_runnable: Vec::new(),
             resched: Vec::new(),
             dl_tree: deadline_tree::DeadlineTree::default(),
             latency_ns: 0,
@@ -398,6 +511,7 @@ impl Cfs {
             premoved: Vec::new(),
             pending_active: Vec::new(),
             nr_running_total: 0,
+            nr_delayed: 0,
             nr_examined: 0,
             nr_wake_affine: 0,
             nr_wakeup_preempt: 0,
@@ -426,11 +540,19 @@ impl Cfs {
         self.avec.as_ref()
     }
 
-    /// An EEVDF instance (Linux 6.6).
-    pub fn new_eevdf(p: EevdfParams) -> Cfs {
+    /// An EEVDF instance (Linux 6.12 or 6.6, `p.0.eevdf_kernel`); an error when a 6.12 feature is
+    /// switched on for 6.6.
+    pub fn new_eevdf(p: EevdfParams) -> Result<Cfs, String> {
+        let f612 = p.0.f612.resolve(p.0.eevdf_kernel)?;
         let mut c = Cfs::new(p.0);
         c.eevdf = true;
-        c
+        c.f612 = f612;
+        Ok(c)
+    }
+
+    /// Whether this is EEVDF as in 6.12.
+    fn is_612(&self) -> bool {
+        self.eevdf && self.p.eevdf_kernel == EevdfKernel::V6_12
     }
 
     /// The effective (scaled) EEVDF base slice, ns.
@@ -526,6 +648,7 @@ impl SchedPolicy for Cfs {
         self.nr_latency = self.latency_ns.div_ceil(self.min_gran_ns);
         self.base_slice_ns = self.p.sched_base_slice_ns * factor;
         self.resched = vec![false; self.ncpus];
+        self.prev_runnable = vec![None; self.ncpus];
         let style = if self.eevdf { domains::Style::Linux66 } else { domains::Style::Linux2638 };
         self.build_groups(ctx);
         let mut doms = domains::build_all(ctx.topo, ctx.numa, style).into_iter();
@@ -576,6 +699,16 @@ impl SchedPolicy for Cfs {
 
     fn select_cpu(&mut self, ctx: &Ctx, t: TaskId, wake: &WakeInfo) -> CpuId {
         if self.eevdf {
+            if self.is_delayed(t) {
+                let cpu = ctx.task(t).cpu;
+                if ctx.task(t).allowed.contains(cpu) {
+                    // ttwu_runnable (6.12): still queued, it wakes where it is, with no placement.
+                    return cpu;
+                }
+                // Its CPU was taken from it while it slept: the kernel's affinity change dequeues
+                // it first (here: finishes the delayed dequeue), then it is placed as any wakeup.
+                self.finish_delayed_dequeue(cpu, t, ctx.now);
+            }
             // 6.6 keeps no relative vruntime: the lag saved at dequeue places the task anywhere.
             return self.select_task_rq_fair_66(ctx, t, wake.waker_cpu, false, wake.waker, wake.sync);
         }
@@ -596,15 +729,23 @@ impl SchedPolicy for Cfs {
             }
             return self.enqueue_migrated(cpu, t, Self::group_of(ctx, t), ctx.now);
         }
-        self.set_task_rq(t, cpu, Self::group_of(ctx, t));
         let wakeup = why == EnqueueReason::Wakeup;
+        if wakeup && self.is_delayed(t) {
+            // ttwu_runnable -> enqueue_task(ENQUEUE_DELAYED) -> requeue_delayed_entity (6.12): the
+            // task never left this CPU's runqueue or its load.
+            self.requeue_delayed(t, ctx.now);
+            self.note_overload(ctx, cpu);
+            return;
+        }
+        self.set_task_rq(t, cpu, Self::group_of(ctx, t));
         if self.eevdf {
             self.pelt_before_enqueue(cpu, t, ctx.now);
             // 6.6's wake_up_new_task activates a new task without ENQUEUE_INITIAL: its enqueue
             // places it with a whole request, overwriting task_fork_fair's half-request placement
-            // (so PLACE_DEADLINE_INITIAL has no effect on a new task in 6.6 as shipped; 6.12 passes
-            // the flag).
-            self.enqueue_task(t, false, false, ctx.now);
+            // (so PLACE_DEADLINE_INITIAL has no effect on a new task in 6.6 as shipped); 6.12 passes
+            // ENQUEUE_INITIAL (core.c wake_up_new_task), so a new task starts with half a request.
+            let initial = self.is_612() && why == EnqueueReason::New;
+            self.enqueue_task(t, false, initial, ctx.now);
         } else {
             self.enqueue_task(t, wakeup, wakeup, ctx.now);
         }
@@ -670,6 +811,13 @@ impl SchedPolicy for Cfs {
         }
         if self.eevdf && why.still_runnable() {
             self.pelt_before_switch(cpu, t, ctx.now);
+            self.prev_runnable[cpu.idx()] = Some(t);
+        }
+        if why == SwitchReason::Blocked && self.eevdf && self.try_delay_dequeue(t, ctx.now) {
+            // 6.12 DELAY_DEQUEUE: it stays queued (and in nr_running, load and PELT) until picked.
+            self.pelt_before_switch(cpu, t, ctx.now);
+            self.put_prev_task(t, ctx.now);
+            return;
         }
         if !why.still_runnable() {
             // deactivate_task(DEQUEUE_SLEEP) runs before put_prev_task in schedule().
@@ -812,5 +960,7 @@ impl SchedPolicy for Cfs {
 mod tests;
 #[cfg(test)]
 mod tests_2638;
+#[cfg(test)]
+mod tests_612;
 #[cfg(test)]
 mod tests_66;

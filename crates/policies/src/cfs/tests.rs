@@ -217,9 +217,10 @@ fn fork_places_children_on_idle_cpus() {
 // ------------------------------------------------------------------------------------------------
 
 fn eevdf_on(w: &TestWorld, tweak: impl FnOnce(&mut CfsParams)) -> Cfs {
-    let mut p = CfsParams::default();
+    // These tests were derived from 6.6's fair.c.
+    let mut p = CfsParams { eevdf_kernel: super::EevdfKernel::V6_6, ..CfsParams::default() };
     tweak(&mut p);
-    let mut c = Cfs::new_eevdf(super::EevdfParams(p));
+    let mut c = Cfs::new_eevdf(super::EevdfParams(p)).expect("6.6 parameters");
     c.init(&w.ctx());
     c
 }

@@ -15,7 +15,9 @@ use crate::testworld::TestWorld;
 use schedlab_core::{CpuId, CpuSet, SchedPolicy, SwitchReason, Topology};
 
 fn eevdf(w: &TestWorld) -> Cfs {
-    let mut c = Cfs::new_eevdf(EevdfParams(CfsParams::default()));
+    // The balancer and placement tests hold for both kernels; the 6.6 runqueue they were derived on.
+    let p = CfsParams { eevdf_kernel: super::EevdfKernel::V6_6, ..CfsParams::default() };
+    let mut c = Cfs::new_eevdf(EevdfParams(p)).expect("6.6 parameters");
     c.init(&w.ctx());
     c
 }

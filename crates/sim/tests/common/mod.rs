@@ -12,7 +12,7 @@ macro_rules! every_policy {
             // Variants whose code paths the defaults do not take: seed 001's 2.3.99-pre4 baseline, ELSC
             // on 2.4.27's counters, HTFS on CFS 2.6.38's balancer with weight loads.
             linux24_2399 => "linux24[kernel=2.3.99]", elsc_2427 => "elsc[kernel=2.4.27]",
-            htfs_std => "htfs[balance=std]");
+            htfs_std => "htfs[balance=std]", eevdf_66 => "eevdf[kernel=6.6]");
     };
     (@list $check:ident; $($name:ident => $spec:expr),* $(,)?) => {
         $(
