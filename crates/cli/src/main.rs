@@ -43,8 +43,9 @@ enum Cmd {
     /// Run a workload for real on this machine's kernel, with one thread per task, and measure it into
     /// the same report as `run` (docs/exec.md).
     Exec(ExecArgs),
-    /// Measure this machine (topology, HZ, context switch, cross-CPU wakeup and idle-exit costs) and
-    /// write a machine file for the simulator (docs/exec.md).
+    /// Measure this machine (topology, HZ, context switch, cross-CPU wakeup, idle and timer exits,
+    /// and each kind of kernel call's CPU time) and write a machine file for the simulator
+    /// (docs/exec.md).
     Calibrate {
         /// The machine file to write.
         #[arg(short, long, default_value = "this-machine.toml")]
@@ -382,13 +383,16 @@ fn main() {
         Cmd::Reproduce(args) => reproduce_cmd(args),
         Cmd::Exec(args) => exec_cmd(args),
         Cmd::Validate(args) => validate_cmd(args),
-        Cmd::Calibrate { output } => {
-            let c = schedlab_exec::machine_file::measure();
-            let text = c.to_toml();
-            std::fs::write(&output, &text).with_context(|| format!("cannot write {output}")).map(|()| {
-                emit(&format!("{text}\nmachine file written to {output} (use it as --machine {output})\n"))
-            })
-        }
+        Cmd::Calibrate { output } => schedlab_exec::machine_file::measure()
+            .context("calibrate: a measurement could not set up its objects")
+            .and_then(|c| {
+                let text = c.to_toml();
+                std::fs::write(&output, &text).with_context(|| format!("cannot write {output}")).map(|()| {
+                    emit(&format!(
+                        "{text}\nmachine file written to {output} (use it as --machine {output})\n"
+                    ))
+                })
+            }),
         Cmd::Report { results, output } => report_html::load(&results).and_then(|runs| {
             let page = report_html::html(&runs)?;
             std::fs::write(&output, page).with_context(|| format!("cannot write {output}"))?;
@@ -659,7 +663,7 @@ fn validate_cmd(args: ValidateArgs) -> Result<()> {
     let machine = match &args.machine {
         Some(m) => Machine::load(m)?,
         None => {
-            let text = schedlab_exec::machine_file::measure().to_toml();
+            let text = schedlab_exec::machine_file::measure().context("calibrating this machine")?.to_toml();
             Machine::from_toml("(calibrated now)", &text)?
         }
     };
@@ -709,7 +713,7 @@ fn validate_random_cmd(args: ValidateArgs) -> Result<()> {
     let machine = match &args.machine {
         Some(m) => Machine::load(m)?,
         None => {
-            let text = schedlab_exec::machine_file::measure().to_toml();
+            let text = schedlab_exec::machine_file::measure().context("calibrating this machine")?.to_toml();
             Machine::from_toml("(calibrated now)", &text)?
         }
     };

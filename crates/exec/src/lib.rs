@@ -33,6 +33,7 @@
 
 pub mod calibrate;
 pub mod cgroups;
+pub mod kernel_costs;
 pub mod machine_file;
 pub mod measure;
 pub mod objects;

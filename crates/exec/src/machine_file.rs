@@ -38,6 +38,9 @@ pub struct Calibration {
     pub same_cpu_half_rt_ns: u64,
     /// Half a ping-pong round trip between threads on CPU 0 and CPU 1 (`None` with one CPU).
     pub cross_cpu_half_rt_ns: Option<u64>,
+    /// The same with an idle-policy thread spinning on each CPU, so every wakeup reaches a busy
+    /// CPU (`None` with one CPU).
+    pub busy_cross_cpu_half_rt_ns: Option<u64>,
     /// Median lateness of a 1 ms absolute timer with 1 ns timer slack.
     pub timer_latency_ns: u64,
     /// The default timer slack of a thread (`PR_GET_TIMERSLACK`).
@@ -45,6 +48,21 @@ pub struct Calibration {
     /// The extra time of one pass over a 256 KiB working set right after moving between CPUs 0 and 1,
     /// and how those CPUs share caches (`None` with one CPU).
     pub migration: Option<(u64, CacheSharing)>,
+    /// Per-kind kernel path costs (crate::kernel_costs).
+    pub paths: crate::kernel_costs::KernelCosts,
+}
+
+/// The simulator's machine-level costs derived from a [`Calibration`] ([`Calibration::costs`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DerivedCosts {
+    /// `context_switch_ns`.
+    pub context_switch_ns: u64,
+    /// `idle_exit_ns` (the exit of an idle CPU an IPI wakes).
+    pub idle_exit_ns: u64,
+    /// `wakeup_ipi_ns`.
+    pub wakeup_ipi_ns: u64,
+    /// `timer_exit_ns` (a timer's delivery to an idle CPU).
+    pub timer_exit_ns: u64,
 }
 
 /// How CPUs 0 and 1 share caches, from /sys/devices/system/cpu/cpu0/{topology,cache}.
@@ -164,6 +182,36 @@ fn ping_pong(a: u32, b: u32) -> u64 {
     dt / ROUND_TRIPS
 }
 
+/// [`ping_pong`] between `a` and `b` while a SCHED_IDLE thread spins on each: every wakeup then
+/// reaches a busy CPU (the woken thread preempts the spinner at once, as a normal task always
+/// preempts an idle-policy one), so the round trip has the IPI and no idle exit.
+fn ping_pong_busy(a: u32, b: u32) -> u64 {
+    let stop = Arc::new(AtomicBool::new(false));
+    let hogs: Vec<_> = [a, b]
+        .into_iter()
+        .map(|cpu| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let _ = sys::set_affinity(0, &[cpu]);
+                let _ = sys::set_policy(0, sys::Policy::Idle);
+                let mut x = 1;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    x = crate::calibrate::burn(1024, x);
+                }
+                x
+            })
+        })
+        .collect();
+    // Let the spinners start and settle on their CPUs.
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let rt = ping_pong(a, b);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for h in hogs {
+        let _ = h.join();
+    }
+    rt
+}
+
 /// A 4-byte write and read by one thread: ns per pair.
 fn pipe_pair() -> u64 {
     let stop = AtomicBool::new(false);
@@ -225,7 +273,7 @@ fn config_hz(kernel: &str) -> Option<u32> {
 }
 
 /// Measures this machine.
-pub fn measure() -> Calibration {
+pub fn measure() -> std::io::Result<Calibration> {
     let nr_cpus = sys::nr_cpus();
     let kernel = crate::measure::kernel_release();
     let sockets = distinct("/sys/devices/system/cpu/cpu{}/topology/physical_package_id", nr_cpus);
@@ -238,9 +286,11 @@ pub fn measure() -> Calibration {
     let pipe_pair_ns = five(&pipe_pair);
     let same_cpu_half_rt_ns = five(&|| ping_pong(0, 0)) / 2;
     let cross_cpu_half_rt_ns = (nr_cpus > 1).then(|| five(&|| ping_pong(0, 1)) / 2);
+    let busy_cross_cpu_half_rt_ns = (nr_cpus > 1).then(|| five(&|| ping_pong_busy(0, 1)) / 2);
     let timer_latency_ns = timer_latency(nr_cpus.saturating_sub(1) as u32);
     let migration = (nr_cpus > 1).then(|| (migration_extra(0, 1), cache_sharing_0_1()));
-    Calibration {
+    let paths = crate::kernel_costs::measure()?;
+    Ok(Calibration {
         host: crate::measure::hostname(),
         hz: config_hz(&kernel),
         kernel,
@@ -251,31 +301,69 @@ pub fn measure() -> Calibration {
         pipe_pair_ns,
         same_cpu_half_rt_ns,
         cross_cpu_half_rt_ns,
+        busy_cross_cpu_half_rt_ns,
         timer_latency_ns,
         timer_slack_ns: timer_slack(),
         migration,
-    }
+        paths,
+    })
 }
 
 /// The simulator's default cost of a scheduling decision, which the measured times include.
 const SCHED_BASE_NS: u64 = 250;
 
 impl Calibration {
-    /// The simulator's costs from the measurements:
+    /// The simulator's machine-level costs from the measurements:
     /// * `context_switch_ns` = half a same-CPU round trip minus the pipe system calls and the
     ///   decision cost (a round trip is two writes, two reads, two decisions and two switches);
-    /// * `idle_exit_ns` = the timer's lateness minus a switch and a decision (the path from idle);
-    /// * `wakeup_ipi_ns` = half a cross-CPU round trip minus the same-CPU half and the idle exit (the
-    ///   extra of waking another CPU).
+    /// * `timer_exit_ns` = the timer's lateness minus a switch and a decision (the path from idle
+    ///   to the woken thread);
+    /// * `wakeup_ipi_ns` = half a cross-CPU round trip to busy CPUs minus the same-CPU half (the
+    ///   extra of waking another CPU);
+    /// * `idle_exit_ns` = half a cross-CPU round trip to idle CPUs minus the busy one (the extra
+    ///   when that CPU is idle). With one CPU there is no IPI to measure: the IPI is the 2 us
+    ///   default and an idle CPU's exit is the timer's.
     ///
     /// Each is at least 100 ns.
-    pub fn costs(&self) -> (u64, u64, u64) {
+    pub fn costs(&self) -> DerivedCosts {
         let switch = self.same_cpu_half_rt_ns.saturating_sub(self.pipe_pair_ns + SCHED_BASE_NS).max(100);
-        let idle_exit = self.timer_latency_ns.saturating_sub(switch + SCHED_BASE_NS).max(100);
-        let ipi = self
-            .cross_cpu_half_rt_ns
-            .map_or(2_000, |c| c.saturating_sub(self.same_cpu_half_rt_ns + idle_exit).max(100));
-        (switch, idle_exit, ipi)
+        let timer_exit = self.timer_latency_ns.saturating_sub(switch + SCHED_BASE_NS).max(100);
+        let (ipi, idle_exit) = match (self.cross_cpu_half_rt_ns, self.busy_cross_cpu_half_rt_ns) {
+            (Some(idle), Some(busy)) => {
+                (busy.saturating_sub(self.same_cpu_half_rt_ns).max(100), idle.saturating_sub(busy).max(100))
+            }
+            _ => (2_000, timer_exit),
+        };
+        DerivedCosts {
+            context_switch_ns: switch,
+            idle_exit_ns: idle_exit,
+            wakeup_ipi_ns: ipi,
+            timer_exit_ns: timer_exit,
+        }
+    }
+
+    /// The per-kind kernel path costs as machine-file keys (`[costs]`): the measured CPU time per
+    /// call, except that a call that blocks loses the context switch the simulator charges apart
+    /// (the waiter's measured time includes its switch-in, which the simulator counts as switch
+    /// overhead); each at least `syscall_ns`.
+    pub fn path_costs(&self) -> Vec<(&'static str, u64)> {
+        let k = &self.paths;
+        let call = self.pipe_pair_ns / 2;
+        let switch = self.costs().context_switch_ns;
+        let blocking = |ns: u64| ns.saturating_sub(switch).max(call);
+        vec![
+            ("sleep_ns", blocking(k.sleep_ns)),
+            ("yield_ns", k.yield_ns.max(call)),
+            ("fork_ns", k.fork_ns.max(call)),
+            ("pipe_wait_ns", blocking(k.pipe_wait_ns)),
+            ("pipe_wake_ns", k.pipe_wake_ns.max(call)),
+            ("mutex_wait_ns", blocking(k.mutex_wait_ns)),
+            ("mutex_wake_ns", k.mutex_wake_ns.max(call)),
+            ("cond_wait_ns", blocking(k.cond_wait_ns)),
+            ("cond_wake_ns", k.cond_wake_ns.max(call)),
+            ("futex_wait_ns", blocking(k.futex_wait_ns)),
+            ("futex_wake_ns", k.futex_wake_ns.max(call)),
+        ]
     }
 
     /// The refill time of a move between CPUs 0 and 1 and its machine-file key: the model runs a task
@@ -288,7 +376,7 @@ impl Calibration {
 
     /// A machine file (docs/architecture.md#machines) for the simulator.
     pub fn to_toml(&self) -> String {
-        let (switch, idle_exit, ipi) = self.costs();
+        let c = self.costs();
         let refill = match (self.migration, self.refill()) {
             (Some((extra, _)), Some((key, ns))) => {
                 format!(
@@ -298,6 +386,8 @@ impl Calibration {
             }
             _ => String::new(),
         };
+        let k = &self.paths;
+        let paths: String = self.path_costs().iter().map(|(key, ns)| format!("{key} = {ns}\n")).collect();
         // The simulator takes 100, 250, 300 or 1000 Hz.
         let hz = self.hz.filter(|h| [100, 250, 300, 1000].contains(h)).unwrap_or(250);
         let cores_per_socket = (self.nr_cpus / self.sockets / self.threads_per_core).max(1);
@@ -307,6 +397,9 @@ impl Calibration {
              # Measured (medians of five runs): 4-byte pipe write + read {pair} ns; half a pipe ping-pong\n\
              # round trip on one CPU {same} ns{cross}; 1 ms absolute timer lateness with 1 ns slack {timer} ns;\n\
              # default timer slack {slack} ns.{hz_note}\n\
+             # Per call, the calling thread's CPU time (medians; a blocking call's includes its switch-in):\n\
+             # mutex wait {mw} / wake {mk}, condition wait {cw} / signal {ck}, semaphore wait {fw} / post {fk},\n\
+             # pipe read that blocks {pw} / write that wakes {pk}, 1 ms sleep {sl}, sched_yield {y}, thread creation {fo}.\n\
              name = \"{host}\"\n\
              description = \"calibrated from this machine by schedlab calibrate\"\n\
              sockets = {sockets}\n\
@@ -319,18 +412,39 @@ impl Calibration {
              context_switch_ns = {switch}\n\
              idle_exit_ns = {idle_exit}\n\
              wakeup_ipi_ns = {ipi}\n\
+             timer_exit_ns = {timer_exit}\n\
              timer_slack_ns = {slack}\n\
              syscall_ns = {syscall}\n\
+             {paths}\
              {refill}",
+            switch = c.context_switch_ns,
+            idle_exit = c.idle_exit_ns,
+            ipi = c.wakeup_ipi_ns,
+            timer_exit = c.timer_exit_ns,
             syscall = self.pipe_pair_ns / 2,
             host = self.host,
             kernel = self.kernel,
             pair = self.pipe_pair_ns,
             same = self.same_cpu_half_rt_ns,
-            cross = self.cross_cpu_half_rt_ns.map_or(String::new(), |c| format!(", across CPUs 0 and 1 {c} ns")),
+            cross = match (self.cross_cpu_half_rt_ns, self.busy_cross_cpu_half_rt_ns) {
+                (Some(c), Some(b)) => format!(", across CPUs 0 and 1 {c} ns (to busy CPUs {b} ns)"),
+                (Some(c), None) => format!(", across CPUs 0 and 1 {c} ns"),
+                _ => String::new(),
+            },
             timer = self.timer_latency_ns,
             slack = self.timer_slack_ns,
             hz_note = if self.hz.is_some() { "" } else { "\n# CONFIG_HZ not found (no /proc/config.gz or /boot/config): 250 assumed." },
+            mw = k.mutex_wait_ns,
+            mk = k.mutex_wake_ns,
+            cw = k.cond_wait_ns,
+            ck = k.cond_wake_ns,
+            fw = k.futex_wait_ns,
+            fk = k.futex_wake_ns,
+            pw = k.pipe_wait_ns,
+            pk = k.pipe_wake_ns,
+            sl = k.sleep_ns,
+            y = k.yield_ns,
+            fo = k.fork_ns,
             sockets = self.sockets,
             cpl = (cores_per_socket / nodes_per_socket).max(1),
             tpc = self.threads_per_core,
@@ -354,23 +468,76 @@ mod tests {
             pipe_pair_ns: 1_000,
             same_cpu_half_rt_ns: 3_000,
             cross_cpu_half_rt_ns: Some(9_000),
+            busy_cross_cpu_half_rt_ns: Some(7_000),
             timer_latency_ns: 4_000,
             timer_slack_ns: 50_000,
             migration: Some((3_000, CacheSharing::Llc)),
+            paths: crate::kernel_costs::KernelCosts {
+                mutex_wait_ns: 4_000,
+                mutex_wake_ns: 1_500,
+                cond_wait_ns: 5_000,
+                cond_wake_ns: 2_500,
+                futex_wait_ns: 3_500,
+                futex_wake_ns: 1_200,
+                pipe_wait_ns: 1_900,
+                pipe_wake_ns: 300,
+                sleep_ns: 8_000,
+                yield_ns: 200,
+                fork_ns: 12_000,
+            },
         }
     }
 
     #[test]
     fn costs_follow_the_documented_subtractions() {
-        // switch = 3000 - 1000 - 250; idle exit = 4000 - 1750 - 250; ipi = 9000 - 3000 - 2000.
-        assert_eq!(sample().costs(), (1_750, 2_000, 4_000));
+        // switch = 3000 - 1000 - 250; timer exit = 4000 - 1750 - 250; ipi = 7000 - 3000 (busy
+        // targets); idle exit = 9000 - 7000 (idle targets over busy ones).
+        let want = DerivedCosts {
+            context_switch_ns: 1_750,
+            idle_exit_ns: 2_000,
+            wakeup_ipi_ns: 4_000,
+            timer_exit_ns: 2_000,
+        };
+        assert_eq!(sample().costs(), want);
         let tiny = Calibration {
             same_cpu_half_rt_ns: 500,
             timer_latency_ns: 0,
             cross_cpu_half_rt_ns: None,
+            busy_cross_cpu_half_rt_ns: None,
             ..sample()
         };
-        assert_eq!(tiny.costs(), (100, 100, 2_000), "floors, and the default IPI with one CPU");
+        let floors = DerivedCosts {
+            context_switch_ns: 100,
+            idle_exit_ns: 100,
+            wakeup_ipi_ns: 2_000,
+            timer_exit_ns: 100,
+        };
+        assert_eq!(tiny.costs(), floors, "floors; with one CPU the default IPI and the timer's exit");
+        let one_cpu = Calibration { cross_cpu_half_rt_ns: None, busy_cross_cpu_half_rt_ns: None, ..sample() };
+        assert_eq!(one_cpu.costs().idle_exit_ns, 2_000, "one CPU: an idle CPU exits as for its timer");
+    }
+
+    #[test]
+    fn blocking_calls_lose_the_switch_the_simulator_charges_apart() {
+        // syscall = 1000 / 2; switch = 1750 (above). Waits lose 1750, floored at 500; wakes and
+        // plain calls are kept, floored at 500.
+        let got: std::collections::BTreeMap<_, _> = sample().path_costs().into_iter().collect();
+        let want: std::collections::BTreeMap<_, _> = [
+            ("sleep_ns", 6_250),
+            ("yield_ns", 500),
+            ("fork_ns", 12_000),
+            ("pipe_wait_ns", 500),
+            ("pipe_wake_ns", 500),
+            ("mutex_wait_ns", 2_250),
+            ("mutex_wake_ns", 1_500),
+            ("cond_wait_ns", 3_250),
+            ("cond_wake_ns", 2_500),
+            ("futex_wait_ns", 1_750),
+            ("futex_wake_ns", 1_200),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(got, want);
     }
 
     #[test]
@@ -380,8 +547,17 @@ mod tests {
         assert_eq!(m.topology.nr_cpus(), 8, "2 sockets x 1 node x 2 cores x 2 threads");
         assert_eq!(m.hz, 250);
         assert_eq!(
-            (m.costs.context_switch_ns, m.costs.idle_exit_ns, m.costs.wakeup_ipi_ns),
-            (1_750, 2_000, 4_000)
+            (m.costs.context_switch_ns, m.costs.idle_exit_ns, m.costs.wakeup_ipi_ns, m.costs.timer_exit_ns),
+            (1_750, 2_000, 4_000, Some(2_000))
+        );
+        let c = &m.costs;
+        assert_eq!(
+            [c.sleep_ns, c.yield_ns, c.fork_ns, c.pipe_wait_ns, c.pipe_wake_ns, c.mutex_wait_ns],
+            [Some(6_250), Some(500), Some(12_000), Some(500), Some(500), Some(2_250)]
+        );
+        assert_eq!(
+            [c.mutex_wake_ns, c.cond_wait_ns, c.cond_wake_ns, c.futex_wait_ns, c.futex_wake_ns],
+            [Some(1_500), Some(3_250), Some(2_500), Some(1_750), Some(1_200)]
         );
         assert_eq!((m.costs.timer_slack_ns, m.costs.syscall_ns), (50_000, 500), "half the 1000 ns pipe pair");
         assert_eq!(m.costs.refill_llc_ns, 6_000, "twice the 3 us extra: half speed while refilling");

@@ -78,26 +78,76 @@ pub(crate) struct Device {
     pub nr_requests: u64,
 }
 
-/// Whether an op always makes a system call (and so is charged `CostModel::syscall_ns`); mutexes,
-/// semaphores, barriers, signal and resume enter the kernel only when contended or awaited.
-fn enters_kernel(op: &Op) -> bool {
-    matches!(
-        op,
-        Op::Sleep { .. }
-            | Op::Timer { .. }
-            | Op::Yield
-            | Op::Send { .. }
-            | Op::Recv { .. }
-            | Op::CondWait { .. }
-            | Op::Suspend(_)
-            | Op::Io { .. }
-            | Op::Fork(_)
-            | Op::WaitChildren
-            | Op::SetCpus(_)
-    )
-}
-
 impl<'a> Sim<'a> {
+    /// The kernel time `t` pays before doing `op` now (`CostModel`'s per-kind costs): by what the op
+    /// will do in the current state (block, wake others, neither). Ops that always enter the kernel
+    /// fall back to `syscall_ns`, ops that enter it only when contended or awaited to nothing.
+    fn kernel_cost(&self, t: TaskId, op: &Op) -> Ns {
+        let c = &self.machine.costs;
+        let call = c.syscall_ns;
+        let contended = |k: Option<Ns>| k.unwrap_or(0);
+        match *op {
+            Op::Sleep { .. } | Op::Timer { .. } => c.sleep_ns.unwrap_or(call),
+            Op::Yield => c.yield_ns.unwrap_or(call),
+            Op::Fork(_) => c.fork_ns.unwrap_or(call),
+            Op::Io { .. } | Op::WaitChildren | Op::SetCpus(_) => call,
+            Op::Send { pipe, bytes } => {
+                let p = &self.pipes[pipe as usize];
+                if !(p.writers.is_empty() && p.used + bytes <= p.capacity) {
+                    c.pipe_wait_ns.unwrap_or(call)
+                } else if !p.readers.is_empty() {
+                    c.pipe_wake_ns.unwrap_or(call)
+                } else {
+                    call
+                }
+            }
+            Op::Recv { pipe, bytes } => {
+                let p = &self.pipes[pipe as usize];
+                if !(p.readers.is_empty() && p.used >= bytes) {
+                    c.pipe_wait_ns.unwrap_or(call)
+                } else if !p.writers.is_empty() {
+                    c.pipe_wake_ns.unwrap_or(call)
+                } else {
+                    call
+                }
+            }
+            Op::Lock(m) => match self.mutexes[m as usize].owner {
+                Some(o) if o != t => contended(c.mutex_wait_ns),
+                _ => 0,
+            },
+            Op::Unlock(m) if !self.mutexes[m as usize].waiters.is_empty() => contended(c.mutex_wake_ns),
+            Op::CondWait { mutex, .. } => {
+                // The wait also releases the mutex, waking its first waiter if any.
+                let release = if self.mutexes[mutex as usize].waiters.is_empty() {
+                    0
+                } else {
+                    contended(c.mutex_wake_ns)
+                };
+                c.cond_wait_ns.unwrap_or(call) + release
+            }
+            Op::Suspend(_) => c.cond_wait_ns.unwrap_or(call),
+            Op::Signal(cv) if !self.conds[cv as usize].is_empty() => contended(c.cond_wake_ns),
+            Op::Broadcast(cv) => self.conds[cv as usize].len() as Ns * contended(c.cond_wake_ns),
+            Op::Resume(e) => self.suspended[e as usize].len() as Ns * contended(c.cond_wake_ns),
+            Op::SemWait(x) if self.semaphores[x as usize].count == 0 => contended(c.futex_wait_ns),
+            Op::SemPost(x) if !self.semaphores[x as usize].waiters.is_empty() => contended(c.futex_wake_ns),
+            Op::Barrier(b) | Op::BarrierSpin { barrier: b, .. } => {
+                let bar = &self.barriers[b as usize];
+                let others = (bar.arrived.len() + bar.spinning.len()) as u32;
+                if others + 1 >= bar.parties {
+                    // The last arrival releases the sleepers.
+                    bar.arrived.len() as Ns * contended(c.cond_wake_ns)
+                } else if matches!(op, Op::Barrier(_)) {
+                    contended(c.cond_wait_ns)
+                } else {
+                    // A spinning arrival enters the kernel only if its spin runs out (not charged).
+                    0
+                }
+            }
+            _ => 0,
+        }
+    }
+
     /// What `t`, which has just blocked, waits for: the kind of the op it blocked in (every blocking
     /// op has advanced the program counter past itself).
     pub(crate) fn wait_kind(&self, t: TaskId) -> WaitKind {
@@ -172,16 +222,18 @@ impl<'a> Sim<'a> {
             let pc = self.tasks[t.idx()].pc;
             let Some(&op) = ops.get(pc as usize) else { return Step::Exit };
             let now = self.now;
-            let syscall_ns = self.machine.costs.syscall_ns;
-            if syscall_ns > 0 && enters_kernel(&op) {
-                let tk = &mut self.tasks[t.idx()];
-                if !tk.syscall_paid {
+            if self.tasks[t.idx()].syscall_paid {
+                // Back from the call's kernel time: do the op (in whatever state it finds).
+                self.tasks[t.idx()].syscall_paid = false;
+            } else {
+                let cost = self.kernel_cost(t, &op);
+                if cost > 0 {
                     // Run the call's kernel time first, then come back to do the op.
+                    let tk = &mut self.tasks[t.idx()];
                     tk.syscall_paid = true;
-                    tk.syscall_left = syscall_ns;
+                    tk.syscall_left = cost;
                     return Step::Run;
                 }
-                tk.syscall_paid = false;
             }
             match op {
                 Op::Compute { work: d } | Op::Spin { time: d } => {
@@ -487,6 +539,7 @@ impl<'a> Sim<'a> {
     fn block_until(&mut self, t: TaskId, at: Ns) -> Step {
         let tk = &mut self.tasks[t.idx()];
         tk.wait_gen = tk.wait_gen.wrapping_add(1);
+        tk.timer_exit_done = false;
         self.q.arm_wake(t, at, tk.wait_gen);
         Step::Block
     }

@@ -50,9 +50,59 @@ pub struct CostModel {
     /// the kernel (sleep, timer, yield, send, recv, condition wait, suspend, io, fork, wait_children,
     /// cpus): entry, the call's own work and exit, which Linux counts as the thread's run time. Ops
     /// that enter the kernel only when contended (mutexes, semaphores, barriers, signal, resume) are
-    /// not charged. Default 0 (the workload generators' own per-call costs stand for it);
-    /// `schedlab calibrate` measures it as half a 4-byte pipe write + read.
+    /// not charged. A per-kind cost below, when set, replaces it for its kind of call. Default 0
+    /// (the workload generators' own per-call costs stand for it); `schedlab calibrate` measures it
+    /// as half a 4-byte pipe write + read.
     pub syscall_ns: Ns,
+    /// Per-kind kernel path costs (issue 30), each the CPU time one call costs the task that makes
+    /// it, as Linux accounts it (measured by `schedlab calibrate`, crates/exec/src/kernel_costs.rs).
+    /// Each is charged as run time before the op, in place of `syscall_ns`. Unset (the default),
+    /// a call that always enters the kernel costs `syscall_ns` and one that enters it only when
+    /// contended costs nothing, as before these keys existed.
+    ///
+    /// A `sleep` or `timer` op that blocks (arming the high-resolution timer, the block and the
+    /// wakeup's switch-in).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sleep_ns: Option<Ns>,
+    /// A `yield` (`sched_yield`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub yield_ns: Option<Ns>,
+    /// A `fork` (the parent's part of creating the task).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fork_ns: Option<Ns>,
+    /// A pipe `send` or `recv` that blocks (no room, no bytes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pipe_wait_ns: Option<Ns>,
+    /// A pipe `send` or `recv` that wakes a blocked reader or writer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pipe_wake_ns: Option<Ns>,
+    /// A `lock` of a mutex another task holds (the futex wait of a contended mutex).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mutex_wait_ns: Option<Ns>,
+    /// An `unlock` with waiters (the futex wake of a contended mutex).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mutex_wake_ns: Option<Ns>,
+    /// A condition wait (`cond_wait`), a `suspend`, and a sleeping `barrier` arrival (the
+    /// executor's barriers and events are a mutex and a condition variable).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cond_wait_ns: Option<Ns>,
+    /// Per task woken by a `signal`, `broadcast`, `resume` or barrier release.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cond_wake_ns: Option<Ns>,
+    /// A semaphore wait that blocks (a futex wait).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub futex_wait_ns: Option<Ns>,
+    /// A semaphore post that wakes a waiter (a futex wake).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub futex_wake_ns: Option<Ns>,
+    /// Latency from a sleep's or timer's expiry on an idle CPU until that CPU runs the wakeup (the
+    /// timer interrupt's delivery from idle, which may differ from `idle_exit_ns`, the exit of a
+    /// CPU an IPI wakes: in a VM the timer goes through the host). The wakeup, and with it the
+    /// choice of CPU, happens this much after the expiry; the timer's CPU then pays no
+    /// `idle_exit_ns`. Unset: the wakeup happens at the expiry and an idle target pays
+    /// `idle_exit_ns`, as before this key existed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timer_exit_ns: Option<Ns>,
 }
 
 impl Default for CostModel {
@@ -73,6 +123,18 @@ impl Default for CostModel {
             refill_evicted_ns: 50 * NSEC_PER_USEC,
             timer_slack_ns: 0,
             syscall_ns: 0,
+            sleep_ns: None,
+            yield_ns: None,
+            fork_ns: None,
+            pipe_wait_ns: None,
+            pipe_wake_ns: None,
+            mutex_wait_ns: None,
+            mutex_wake_ns: None,
+            cond_wait_ns: None,
+            cond_wake_ns: None,
+            futex_wait_ns: None,
+            futex_wake_ns: None,
+            timer_exit_ns: None,
         }
     }
 }

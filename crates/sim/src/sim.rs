@@ -184,6 +184,9 @@ pub(crate) struct Cpu {
     pub mhz_now: u32,
     /// See `mhz_now`.
     pub dynamic_mw: u64,
+    /// The CPU left idle at this instant to run a timer's wakeup (`CostModel::timer_exit_ns`): a
+    /// wakeup it runs now pays no idle exit. `None` before the first such timer.
+    pub timer_awake_at: Option<Ns>,
 }
 
 /// Per-task engine state and accounting.
@@ -212,6 +215,8 @@ pub(crate) struct Task {
     pub woke_at: Option<Ns>,
     /// The expiry a slackened sleep or timer wakeup was due at (its latency counts from there).
     pub due_at: Option<Ns>,
+    /// The timed wakeup armed now is the deferred one, after its CPU's `timer_exit_ns`.
+    pub timer_exit_done: bool,
     pub children_alive: u32,
     pub waiting_children: bool,
     /// A spin-then-sleep barrier released this task while it spun.
@@ -624,8 +629,7 @@ impl<'a> Sim<'a> {
             Ev::Wake { task, gen } => {
                 let tk = &self.tasks[task.idx()];
                 if tk.wait_gen == gen && self.views[task.idx()].state == TaskState::Blocked {
-                    let cpu = self.views[task.idx()].cpu;
-                    self.wake(task, cpu, None, false);
+                    self.on_timer_expiry(task, gen);
                 }
             }
             Ev::Resched(cpu) => self.on_resched(cpu),
@@ -880,6 +884,25 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// A sleep or timer of `task` expired (its wait generation `gen` still current). The timer
+    /// fires on the task's CPU; if that CPU is idle and the machine has `timer_exit_ns`, the
+    /// interrupt reaches it only that much later, and the wakeup (with its choice of CPU) happens
+    /// then, the CPU already awake. The wakeup latency still counts from the expiry.
+    fn on_timer_expiry(&mut self, task: TaskId, gen: u32) {
+        let cpu = self.views[task.idx()].cpu;
+        let exit_ns = self.machine.costs.timer_exit_ns.unwrap_or(0);
+        let tk = &mut self.tasks[task.idx()];
+        if std::mem::take(&mut tk.timer_exit_done) {
+            self.cpus[cpu.idx()].timer_awake_at = Some(self.now);
+        } else if exit_ns > 0 && self.cpu_views[cpu.idx()].curr.is_none() {
+            tk.timer_exit_done = true;
+            tk.due_at.get_or_insert(self.now);
+            self.q.arm_wake(task, self.now + exit_ns, gen);
+            return;
+        }
+        self.wake(task, cpu, None, false);
+    }
+
     /// Asks `cpu` to reschedule: after the IPI latency if `from` is another CPU, plus the idle-exit
     /// latency if `cpu` is idle; at once for a busy CPU acting on itself.
     pub(crate) fn kick(&mut self, cpu: CpuId, from: CpuId) {
@@ -888,7 +911,8 @@ impl<'a> Sim<'a> {
             c.resched_pending = true;
             let costs = &self.machine.costs;
             let mut lat = if cpu == from { 0 } else { costs.wakeup_ipi_ns };
-            if self.cpu_views[cpu.idx()].curr.is_none() {
+            // An idle CPU exits idle first, unless a timer woke it for this very instant.
+            if self.cpu_views[cpu.idx()].curr.is_none() && c.timer_awake_at != Some(self.now) {
                 lat += costs.idle_exit_ns;
             }
             self.q.push(self.now + lat, Ev::Resched(cpu));

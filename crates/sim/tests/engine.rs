@@ -187,6 +187,109 @@ fn a_system_call_runs_its_cpu_time_before_its_op() {
 }
 
 #[test]
+fn each_kind_of_call_pays_its_own_kernel_time_by_what_it_does() {
+    // Per-kind costs (issue 30), distinct so each charge shows in the totals. On 8 CPUs (each task
+    // its own, so the order of events is the programs' own):
+    // * `holder` locks m free (nothing), computes 10 ms and unlocks with `waiter` queued (a wake);
+    //   `waiter` (from 1 ms) locks m held (a wait), then unlocks it free (nothing);
+    // * `reader` reads the empty pipe (a wait); `writer` computes 2 ms and sends to the blocked
+    //   reader (a wake), then sends again into room with no reader (a plain call);
+    // * `poster` computes 3 ms and posts `s` with `taker` waiting (a futex wake); `taker` waits on
+    //   the empty semaphore (a futex wait);
+    // * `yielder` yields twice and forks one child (whose program is empty).
+    let build = || {
+        let mut w = WorkloadBuilder::new("kinds");
+        let (m, p, s) = (w.mutex("m"), w.pipe("p", 4096), w.semaphore("s", 0));
+        w.task("holder", P::new().lock(m).compute(10 * MS).unlock(m).build());
+        w.task("waiter", P::new().lock(m).unlock(m).build()).start_ns = MS;
+        w.task("reader", P::new().recv(p, 4).build());
+        w.task("writer", P::new().compute(2 * MS).send(p, 4).send(p, 4).build());
+        w.task("poster", P::new().compute(3 * MS).sem_post(s).build());
+        w.task("taker", P::new().sem_wait(s).build());
+        let child = w.next_template() + 1;
+        w.task("yielder", P::new().yield_now().yield_now().fork(child).build());
+        w.task("child", P::new().build()).instances = 0;
+        w.stop(StopWhen::AllDone);
+        w.build().unwrap()
+    };
+    let mut m = Machine::flat(8);
+    m.costs.refill_llc_ns = 0;
+    m.costs.syscall_ns = 1_000;
+    m.costs.mutex_wait_ns = Some(30_000);
+    m.costs.mutex_wake_ns = Some(20_000);
+    m.costs.pipe_wait_ns = Some(13_000);
+    m.costs.pipe_wake_ns = Some(7_000);
+    m.costs.futex_wait_ns = Some(11_000);
+    m.costs.futex_wake_ns = Some(5_000);
+    m.costs.yield_ns = Some(3_000);
+    m.costs.fork_ns = Some(40_000);
+    let r = run(&m, &build(), "cfs", 1_000 * MS);
+    let run_ns = |n: &str| task(&r, n).run_ns;
+    assert_eq!(run_ns("holder"), 10 * MS + 20_000, "its compute and one mutex wake");
+    assert_eq!(run_ns("waiter"), 30_000, "one mutex wait; the free unlock is not charged");
+    assert_eq!(run_ns("reader"), 13_000, "one pipe wait");
+    assert_eq!(run_ns("writer"), 2 * MS + 7_000 + 1_000, "a pipe wake and a plain write");
+    assert_eq!(run_ns("poster"), 3 * MS + 5_000, "a futex wake");
+    assert_eq!(run_ns("taker"), 11_000, "a futex wait");
+    assert_eq!(run_ns("yielder"), 2 * 3_000 + 40_000, "two yields and a fork");
+    // Unset, the same workload charges `syscall_ns` to calls that always enter the kernel (the
+    // pipe calls, the yields and the fork) and nothing to the mutex and semaphore.
+    let mut m0 = Machine::flat(8);
+    m0.costs.refill_llc_ns = 0;
+    m0.costs.syscall_ns = 1_000;
+    let r0 = run(&m0, &build(), "cfs", 1_000 * MS);
+    let run0 = |n: &str| task(&r0, n).run_ns;
+    assert_eq!((run0("holder"), run0("waiter")), (10 * MS, 0));
+    assert_eq!((run0("reader"), run0("writer")), (1_000, 2 * MS + 2_000));
+    assert_eq!((run0("poster"), run0("taker"), run0("yielder")), (3 * MS, 0, 3_000));
+}
+
+#[test]
+fn condition_waits_and_wakes_are_charged_per_task_woken() {
+    // Three waiters each lock m and wait on c (a condition wait, and the release of a free m);
+    // at 5 ms the broadcaster wakes all three: three condition wakes.
+    let mut w = WorkloadBuilder::new("cond");
+    let (m, c) = (w.mutex("m"), w.cond("c"));
+    for i in 0..3 {
+        w.task(format!("w{i}"), P::new().lock(m).cond_wait(c, m).unlock(m).build());
+    }
+    w.task("caster", P::new().compute(5 * MS).broadcast(c).build());
+    w.stop(StopWhen::AllDone);
+    let mut mc = Machine::flat(4);
+    mc.costs.refill_llc_ns = 0;
+    mc.costs.cond_wait_ns = Some(9_000);
+    mc.costs.cond_wake_ns = Some(4_000);
+    let r = run(&mc, &w.build().unwrap(), "cfs", 1_000 * MS);
+    assert_eq!(task(&r, "caster").run_ns, 5 * MS + 3 * 4_000);
+    for i in 0..3 {
+        assert_eq!(task(&r, &format!("w{i}")).run_ns, 9_000, "w{i}");
+    }
+}
+
+#[test]
+fn a_timer_on_an_idle_cpu_wakes_its_task_after_the_timer_exit() {
+    // One CPU, one task sleeping 1 ms ten times. With `timer_exit_ns` the wakeup happens 50 us
+    // after each expiry and the (already awake) CPU pays no idle exit; without it, the idle exit
+    // (7 us) is all. The wakeup latency, counted from the expiry, differs by exactly 50 - 7 us,
+    // and so does each cycle.
+    let mut w = WorkloadBuilder::new("timer-exit");
+    w.task("sleeper", P::new().repeat(10, |b| b.sleep(MS)).build());
+    w.stop(StopWhen::AllDone);
+    let w = w.build().unwrap();
+    let mut m = Machine::flat(1);
+    m.costs.idle_exit_ns = 7_000;
+    let r0 = run(&m, &w, "cfs", 1_000 * MS);
+    m.costs.timer_exit_ns = Some(50_000);
+    let r1 = run(&m, &w, "cfs", 1_000 * MS);
+    let (l0, l1) = (&task(&r0, "sleeper").wakeup_latency, &task(&r1, "sleeper").wakeup_latency);
+    assert_eq!((l0.count, l1.count), (10, 10));
+    assert_eq!(l1.min_ns - l0.min_ns, 43_000, "{l0:?} {l1:?}");
+    assert_eq!(l1.max_ns - l0.max_ns, 43_000, "{l0:?} {l1:?}");
+    let (e0, e1) = (task(&r0, "sleeper").exited_ns.unwrap(), task(&r1, "sleeper").exited_ns.unwrap());
+    assert_eq!(e1 - e0, 10 * 43_000);
+}
+
+#[test]
 fn fork_and_exit_are_accounted() {
     let build = || {
         let mut w = WorkloadBuilder::new("fork");

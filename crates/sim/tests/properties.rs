@@ -278,9 +278,27 @@ fn build_machine(mc: &MachineCase) -> Machine {
             refill_evicted_ns: 0,
             timer_slack_ns: 0,
             syscall_ns: 0,
+            ..CostModel::default()
         },
         1 => CostModel::default(),
-        _ => CostModel { syscall_ns: 700, timer_slack_ns: 50_000, ..CostModel::default() },
+        // A calibrated machine's: timer slack, system-call time and the per-kind kernel paths.
+        _ => CostModel {
+            syscall_ns: 700,
+            timer_slack_ns: 50_000,
+            sleep_ns: Some(4_500),
+            yield_ns: Some(300),
+            fork_ns: Some(10_000),
+            pipe_wait_ns: Some(1_700),
+            pipe_wake_ns: Some(1_300),
+            mutex_wait_ns: Some(1_600),
+            mutex_wake_ns: Some(1_500),
+            cond_wait_ns: Some(2_200),
+            cond_wake_ns: Some(1_700),
+            futex_wait_ns: Some(1_800),
+            futex_wake_ns: Some(1_500),
+            timer_exit_ns: Some(9_000),
+            ..CostModel::default()
+        },
     };
     m.contention.enabled = mc.contention;
     if mc.dvfs > 0 {

@@ -1,0 +1,399 @@
+//! Per-kind kernel path costs for `schedlab calibrate` (issue 30): what one call of each kind costs
+//! the thread that makes it, measured the way Linux accounts it, as the thread's own CPU time
+//! (`CLOCK_THREAD_CPUTIME_ID`, the same `sum_exec_runtime` that schedstat reports for real runs).
+//!
+//! * **Block and wake pairs** (a contended mutex, a condition variable, a semaphore's futex, a pipe):
+//!   a waiter thread on the last CPU calls the blocking side while the object is unavailable; a waker
+//!   on CPU 0 spins 50 us (so the waiter is surely asleep in the kernel; on a one-CPU machine it
+//!   sleeps 200 us instead, to let the waiter run), then makes the call that wakes it. The waiter's
+//!   CPU time across its call is the *wait* cost (the call's entry, the path into `schedule()` and,
+//!   after the wakeup, the switch-in and the return); the waker's across its
+//!   call is the *wake* cost (the call and `try_to_wake_up` of the waiter, with its IPI). These are
+//!   the executor's own objects (`sys::PMutex`, `PCond`, `PSem`, `Pipe`), so the costs are those of
+//!   the calls real runs make.
+//! * **A timed sleep**: a thread sleeping 1 ms at a time on an otherwise idle CPU, CPU time per sleep
+//!   (arming the high-resolution timer, which in a VM traps to the host, the block and the wake).
+//! * **`sched_yield`** with nothing else runnable on the CPU; **a fork** as the executor makes one
+//!   (`std::thread::spawn` of a thread, the parent's CPU time).
+//!
+//! Each is the median over its rounds; the cost of reading the thread clock itself (a system call:
+//! thread CPU clocks have no vDSO path) is measured and subtracted.
+
+use crate::shm::ShmArena;
+use crate::sys::{self, now_ns, PCond, PMutex, PSem, Pipe, PipeMode};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// The calling thread's CPU time, ns.
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn median(mut v: Vec<u64>) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+/// The median cost of one `thread_cpu_ns` reading (what a timed region around a call includes).
+fn clock_overhead_ns() -> u64 {
+    median(
+        (0..201)
+            .map(|_| {
+                let a = thread_cpu_ns();
+                thread_cpu_ns() - a
+            })
+            .collect(),
+    )
+}
+
+/// What the measurements gave, ns of the calling thread's CPU time per call.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelCosts {
+    /// `pthread_mutex_lock` of a mutex another thread holds, which blocks.
+    pub mutex_wait_ns: u64,
+    /// `pthread_mutex_unlock` with a blocked waiter.
+    pub mutex_wake_ns: u64,
+    /// `pthread_cond_wait` until a signal.
+    pub cond_wait_ns: u64,
+    /// `pthread_cond_signal` with a waiter.
+    pub cond_wake_ns: u64,
+    /// `sem_wait` on an empty semaphore (a futex wait).
+    pub futex_wait_ns: u64,
+    /// `sem_post` with a waiter (a futex wake).
+    pub futex_wake_ns: u64,
+    /// A 4-byte pipe read that blocks until a write.
+    pub pipe_wait_ns: u64,
+    /// A 4-byte pipe write that wakes a blocked reader.
+    pub pipe_wake_ns: u64,
+    /// A 1 ms sleep on an idle CPU.
+    pub sleep_ns: u64,
+    /// `sched_yield` with nothing else to run.
+    pub yield_ns: u64,
+    /// Creating a thread (the parent's part).
+    pub fork_ns: u64,
+}
+
+/// Rounds of each block/wake measurement.
+const ROUNDS: u64 = 201;
+
+/// Polls `cell` until it holds `want` (sleeping 20 us between looks, so one CPU is enough).
+fn await_value(cell: &AtomicU64, want: u64) {
+    while cell.load(Ordering::Acquire) != want {
+        std::thread::sleep(std::time::Duration::from_micros(20));
+    }
+}
+
+/// The block/wake harness: per round, once the waker says go, the waiter announces itself, then
+/// times `block(i)`; the waker waits for the announcement, lets 50 us pass (spinning when the two
+/// are on different CPUs; sleeping 200 us on one) and times `wake(i)`; then the waiter runs
+/// `after_wait(i)` and, once it has, the waker `after_wake(i)` (both untimed). Medians of
+/// (waiter, waker) CPU time per call, clock cost subtracted.
+fn block_wake<S: Send + Sync + 'static>(
+    shared: S,
+    waiter_cpu: u32,
+    waker_cpu: u32,
+    block: fn(&S, u64),
+    wake: fn(&S, u64),
+    after_wait: fn(&S, u64),
+    after_wake: fn(&S, u64),
+) -> (u64, u64) {
+    let clock = clock_overhead_ns();
+    let s = Arc::new(shared);
+    let ready = Arc::new(AtomicU64::new(u64::MAX));
+    let done = Arc::new(AtomicU64::new(u64::MAX));
+    let go = Arc::new(AtomicU64::new(u64::MAX));
+    let (s2, r2, d2, g2) = (s.clone(), ready.clone(), done.clone(), go.clone());
+    let waiter = std::thread::spawn(move || {
+        let _ = sys::set_affinity(0, &[waiter_cpu]);
+        let mut costs = Vec::with_capacity(ROUNDS as usize);
+        for i in 0..ROUNDS {
+            await_value(&g2, i);
+            r2.store(i, Ordering::Release);
+            let c0 = thread_cpu_ns();
+            block(&s2, i);
+            costs.push((thread_cpu_ns() - c0).saturating_sub(clock));
+            after_wait(&s2, i);
+            d2.store(i, Ordering::Release);
+        }
+        costs
+    });
+    let _ = sys::set_affinity(0, &[waker_cpu]);
+    let mut wakes = Vec::with_capacity(ROUNDS as usize);
+    for i in 0..ROUNDS {
+        go.store(i, Ordering::Release);
+        await_value(&ready, i);
+        if waiter_cpu != waker_cpu {
+            // Busy, as a waker is when it makes its call; 50 us is ample for the waiter to block.
+            let t = now_ns();
+            while now_ns() - t < 50_000 {
+                std::hint::spin_loop();
+            }
+        } else {
+            // One CPU: sleep so the waiter can run and block.
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        let c0 = thread_cpu_ns();
+        wake(&s, i);
+        wakes.push((thread_cpu_ns() - c0).saturating_sub(clock));
+        await_value(&done, i);
+        after_wake(&s, i);
+    }
+    let _ = sys::set_affinity(0, &[]);
+    let waits = waiter.join().unwrap_or_default();
+    // The first round warms caches and page tables: left out.
+    (median(waits[1..].to_vec()), median(wakes[1..].to_vec()))
+}
+
+/// A mutex the waker holds while the waiter locks it.
+struct MutexCase {
+    _arena: ShmArena,
+    m: PMutex,
+}
+
+// SAFETY: the pthread objects live in the arena owned alongside them and are made to be shared.
+unsafe impl Send for MutexCase {}
+// SAFETY: as above.
+unsafe impl Sync for MutexCase {}
+
+fn mutex_costs(waiter_cpu: u32, waker_cpu: u32) -> std::io::Result<(u64, u64)> {
+    let mut arena = ShmArena::new(4)?;
+    let m = PMutex::new(&mut arena);
+    // The waker holds the mutex before round 0; after each round it locks it again (below) before
+    // the waiter announces the next one.
+    m.lock();
+    let case = MutexCase { _arena: arena, m };
+    Ok(block_wake(
+        case,
+        waiter_cpu,
+        waker_cpu,
+        |c, _| c.m.lock(),
+        |c, _| c.m.unlock(),
+        |c, _| c.m.unlock(),
+        // The waiter has let it go (the round is done): take it for the next round.
+        |c, _| c.m.lock(),
+    ))
+}
+
+/// A condition variable with its mutex and a generation the waiter waits to change.
+struct CondCase {
+    _arena: ShmArena,
+    m: PMutex,
+    cv: PCond,
+    generation: AtomicU64,
+}
+
+// SAFETY: see MutexCase.
+unsafe impl Send for CondCase {}
+// SAFETY: as above.
+unsafe impl Sync for CondCase {}
+
+fn cond_costs(waiter_cpu: u32, waker_cpu: u32) -> std::io::Result<(u64, u64)> {
+    let mut arena = ShmArena::new(4)?;
+    let (m, cv) = (PMutex::new(&mut arena), PCond::new(&mut arena));
+    let case = CondCase { _arena: arena, m, cv, generation: AtomicU64::new(0) };
+    Ok(block_wake(
+        case,
+        waiter_cpu,
+        waker_cpu,
+        |c, i| {
+            c.m.lock();
+            while c.generation.load(Ordering::Acquire) <= i {
+                c.cv.wait(&c.m);
+            }
+            c.m.unlock();
+        },
+        |c, i| {
+            // Under the mutex, so the change cannot fall between the waiter's check and its wait.
+            c.m.lock();
+            c.generation.store(i + 1, Ordering::Release);
+            c.cv.signal();
+            c.m.unlock();
+        },
+        |_, _| {},
+        |_, _| {},
+    ))
+}
+
+/// A semaphore the waiter takes while it is empty.
+struct SemCase {
+    _arena: ShmArena,
+    sem: PSem,
+    stop: AtomicBool,
+}
+
+// SAFETY: see MutexCase.
+unsafe impl Send for SemCase {}
+// SAFETY: as above.
+unsafe impl Sync for SemCase {}
+
+fn futex_costs(waiter_cpu: u32, waker_cpu: u32) -> std::io::Result<(u64, u64)> {
+    let mut arena = ShmArena::new(4)?;
+    let sem = PSem::new(&mut arena, 0);
+    let case = SemCase { _arena: arena, sem, stop: AtomicBool::new(false) };
+    Ok(block_wake(
+        case,
+        waiter_cpu,
+        waker_cpu,
+        |c, _| {
+            c.sem.wait(&c.stop);
+        },
+        |c, _| c.sem.post(),
+        |_, _| {},
+        |_, _| {},
+    ))
+}
+
+/// A pipe the waiter reads while it is empty.
+struct PipeCase {
+    pipe: Pipe,
+    stop: AtomicBool,
+}
+
+fn pipe_costs(waiter_cpu: u32, waker_cpu: u32) -> std::io::Result<(u64, u64)> {
+    let pipe = Pipe::new(PipeMode::Stream { bytes: 4096 })?;
+    let case = PipeCase { pipe, stop: AtomicBool::new(false) };
+    Ok(block_wake(
+        case,
+        waiter_cpu,
+        waker_cpu,
+        |c, _| {
+            let mut buf = [0u8; 4];
+            c.pipe.read_exact(&mut buf, &c.stop);
+        },
+        |c, _| {
+            c.pipe.write_all(&[1u8; 4], &c.stop);
+        },
+        |_, _| {},
+        |_, _| {},
+    ))
+}
+
+/// CPU time per 1 ms absolute sleep on `cpu` (which is otherwise idle), over 200 sleeps.
+fn sleep_cost(cpu: u32) -> u64 {
+    std::thread::spawn(move || {
+        let _ = sys::set_affinity(0, &[cpu]);
+        let clock = clock_overhead_ns();
+        let mut costs = Vec::with_capacity(200);
+        let mut next = now_ns() + 1_000_000;
+        for _ in 0..200 {
+            let c0 = thread_cpu_ns();
+            sys::sleep_until(next);
+            costs.push((thread_cpu_ns() - c0).saturating_sub(clock));
+            next += 1_000_000;
+        }
+        median(costs)
+    })
+    .join()
+    .unwrap_or(0)
+}
+
+/// CPU time per `sched_yield` on `cpu` with nothing else runnable there (the median of 201 batches
+/// of 100 calls).
+fn yield_cost(cpu: u32) -> u64 {
+    std::thread::spawn(move || {
+        let _ = sys::set_affinity(0, &[cpu]);
+        let clock = clock_overhead_ns();
+        median(
+            (0..201)
+                .map(|_| {
+                    let c0 = thread_cpu_ns();
+                    for _ in 0..100 {
+                        sys::yield_now();
+                    }
+                    (thread_cpu_ns() - c0).saturating_sub(clock) / 100
+                })
+                .collect(),
+        )
+    })
+    .join()
+    .unwrap_or(0)
+}
+
+/// The parent's CPU time per thread created as the executor creates a forked task's thread, over
+/// 101 creations (each thread exits at once and is joined outside the timing).
+fn fork_cost() -> u64 {
+    let clock = clock_overhead_ns();
+    let mut costs = Vec::with_capacity(101);
+    for _ in 0..101 {
+        let c0 = thread_cpu_ns();
+        let h = std::thread::Builder::new().name("calib-fork".into()).spawn(|| {});
+        costs.push((thread_cpu_ns() - c0).saturating_sub(clock));
+        if let Ok(h) = h {
+            let _ = h.join();
+        }
+    }
+    median(costs[1..].to_vec())
+}
+
+/// Measures every kind: the waiter on the last CPU, the waker on CPU 0 (the same CPU on a
+/// one-CPU machine, where the waker's sleep lets the waiter block first).
+pub fn measure() -> std::io::Result<KernelCosts> {
+    let last = sys::nr_cpus().saturating_sub(1) as u32;
+    let (mutex_wait_ns, mutex_wake_ns) = mutex_costs(last, 0)?;
+    let (cond_wait_ns, cond_wake_ns) = cond_costs(last, 0)?;
+    let (futex_wait_ns, futex_wake_ns) = futex_costs(last, 0)?;
+    let (pipe_wait_ns, pipe_wake_ns) = pipe_costs(last, 0)?;
+    Ok(KernelCosts {
+        mutex_wait_ns,
+        mutex_wake_ns,
+        cond_wait_ns,
+        cond_wake_ns,
+        futex_wait_ns,
+        futex_wake_ns,
+        pipe_wait_ns,
+        pipe_wake_ns,
+        sleep_ns: sleep_cost(last),
+        yield_ns: yield_cost(last),
+        fork_ns: fork_cost(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_thread_clock_counts_this_threads_work_only() {
+        // 5 ms of sleep adds (almost) no CPU time; 5 ms of spinning adds about 5 ms.
+        let c0 = thread_cpu_ns();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let slept = thread_cpu_ns() - c0;
+        let c1 = thread_cpu_ns();
+        let t1 = now_ns();
+        while now_ns() - t1 < 5_000_000 {
+            std::hint::spin_loop();
+        }
+        let spun = thread_cpu_ns() - c1;
+        assert!(slept < 1_000_000, "sleeping 5 ms cost {slept} ns of CPU time");
+        assert!(spun >= 2_500_000, "spinning 5 ms cost only {spun} ns of CPU time");
+    }
+
+    #[test]
+    fn every_kind_is_measured_and_blocking_costs_more_than_a_plain_call() {
+        // Each block/wake round really blocks the waiter (its call spans a sleep and a wakeup), so
+        // its CPU time is at least the thread clock's own cost and its waker's call did some work.
+        let k = measure().expect("measure");
+        for (name, v) in [
+            ("mutex_wait", k.mutex_wait_ns),
+            ("mutex_wake", k.mutex_wake_ns),
+            ("cond_wait", k.cond_wait_ns),
+            ("cond_wake", k.cond_wake_ns),
+            ("futex_wait", k.futex_wait_ns),
+            ("futex_wake", k.futex_wake_ns),
+            ("pipe_wait", k.pipe_wait_ns),
+            ("pipe_wake", k.pipe_wake_ns),
+            ("sleep", k.sleep_ns),
+            ("yield", k.yield_ns),
+            ("fork", k.fork_ns),
+        ] {
+            assert!(v > 0, "{name}: {v} ns in {k:?}");
+            assert!(v < 10_000_000, "{name}: {v} ns (over 10 ms) in {k:?}");
+        }
+    }
+}
