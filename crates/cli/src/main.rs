@@ -296,6 +296,11 @@ struct ValidateArgs {
     /// Directory for the random workloads' TOML and the summary JSON.
     #[arg(long, default_value = "validate-random-out")]
     out: String,
+    /// With --random: compare with the real runs an earlier series saved in this directory (its
+    /// --out; the same N, seed and duration) instead of running them again, so a model change is
+    /// measured against the same real runs.
+    #[arg(long, value_name = "DIR", requires = "random")]
+    real_from: Option<String>,
     /// How many of the worst random workloads to list.
     #[arg(long, default_value_t = 5)]
     worst: usize,
@@ -700,6 +705,40 @@ struct RandomOutcome {
     median_abs_error_pct: f64,
 }
 
+/// The real runs of random workload `rw` that an earlier series saved in `dir` (`--real-from`):
+/// `None` if that series left it out (no saved runs); an error if the saved workload is not the
+/// one this seed and index generate, or fewer than `runs` runs are saved.
+fn saved_real_runs(
+    dir: &str,
+    rw: &random_workload::RandomWorkload,
+    runs: u32,
+) -> Result<Option<Vec<validate::Side>>> {
+    let first = format!("{dir}/{}.real0.json", rw.name);
+    if !std::path::Path::new(&first).exists() {
+        return Ok(None);
+    }
+    let toml_file = format!("{dir}/{}.toml", rw.name);
+    let saved = std::fs::read_to_string(&toml_file)
+        .with_context(|| format!("--real-from: cannot read {toml_file}"))?;
+    if saved != rw.toml {
+        bail!(
+            "--real-from: {toml_file} is not the workload this series generates for {}: the earlier series used another --seed or --duration",
+            rw.name
+        );
+    }
+    let mut reals = Vec::new();
+    for r in 0..runs {
+        let file = format!("{dir}/{}.real{r}.json", rw.name);
+        let text = std::fs::read_to_string(&file).with_context(|| {
+            format!("--real-from: cannot read {file} (the earlier series made fewer than --runs {runs} real runs)")
+        })?;
+        let side: validate::Side = serde_json::from_str(&text)
+            .with_context(|| format!("--real-from: {file} is not a saved real run"))?;
+        reals.push(side);
+    }
+    Ok(Some(reals))
+}
+
 /// `schedlab validate --random N` (see validate_random.rs).
 fn validate_random_cmd(args: ValidateArgs) -> Result<()> {
     use validate_random::{samples, summarise, table, MetricKind, Sample};
@@ -736,6 +775,11 @@ fn validate_random_cmd(args: ValidateArgs) -> Result<()> {
     for i in 0..n {
         let rw = random_workload::generate(args.seed, i, ncpus, duration_ns);
         let file = format!("{}/{}.toml", args.out, rw.name);
+        // Saved real runs are checked against the saved workload before anything is written over it.
+        let saved = match &args.real_from {
+            Some(dir) => Some(saved_real_runs(dir, &rw, args.runs)?),
+            None => None,
+        };
         std::fs::write(&file, &rw.toml).with_context(|| format!("cannot write {file}"))?;
         let workload = schedlab_workload::parse_toml(&file, &rw.toml)?;
         let cfg = schedlab_exec::ExecConfig {
@@ -745,26 +789,44 @@ fn validate_random_cmd(args: ValidateArgs) -> Result<()> {
             seed: args.seed,
             ..schedlab_exec::ExecConfig::default()
         };
-        let mut reals = Vec::new();
-        for _ in 0..args.runs {
-            match schedlab_exec::run(&workload, &cfg) {
-                Ok(real) => {
-                    for w in &real.warnings {
-                        eprintln!("warning: {file}: {w}");
-                    }
-                    reals.push(real.report);
-                }
-                Err(e) => {
-                    // One workload that cannot run is reported and left out, not the end of the series.
-                    eprintln!("error: {file}: {e} (left out of the statistics)");
-                    failed.push(file.clone());
-                    break;
-                }
+        let reals = match saved {
+            Some(Some(reals)) => reals,
+            Some(None) => {
+                let dir = args.real_from.as_deref().unwrap_or_default();
+                eprintln!("error: {file}: no real runs saved in {dir} (left out of the statistics)");
+                failed.push(file.clone());
+                continue;
             }
-        }
-        if reals.len() < args.runs as usize {
-            continue;
-        }
+            None => {
+                let mut reals = Vec::new();
+                for r in 0..args.runs {
+                    match schedlab_exec::run(&workload, &cfg) {
+                        Ok(real) => {
+                            for w in &real.warnings {
+                                eprintln!("warning: {file}: {w}");
+                            }
+                            let side = validate::Side::of(&real.report);
+                            let saved = format!("{}/{}.real{r}.json", args.out, rw.name);
+                            let text = serde_json::to_string(&side).context("cannot serialise a real run")?;
+                            std::fs::write(&saved, text + "\n")
+                                .with_context(|| format!("cannot write {saved}"))?;
+                            reals.push(side);
+                        }
+                        Err(e) => {
+                            // One workload that cannot run is reported and left out, not the end of
+                            // the series.
+                            eprintln!("error: {file}: {e} (left out of the statistics)");
+                            failed.push(file.clone());
+                            break;
+                        }
+                    }
+                }
+                if reals.len() < args.runs as usize {
+                    continue;
+                }
+                reals
+            }
+        };
         let timer_only = validate::timer_only_kinds(&workload);
         let mut line = format!("  [{}/{n}] {} ({} tasks):", i + 1, rw.name, rw.tasks);
         for (k, spec) in args.policy.iter().enumerate() {
@@ -772,8 +834,9 @@ fn validate_random_cmd(args: ValidateArgs) -> Result<()> {
             let sim_cfg =
                 RunConfig { duration_ns, seed: args.seed, sample_interval_ns: 0, ..RunConfig::default() };
             let sim = Sim::new(&machine, &workload, policy.as_mut(), spec.clone(), sim_cfg)?.run()?;
+            let sim_side = validate::Side::of(&sim);
             let per_real: Vec<validate::Validation> =
-                reals.iter().map(|r| validate::compare(&sim, r, &timer_only)).collect();
+                reals.iter().map(|r| validate::compare_sides(&sim_side, r, &timer_only)).collect();
             let s = samples(i, &per_real);
             let mut errs: Vec<f64> =
                 s.iter().filter(|x| x.kind != MetricKind::HogCpuShare).map(|x| x.error_pct.abs()).collect();
@@ -820,6 +883,7 @@ fn validate_random_cmd(args: ValidateArgs) -> Result<()> {
         "seed": args.seed,
         "workloads": n,
         "real_runs": args.runs,
+        "real_from": args.real_from,
         "duration_ns": duration_ns,
         "machine": machine.name,
         "failed": failed,

@@ -10,7 +10,7 @@
 
 use schedlab_sim::report::TaskReport;
 use schedlab_sim::RunReport;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 
 /// One compared metric.
@@ -86,7 +86,80 @@ pub fn timer_only_kinds(w: &schedlab_workload::Workload) -> Vec<String> {
 
 /// Compares a simulated and a real report of the same workload; wakeup latencies only for the
 /// kinds in `timer_only` (see [`timer_only_kinds`]).
+/// What [`compare`] reads of one side of a comparison (a run report's compared figures): saved as
+/// JSON for each real run of `validate --random`, so a later series can compare another model
+/// with the same real runs (`--real-from`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Side {
+    /// Workload name.
+    pub workload: String,
+    /// The policy (for a real run, the kernel).
+    pub policy: String,
+    /// The machine's name.
+    pub machine: String,
+    /// Completion time, if the run completed.
+    pub makespan_ns: Option<u64>,
+    /// Work done.
+    pub work_ns: u64,
+    /// Counters: name and rate per second.
+    pub counters: Vec<(String, f64)>,
+    /// Tasks that started.
+    pub tasks: Vec<SideTask>,
+}
+
+/// One task of a [`Side`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SideTask {
+    /// Template name.
+    pub template: String,
+    /// Run time.
+    pub run_ns: u64,
+    /// Runnable wait.
+    pub wait_ns: u64,
+    /// Voluntary switches.
+    pub nvcsw: u64,
+    /// Involuntary switches.
+    pub nivcsw: u64,
+    /// Wakeups with a latency measured.
+    pub latency_count: u64,
+    /// Wakeup latency p50.
+    pub latency_p50_ns: u64,
+    /// Wakeup latency p99.
+    pub latency_p99_ns: u64,
+}
+
+impl Side {
+    /// The compared figures of a run report (tasks that never started are left out).
+    pub fn of(r: &RunReport) -> Side {
+        let task = |t: &TaskReport| SideTask {
+            template: t.template.clone(),
+            run_ns: t.run_ns,
+            wait_ns: t.wait_ns,
+            nvcsw: t.nvcsw,
+            nivcsw: t.nivcsw,
+            latency_count: t.wakeup_latency.count,
+            latency_p50_ns: t.wakeup_latency.p50_ns,
+            latency_p99_ns: t.wakeup_latency.p99_ns,
+        };
+        Side {
+            workload: r.workload.clone(),
+            policy: r.policy.clone(),
+            machine: r.machine.name.clone(),
+            makespan_ns: r.summary.makespan_ns,
+            work_ns: r.summary.work_ns,
+            counters: r.counters.iter().map(|c| (c.name.clone(), c.per_sec)).collect(),
+            tasks: r.tasks.iter().filter(|t| t.started_ns.is_some()).map(task).collect(),
+        }
+    }
+}
+
+/// Compares a simulation with a real run.
 pub fn compare(sim: &RunReport, real: &RunReport, timer_only: &[String]) -> Validation {
+    compare_sides(&Side::of(sim), &Side::of(real), timer_only)
+}
+
+/// [`compare`] on the compared figures of both sides.
+pub fn compare_sides(sim: &Side, real: &Side, timer_only: &[String]) -> Validation {
     let policy = sim.policy.clone();
     let mut rows = Vec::new();
     let mut push = |metric: String, s: Option<f64>, r: Option<f64>| {
@@ -103,33 +176,28 @@ pub fn compare(sim: &RunReport, real: &RunReport, timer_only: &[String]) -> Vali
     };
     push(
         "completion time [s]".into(),
-        sim.summary.makespan_ns.map(|x| x as f64 / 1e9),
-        real.summary.makespan_ns.map(|x| x as f64 / 1e9),
+        sim.makespan_ns.map(|x| x as f64 / 1e9),
+        real.makespan_ns.map(|x| x as f64 / 1e9),
     );
-    push(
-        "work done [CPU s]".into(),
-        Some(sim.summary.work_ns as f64 / 1e9),
-        Some(real.summary.work_ns as f64 / 1e9),
-    );
-    for c in &real.counters {
-        let s = sim.counters.iter().find(|x| x.name == c.name).map(|x| x.per_sec);
-        push(format!("counter {} [/s]", c.name), s, Some(c.per_sec));
+    push("work done [CPU s]".into(), Some(sim.work_ns as f64 / 1e9), Some(real.work_ns as f64 / 1e9));
+    for (name, per_sec) in &real.counters {
+        let s = sim.counters.iter().find(|x| x.0 == *name).map(|x| x.1);
+        push(format!("counter {name} [/s]"), s, Some(*per_sec));
     }
     // Tasks are compared per kind: the template name without its digits, so hackbench's g0-receiver3
     // and g1-receiver7 are one kind (`g-receiver`).
-    let kind = |t: &TaskReport| -> String { t.template.chars().filter(|c| !c.is_ascii_digit()).collect() };
+    let kind = |t: &SideTask| -> String { t.template.chars().filter(|c| !c.is_ascii_digit()).collect() };
     let mut kinds: Vec<String> = real.tasks.iter().map(kind).collect();
     kinds.sort();
     kinds.dedup();
     for tpl in &kinds {
-        let of = |r: &'_ RunReport| -> Vec<TaskReport> {
-            r.tasks.iter().filter(|t| kind(t) == *tpl && t.started_ns.is_some()).cloned().collect()
-        };
+        let of =
+            |r: &'_ Side| -> Vec<SideTask> { r.tasks.iter().filter(|t| kind(t) == *tpl).cloned().collect() };
         let (s, r) = (of(sim), of(real));
         if s.is_empty() || r.is_empty() {
             continue;
         }
-        type Get = fn(&TaskReport) -> f64;
+        type Get = fn(&SideTask) -> f64;
         let per_task: [(&str, Get); 4] = [
             ("run time per task [ms]", |t| t.run_ns as f64 / 1e6),
             ("runnable wait per task [ms]", |t| t.wait_ns as f64 / 1e6),
@@ -140,15 +208,12 @@ pub fn compare(sim: &RunReport, real: &RunReport, timer_only: &[String]) -> Vali
             push(format!("{tpl}: {name}"), mean(s.iter().map(get)), mean(r.iter().map(get)));
         }
         // Latency only where both sides measure the same wakeups: sleeps and timers alone.
-        let timed: Vec<&TaskReport> = r.iter().filter(|t| t.wakeup_latency.count > 0).collect();
+        let timed: Vec<&SideTask> = r.iter().filter(|t| t.latency_count > 0).collect();
         if !timed.is_empty() && timer_only.contains(tpl) {
-            let lat = |v: &[&TaskReport], p50: bool| {
-                mean(v.iter().map(|t| {
-                    let l = &t.wakeup_latency;
-                    (if p50 { l.p50_ns } else { l.p99_ns }) as f64 / 1e3
-                }))
+            let lat = |v: &[&SideTask], p50: bool| {
+                mean(v.iter().map(|t| (if p50 { t.latency_p50_ns } else { t.latency_p99_ns }) as f64 / 1e3))
             };
-            let sim_timed: Vec<&TaskReport> = s.iter().filter(|t| t.wakeup_latency.count > 0).collect();
+            let sim_timed: Vec<&SideTask> = s.iter().filter(|t| t.latency_count > 0).collect();
             push(format!("{tpl}: wakeup latency p50 [us]"), lat(&sim_timed, true), lat(&timed, true));
             push(format!("{tpl}: wakeup latency p99 [us]"), lat(&sim_timed, false), lat(&timed, false));
         }
@@ -159,7 +224,7 @@ pub fn compare(sim: &RunReport, real: &RunReport, timer_only: &[String]) -> Vali
     Validation {
         schema: "schedlab.validate/1",
         workload: real.workload.clone(),
-        machine: sim.machine.name.clone(),
+        machine: sim.machine.clone(),
         kernel: real.policy.clone(),
         policy,
         within_25pct: errs.iter().filter(|e| **e <= 25.0).count(),

@@ -552,6 +552,65 @@ fn calibrate_writes_a_machine_file_the_simulator_reads_and_validate_compares_rea
         let (ok, _, err) = schedlab(&["run", "--workload", w.to_str().unwrap(), "--duration", "50ms"]);
         assert!(ok, "{}: {err}", w.display());
     }
+    // --real-from: the same real runs (saved as JSON by the first series) against another policy
+    // and a machine with a 20 ms context switch: every sample's real side is the first series',
+    // the simulated side differs.
+    let again = tmp("vr-again");
+    let _ = std::fs::remove_dir_all(&again);
+    let slow = tmp("slow-switch.toml");
+    std::fs::write(&slow, "name = \"slow\"\ncores_per_llc = 2\n[costs]\ncontext_switch_ns = 20000000\n")
+        .unwrap();
+    let args = |dir: &std::path::Path, duration: &str| {
+        let v: Vec<String> = [
+            "validate",
+            "--random",
+            "2",
+            "--seed",
+            "3",
+            "--machine",
+            slow.to_str().unwrap(),
+            "--duration",
+            duration,
+            "--policy",
+            "cfs",
+            "--out",
+            dir.to_str().unwrap(),
+            "--real-from",
+            out_dir.to_str().unwrap(),
+        ]
+        .iter()
+        .map(|x| x.to_string())
+        .collect();
+        v
+    };
+    let a = args(&again, "300ms");
+    let (ok, _, err) = schedlab(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(ok, "{err}");
+    let s2: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(again.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s2["real_from"].as_str(), out_dir.to_str());
+    let reals = |doc: &serde_json::Value| -> Vec<(String, f64)> {
+        let mut v: Vec<(String, f64)> = doc["policies"][0]["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| (format!("{}/{}", x["workload"], x["metric"]), x["real"].as_f64().unwrap()))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    };
+    let (first, second) = (reals(&s), reals(&s2));
+    let work =
+        |v: &[(String, f64)]| v.iter().filter(|x| x.0.contains("work done")).map(|x| x.1).collect::<Vec<_>>();
+    assert_eq!(work(&first), work(&second), "the same real runs");
+    let sims = |doc: &serde_json::Value| -> Vec<f64> {
+        doc["policies"][0]["samples"].as_array().unwrap().iter().map(|x| x["sim"].as_f64().unwrap()).collect()
+    };
+    assert_ne!(sims(&s), sims(&s2), "another model simulated");
+    // Saved runs of other workloads (another duration) are refused, naming the file.
+    let b = args(&tmp("vr-wrong"), "400ms");
+    let (ok, _, err) = schedlab(&b.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(!ok && err.contains("random-3-0.toml") && err.contains("another --seed or --duration"), "{err}");
     fails_with(&["validate", "--random", "0"], &["--random", "at least 1"]);
     fails_with(&["validate", "--random", "3", "--runs", "1"], &["--runs", "at least 2"]);
 }
