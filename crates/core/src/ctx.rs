@@ -85,6 +85,9 @@ pub struct TaskInfo {
     /// Its performance counters, as counted up to the engine's last accounting of it (see
     /// `sum_exec_ns`).
     pub pmc: crate::Pmc,
+    /// The task's own fair-class request size, `sched_attr.sched_runtime` (the workload's `slice`),
+    /// if it asked for one; policies with per-task slices (EEVDF 6.12) use it, others ignore it.
+    pub slice_ns: Option<Ns>,
 }
 
 /// What a policy may know about one CPU.

@@ -172,6 +172,28 @@ pub(crate) fn finish(shared: &Arc<Shared>, s: &Spawn, id: u32, r: TaskResult) {
 /// One task instance from its start to its end, in the calling thread (of this process or of a task
 /// process): scheduling properties, start time, program, counters. Touches no lock of `shared`, so a
 /// forked task process can run it; what could not be done is in the result's `warnings`.
+/// Gives the thread its `slice` (`sched_setattr` with `sched_runtime`) and reads it back: a
+/// warning if the call fails or the kernel does not keep it (per-task slices are Linux 6.12+).
+fn apply_slice(tid: i32, spec: &schedlab_workload::TaskSpec, slice_ns: u64) -> Option<String> {
+    let policy = match spec.class {
+        SchedClass::Batch => sys::Policy::Batch,
+        SchedClass::Idle => sys::Policy::Idle,
+        _ => sys::Policy::Other,
+    };
+    if let Err(e) = sys::set_fair_slice(tid, policy, spec.nice as i32, slice_ns) {
+        return Some(format!("sched_setattr(sched_runtime {slice_ns} ns): {e}"));
+    }
+    // 6.12 clamps the ask to 0.1-100 ms (`__setparam_fair`).
+    let want = slice_ns.clamp(100_000, 100_000_000);
+    match sys::fair_slice(tid) {
+        Ok(got) if got == want => None,
+        Ok(got) => Some(format!(
+            "the kernel keeps a slice of {got} ns, not {want} ns (per-task slices are Linux 6.12+)"
+        )),
+        Err(e) => Some(format!("sched_getattr: {e}")),
+    }
+}
+
 pub(crate) fn task_body(shared: &Arc<Shared>, id: u32, s: &Spawn, tid: i32) -> TaskResult {
     let spec = &shared.w.tasks[s.template as usize];
     let mut warnings = Vec::new();
@@ -200,6 +222,11 @@ pub(crate) fn task_body(shared: &Arc<Shared>, id: u32, s: &Spawn, tid: i32) -> T
     if spec.nice != 0 && !spec.class.is_rt() {
         if let Err(e) = sys::set_nice(tid, spec.nice as i32) {
             warnings.push(format!("{}: setpriority(nice {}): {e}", s.name, spec.nice));
+        }
+    }
+    if let Some(slice) = spec.slice_ns {
+        if let Some(w) = apply_slice(tid, spec, slice) {
+            warnings.push(format!("{}: {w}", s.name));
         }
     }
     let mut started = true;

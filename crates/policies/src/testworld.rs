@@ -67,6 +67,7 @@ impl TestWorld {
             sum_exec_ns: 0,
             last_ran_ns: 0,
             pmc: Default::default(),
+            slice_ns: None,
         });
         id
     }

@@ -432,6 +432,7 @@ impl Shadow {
             sum_exec_ns: 0,
             last_ran_ns: 0,
             pmc: Default::default(),
+            slice_ns: None,
         });
         self.extra.push(Extra { pid: kt.pid, enq_cnt: kt.enq_cnt, slice_end: None });
         self.by_pid.insert(kt.pid, t);

@@ -562,6 +562,7 @@ impl<'a> Sim<'a> {
             sum_exec_ns: 0,
             last_ran_ns: 0,
             pmc: Default::default(),
+            slice_ns: spec.slice_ns,
         });
         self.tasks.push(Task { name, template, ..Task::default() });
         let demand = self.w.tasks[template as usize].activity.as_ref().map(crate::contention::Demand::of);

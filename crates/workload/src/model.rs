@@ -295,6 +295,11 @@ pub struct TaskSpec {
     /// Process name: all tasks of all templates naming the same process share one tgid (threads of
     /// one process). `None`: each instance is its own process, unless `threads` is set.
     pub process: Option<String>,
+    /// The task's own request size (slice) for the fair class, `sched_attr.sched_runtime` of a
+    /// SCHED_NORMAL/BATCH/IDLE task: Linux 6.12+ EEVDF uses it instead of the base slice, clamped to
+    /// 0.1-100 ms (`__setparam_fair`). `None`: the base slice. Policies without per-task slices
+    /// ignore it (EEVDF 6.6 as Linux 6.6 did).
+    pub slice_ns: Option<Ns>,
 }
 
 impl TaskSpec {
@@ -313,6 +318,7 @@ impl TaskSpec {
             start_ns: 0,
             activity: None,
             process: None,
+            slice_ns: None,
         }
     }
 }
@@ -495,6 +501,13 @@ impl Workload {
             }
             if t.class.is_rt() && !(1..=99).contains(&t.rt_priority) {
                 return Err(ctx(format!("rt_priority {} outside 1..=99", t.rt_priority)));
+            }
+            match t.slice_ns {
+                Some(0) => return Err(ctx("a slice of 0 (leave it out for the base slice)".into())),
+                Some(_) if t.class.is_rt() => {
+                    return Err(ctx("a slice (sched_runtime) is for fair-class tasks, not fifo or rr".into()))
+                }
+                _ => {}
             }
             if t.group as usize >= self.groups.len() {
                 return Err(ctx(format!("unknown group index {}", t.group)));

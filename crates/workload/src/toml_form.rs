@@ -137,6 +137,7 @@ struct TaskDoc {
     policy: Option<Spanned<String>>,
     nice: Option<Spanned<i64>>,
     rt_priority: Option<Spanned<i64>>,
+    slice: Option<Spanned<String>>,
     group: Option<Spanned<String>>,
     cpus: Option<Spanned<Vec<u32>>>,
     start: Option<Spanned<String>>,
@@ -356,6 +357,24 @@ pub fn parse_toml_with(file: &str, src: &str, limits: &Limits) -> Result<Workloa
             Some(p) => spec.rt_priority = *p.get_ref() as u8,
             None if spec.class.is_rt() => spec.rt_priority = 10,
             None => {}
+        }
+        if let Some(sl) = &v.slice {
+            let ns = parse_duration(sl.get_ref()).map_err(|m| r.err(sl.span(), "slice", m))?;
+            if ns == 0 {
+                return Err(r.err(
+                    sl.span(),
+                    "slice",
+                    "0 is no slice (leave `slice` out for the base slice)",
+                ));
+            }
+            if spec.class.is_rt() {
+                return Err(r.err(
+                    sl.span(),
+                    "slice",
+                    "a slice (sched_runtime) is for fair-class tasks, not fifo or rr",
+                ));
+            }
+            spec.slice_ns = Some(ns);
         }
         if let Some(g) = &v.group {
             spec.group = *groups
@@ -974,6 +993,12 @@ ops = [
     fn wrong_type_and_impossible_values() {
         let e = err("[[task]]\nname = \"a\"\nnice = 40\nops = []\n");
         assert_eq!((e.line, e.key.as_str()), (3, "nice"), "{e}");
+        let e = err("[[task]]\nname = \"a\"\nslice = \"0ms\"\nops = []\n");
+        assert_eq!((e.line, e.key.as_str()), (3, "slice"), "{e}");
+        let e = err("[[task]]\nname = \"a\"\npolicy = \"fifo\"\nslice = \"1ms\"\nops = []\n");
+        assert!(e.key == "slice" && e.msg.contains("fair-class"), "{e}");
+        let e = err("[[task]]\nname = \"a\"\nslice = \"3\"\nops = []\n");
+        assert_eq!((e.line, e.key.as_str()), (3, "slice"), "{e}");
         let e = err("[[task]]\nname = \"a\"\nops = [ { sleep = \"-5ms\" } ]\n");
         assert_eq!((e.line, e.key.as_str()), (3, "ops[0].sleep"), "{e}");
         let e = err("[[task]]\nname = \"a\"\nops = [ { sleep = 5 } ]\n");

@@ -188,6 +188,9 @@ pub fn to_toml(w: &Workload) -> String {
         if t.class.is_rt() {
             let _ = writeln!(b, "rt_priority = {}", t.rt_priority);
         }
+        if let Some(ns) = t.slice_ns {
+            let _ = writeln!(b, "slice = {}", qd(ns));
+        }
         if t.group != 0 {
             let _ = writeln!(b, "group = {}", q(&w.groups[t.group as usize].name));
         }
@@ -270,6 +273,7 @@ phases = [ { loop = 3, cpus = [1], ops = [ { compute = { normal = ["2ms", "500us
 [[task]]
 name = "b"
 nice = -3
+slice = "300us"
 ops = [ { loop = "forever", ops = [ { timer = "1ms", mode = "absolute", ref = "tick" }, { signal = "c" }, { io = "disk", service = { lognormal = ["1ms", "1ms"] } }, { sem_wait = "s" }, { sem_post = "s" }, { resume = "e" }, { count = "done" }, { send = "p", bytes = 10 }, { recv = "p", bytes = 10 }, { yield = true } ] }, { fork = "c" }, { wait_children = true }, { exit = true } ]
 [[task]]
 name = "c"

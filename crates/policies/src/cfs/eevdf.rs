@@ -20,7 +20,8 @@
 //! * Every runqueue keeps the weighted average vruntime V (`avg_vruntime`): the sums
 //!   `sum (v_i - min_vruntime) w_i` and `sum w_i` over the timeline, plus the running entity. An entity
 //!   is *eligible* when `v_i <= V` (it has received no more than its share).
-//! * Each entity asks for a request of `base_slice` (0.75 ms x the CPU-count factor) and gets the
+//! * Each entity asks for a request of `base_slice` (0.7 ms in 6.12, 0.75 ms in 6.6, x the CPU-count
+//!   factor; a task's own `sched_runtime` slice instead in 6.12) and gets the
 //!   virtual deadline `vd_i = v_i + slice x 1024 / w_i`. The pick is the eligible entity with the earliest
 //!   virtual deadline; with RUN_TO_PARITY the running entity keeps the CPU while it stays eligible and has
 //!   not finished its request.
@@ -101,7 +102,8 @@ impl Cfs {
         if (s.vruntime.wrapping_sub(s.deadline) as i64) < 0 {
             return;
         }
-        let slice = self.base_slice_ns;
+        // `if (!se->custom_slice) se->slice = sysctl_sched_base_slice` (6.12).
+        let slice = s.custom_slice.unwrap_or(self.base_slice_ns);
         let vslice = calc_delta_fair(slice, s.weight, s.inv());
         let s = &mut self.ses[se as usize];
         s.slice = slice;
@@ -116,7 +118,7 @@ impl Cfs {
     /// `place_entity` (6.6): at V minus the saved lag, compensated for the entity's own effect on V.
     fn place_entity_eevdf(&mut self, rq: RqId, se: SeId, initial: bool) {
         let v = self.avg_vruntime(rq);
-        let slice = self.base_slice_ns;
+        let slice = self.ses[se as usize].custom_slice.unwrap_or(self.base_slice_ns);
         let (weight, inv) = (self.ses[se as usize].weight, self.ses[se as usize].inv());
         let mut vslice = calc_delta_fair(slice, weight, inv);
         let mut lag = 0i64;
@@ -413,3 +415,9 @@ impl Cfs {
 
 /// One second in ns (for parameter ranges).
 pub(crate) const MAX_SLICE_NS: Ns = NSEC_PER_SEC;
+
+/// The shortest custom slice 6.12 accepts (`NSEC_PER_MSEC/10`, "HZ=1000 * 10"; `__setparam_fair`).
+pub(crate) const MIN_CUSTOM_SLICE_NS: Ns = 100_000;
+
+/// The longest custom slice 6.12 accepts (`NSEC_PER_MSEC*100`, "HZ=100 / 10").
+pub(crate) const MAX_CUSTOM_SLICE_NS: Ns = 100_000_000;

@@ -58,6 +58,9 @@ pub struct Se {
     pub vlag: u64,
     /// EEVDF: the request size, ns (`sysctl_sched_base_slice`).
     pub slice: u64,
+    /// EEVDF 6.12: the task's own slice (`custom_slice`, from `sched_attr.sched_runtime`), used
+    /// instead of the base slice; `None`: the base slice.
+    pub custom_slice: Option<u64>,
     /// EEVDF 6.12: a task that slept while ineligible and is still queued (DELAY_DEQUEUE).
     pub sched_delayed: bool,
     /// EEVDF 6.12: `deadline` holds deadline - vruntime (PLACE_REL_DEADLINE, set by a non-sleep
@@ -86,6 +89,7 @@ impl Se {
             deadline: 0,
             vlag: 0,
             slice: 0,
+            custom_slice: None,
             sched_delayed: false,
             rel_deadline: false,
         }
@@ -287,6 +291,13 @@ impl Cfs {
         let mut se = Se::new(0);
         (se.weight, se.inv_weight) = task_load(info.class, info.nice);
         se.task = Some(t);
+        if self.eevdf && self.p.eevdf_kernel == super::EevdfKernel::V6_12 {
+            // `__setparam_fair` (6.12 kernel/sched/syscalls.c): a nonzero sched_runtime becomes the
+            // task's slice, clamped to 0.1-100 ms. Linux 6.6 ignores it for fair tasks.
+            se.custom_slice = info
+                .slice_ns
+                .map(|ns| ns.clamp(super::eevdf::MIN_CUSTOM_SLICE_NS, super::eevdf::MAX_CUSTOM_SLICE_NS));
+        }
         let id = self.ses.len() as SeId;
         self.ses.push(se);
         if self.task_se.len() <= t.idx() {

@@ -111,8 +111,10 @@ pub struct CfsParams {
     pub compat_yield: bool,
     /// Run the load balancer at all (off: tasks stay where placed). Default on.
     pub load_balance: bool,
-    /// EEVDF: `sysctl_sched_base_slice`, the request size before CPU scaling, ns. Default 0.75 ms.
-    pub sched_base_slice_ns: Ns,
+    /// EEVDF: `sysctl_sched_base_slice`, the request size before CPU scaling, ns. Default (`None`):
+    /// the kernel's, 0.7 ms for 6.12 (Debian 6.12.117 fair.c; 6.6's 0.75 ms was lowered "to avoid
+    /// tasks getting an extra tick") and 0.75 ms for 6.6.
+    pub sched_base_slice_ns: Option<Ns>,
     /// EEVDF feature PLACE_LAG. Default on.
     pub place_lag: bool,
     /// EEVDF feature PLACE_DEADLINE_INITIAL. Default on.
@@ -136,6 +138,14 @@ pub enum EevdfKernel {
 }
 
 impl EevdfKernel {
+    /// `normalized_sysctl_sched_base_slice` of the version, ns.
+    pub fn base_slice_ns(self) -> Ns {
+        match self {
+            EevdfKernel::V6_6 => 750_000,
+            EevdfKernel::V6_12 => 700_000,
+        }
+    }
+
     fn parse(v: &str) -> Result<EevdfKernel, String> {
         match v {
             "6.6" => Ok(EevdfKernel::V6_6),
@@ -204,7 +214,7 @@ impl Default for CfsParams {
             affine_wakeups: true,
             compat_yield: false,
             load_balance: true,
-            sched_base_slice_ns: 750_000,
+            sched_base_slice_ns: None,
             place_lag: true,
             place_deadline_initial: true,
             run_to_parity: true,
@@ -301,7 +311,7 @@ impl Params for CfsParams {
             "compat_yield" => self.compat_yield = parse_bool(value)?,
             "load_balance" => self.load_balance = parse_bool(value)?,
             "sched_base_slice_ns" => {
-                self.sched_base_slice_ns = parse_u64(value, 100_000..=eevdf::MAX_SLICE_NS)?
+                self.sched_base_slice_ns = Some(parse_u64(value, 100_000..=eevdf::MAX_SLICE_NS)?)
             }
             "place_lag" => self.place_lag = parse_bool(value)?,
             "place_deadline_initial" => self.place_deadline_initial = parse_bool(value)?,
@@ -332,7 +342,7 @@ impl Params for EevdfParams {
             },
             ParamInfo {
                 key: "sched_base_slice_ns",
-                default: "750000",
+                default: "700000 (kernel=6.12), 750000 (kernel=6.6)",
                 help: "request size (before CPU scaling)",
             },
             ParamInfo {
@@ -646,7 +656,8 @@ impl SchedPolicy for Cfs {
         self.min_gran_ns = self.p.sched_min_granularity_ns * factor;
         self.wakeup_gran_ns = self.p.sched_wakeup_granularity_ns * factor;
         self.nr_latency = self.latency_ns.div_ceil(self.min_gran_ns);
-        self.base_slice_ns = self.p.sched_base_slice_ns * factor;
+        self.base_slice_ns =
+            self.p.sched_base_slice_ns.unwrap_or(self.p.eevdf_kernel.base_slice_ns()) * factor;
         self.resched = vec![false; self.ncpus];
         self.prev_runnable = vec![None; self.ncpus];
         let style = if self.eevdf { domains::Style::Linux66 } else { domains::Style::Linux2638 };

@@ -94,7 +94,7 @@ fn a_delayed_task_wakes_where_it_is_queued_without_placement() {
 
 /// PLACE_REL_DEADLINE: a migrating task keeps `deadline - vruntime` (`dequeue_entity` without
 /// DEQUEUE_SLEEP, `place_entity` with `rel_deadline`); without it the enqueue gives a whole request
-/// (0.75 ms x 1024 / 1024 on two CPUs: base slice 0.75 ms x (1 + ilog2(2)) = 1.5 ms).
+/// (1.4 ms x 1024 / 1024 on two CPUs: 6.12's base slice 0.7 ms x (1 + ilog2(2)) = 1.4 ms).
 #[test]
 fn a_migrated_task_keeps_its_relative_deadline() {
     for rel in [true, false] {
@@ -103,15 +103,15 @@ fn a_migrated_task_keeps_its_relative_deadline() {
         let mut c = eevdf612(&w, |p| p.f612.place_rel_deadline = Some(rel));
         let t = w.add_task(0);
         let cpu = w.start(&mut c, t);
-        // A new task: half a request (ENQUEUE_INITIAL), 0.75 ms of the 1.5 ms base slice.
+        // A new task: half a request (ENQUEUE_INITIAL), 0.7 ms of the 1.4 ms base slice.
         let gap = c.deadline_of(t).wrapping_sub(c.vruntime_of(t));
-        assert_eq!(gap, 750_000);
+        assert_eq!(gap, 700_000);
         let to = if cpu == CPU0 { CPU1 } else { CPU0 };
         c.dequeue(&w.ctx(), cpu, t, DequeueReason::Migrate);
         w.tasks[t.idx()].cpu = to;
         c.enqueue(&w.ctx(), to, t, EnqueueReason::Migrated);
         let after = c.deadline_of(t).wrapping_sub(c.vruntime_of(t));
-        assert_eq!(after, if rel { 750_000 } else { 1_500_000 }, "PLACE_REL_DEADLINE={rel}");
+        assert_eq!(after, if rel { 700_000 } else { 1_400_000 }, "PLACE_REL_DEADLINE={rel}");
     }
 }
 
@@ -124,4 +124,67 @@ fn a_612_feature_on_66_is_an_error() {
     let err = Cfs::new_eevdf(EevdfParams(q)).err().expect("an error");
     assert!(err.contains("delay_dequeue"), "{err}");
     assert!(Cfs::new_eevdf(EevdfParams(p)).is_ok());
+}
+
+/// Per-task slices (`__setparam_fair`, `place_entity`, `update_deadline`): a nice-0 task asking for
+/// `sched_runtime` = 0.3 ms is placed with half of that request (ENQUEUE_INITIAL: deadline =
+/// vruntime + 0.15 ms) and, once it used it up, gets a new request of 0.3 ms, not the base slice
+/// (0.7 ms on one CPU in 6.12). Asks outside 0.1-100 ms are clamped; Linux 6.6 ignores the ask (its
+/// base slice is 0.75 ms).
+#[test]
+fn a_task_with_its_own_slice_gets_requests_of_that_size() {
+    let cases: [(EevdfKernel, Option<u64>, u64); 5] = [
+        (EevdfKernel::V6_12, Some(300_000), 300_000),
+        (EevdfKernel::V6_12, Some(20_000), 100_000),
+        (EevdfKernel::V6_12, Some(500_000_000), 100_000_000),
+        (EevdfKernel::V6_12, None, 700_000),
+        (EevdfKernel::V6_6, Some(300_000), 750_000),
+    ];
+    for (kernel, ask, slice) in cases {
+        let mut w = TestWorld::new(1);
+        w.tick_ns = 1_000_000_000; // no tick inside the test
+        let mut c = eevdf612(&w, |p| p.eevdf_kernel = kernel);
+        let t = w.add_task(0);
+        w.tasks[t.idx()].slice_ns = ask;
+        w.start(&mut c, t);
+        let placed = c.deadline_of(t).wrapping_sub(c.vruntime_of(t));
+        let half = if kernel == EevdfKernel::V6_12 { slice / 2 } else { slice };
+        assert_eq!(placed, half, "{kernel:?} {ask:?}: the first request (6.12 halves it for a new task)");
+        assert_eq!(w.pick(&mut c, CPU0), Some(t));
+        // Run past the first deadline: the next request is one slice from the vruntime reached.
+        w.advance(&mut c, half + 1_000);
+        c.tick(&w.ctx(), CPU0, t);
+        let next = c.deadline_of(t).wrapping_sub(c.vruntime_of(t));
+        assert!(
+            next <= slice && next + 1_000 >= slice,
+            "{kernel:?} {ask:?}: next request {next}, slice {slice}"
+        );
+    }
+}
+
+/// PREEMPT_SHORT with a per-task slice (`check_preempt_wakeup_fair`, `do_preempt_short`): a hog
+/// (new: placed at v0 with half its 0.7 ms request, deadline v0 + 0.35 ms) is picked, so its slice
+/// is protected, and runs 0.2 ms. A new task arrives, placed at V = v0 + 0.2 ms with half its
+/// request. With a 0.1 ms slice its deadline is v0 + 0.25 ms: shorter slice and eligible, so the
+/// hog's protection is cancelled and the earlier deadline wins the pick: preemption. Without
+/// PREEMPT_SHORT the protected hog keeps the CPU; with the base slice the newcomer's deadline
+/// (v0 + 0.55 ms) is later than the hog's and it waits either way.
+#[test]
+fn a_shorter_slice_cancels_the_running_tasks_protection() {
+    let cases = [(Some(100_000), true, true), (Some(100_000), false, false), (None, true, false)];
+    for (slice, preempt_short, preempts) in cases {
+        let mut w = TestWorld::new(1);
+        w.tick_ns = 1_000_000_000; // no tick inside the test
+        let mut c = eevdf612(&w, |p| p.f612.preempt_short = Some(preempt_short));
+        let hog = w.add_task(0);
+        w.start(&mut c, hog);
+        assert_eq!(w.pick(&mut c, CPU0), Some(hog));
+        w.advance(&mut c, 200_000);
+        let short = w.add_task(0);
+        w.tasks[short.idx()].slice_ns = slice;
+        w.start(&mut c, short);
+        assert!(c.is_eligible(short));
+        let got = c.check_preempt(&w.ctx(), CPU0, hog, short, schedlab_core::WakeKind::Fork);
+        assert_eq!(got, preempts, "slice {slice:?}, PREEMPT_SHORT={preempt_short}");
+    }
 }
