@@ -14,7 +14,7 @@
 //! * **A timed sleep**: a thread sleeping 1 ms at a time on an otherwise idle CPU, CPU time per sleep
 //!   (arming the high-resolution timer, which in a VM traps to the host, the block and the wake).
 //! * **`sched_yield`** with nothing else runnable on the CPU; **a fork** as the executor makes one
-//!   (`std::thread::spawn` of a thread, the parent's CPU time).
+//!   (`std::thread::spawn` of a thread joined only at the end of the run, the parent's CPU time).
 //!
 //! Each is the median over its rounds; the cost of reading the thread clock itself (a system call:
 //! thread CPU clocks have no vDSO path) is measured and subtracted.
@@ -316,17 +316,20 @@ fn yield_cost(cpu: u32) -> u64 {
 }
 
 /// The parent's CPU time per thread created as the executor creates a forked task's thread, over
-/// 101 creations (each thread exits at once and is joined outside the timing).
+/// 101 creations. As in a run, the threads (which exit at once) are joined only at the end, so each
+/// creation maps a fresh stack: glibc can reuse a thread's stack only once it is joined.
 fn fork_cost() -> u64 {
     let clock = clock_overhead_ns();
     let mut costs = Vec::with_capacity(101);
+    let mut handles = Vec::with_capacity(101);
     for _ in 0..101 {
         let c0 = thread_cpu_ns();
         let h = std::thread::Builder::new().name("calib-fork".into()).spawn(|| {});
         costs.push((thread_cpu_ns() - c0).saturating_sub(clock));
-        if let Ok(h) = h {
-            let _ = h.join();
-        }
+        handles.extend(h);
+    }
+    for h in handles {
+        let _ = h.join();
     }
     median(costs[1..].to_vec())
 }
