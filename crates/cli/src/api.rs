@@ -33,6 +33,9 @@ pub struct RunRequest {
     pub sample_tasks: bool,
     /// Check invariants after every event.
     pub check: bool,
+    /// Where the ticks fall after the start, with a unit (below one tick); `None`: a tick at the
+    /// start.
+    pub tick_phase: Option<String>,
 }
 
 impl Default for RunRequest {
@@ -49,6 +52,7 @@ impl Default for RunRequest {
             sample_interval: "10ms".into(),
             sample_tasks: false,
             check: false,
+            tick_phase: None,
         }
     }
 }
@@ -74,12 +78,17 @@ impl RunRequest {
         let duration_ns = run_duration(self.duration.as_deref(), &workload)?;
         let sample_interval_ns =
             parse_duration(&self.sample_interval).map_err(|e| anyhow::anyhow!("--sample-interval: {e}"))?;
+        let tick_phase_ns = match &self.tick_phase {
+            Some(p) => parse_duration(p).map_err(|e| anyhow::anyhow!("--tick-phase: {e}"))?,
+            None => 0,
+        };
         let cfg = RunConfig {
             duration_ns,
             seed: self.seed,
             sample_interval_ns,
             sample_tasks: self.sample_tasks,
             check_invariants: self.check,
+            tick_phase_ns,
             ..RunConfig::default()
         };
         Ok(Prepared { machine, workload, policy, cfg })

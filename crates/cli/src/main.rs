@@ -160,6 +160,11 @@ struct RunArgs {
     /// Check engine and policy invariants after every event (slow).
     #[arg(long)]
     check: bool,
+    /// Where the periodic ticks fall after the start, with a unit, below one tick (`1ms`). Default:
+    /// a tick at the start. A real run starts at an arbitrary point between two ticks
+    /// (docs/validation.md).
+    #[arg(long)]
+    tick_phase: Option<String>,
     /// Print nothing but errors.
     #[arg(long, short)]
     quiet: bool,
@@ -304,6 +309,12 @@ struct ValidateArgs {
     /// How many of the worst random workloads to list.
     #[arg(long, default_value_t = 5)]
     worst: usize,
+    /// Simulate at this many tick phases, spread evenly over one tick, and compare their pooled
+    /// figures: a real run starts at an arbitrary point between two ticks, and a periodic task
+    /// keeps its phase against the tick for the whole run (docs/validation.md). 1: one run with a
+    /// tick at the start.
+    #[arg(long, default_value_t = 4)]
+    phases: u32,
     /// Print nothing but the result (no progress).
     #[arg(long, short)]
     quiet: bool,
@@ -491,6 +502,7 @@ fn run(args: RunArgs) -> Result<()> {
         sample_interval: args.sample_interval.clone(),
         sample_tasks: args.sample_tasks,
         check: args.check,
+        tick_phase: args.tick_phase.clone(),
     };
     let schedlab_cli::api::Prepared { machine, workload, mut policy, mut cfg } = req.prepare()?;
     let duration_ns = cfg.duration_ns;
@@ -656,6 +668,9 @@ fn exec_cmd(args: ExecArgs) -> Result<()> {
 }
 
 fn validate_cmd(args: ValidateArgs) -> Result<()> {
+    if args.phases == 0 {
+        bail!("--phases: at least 1 (one simulated run with a tick at the start)");
+    }
     if args.random.is_some() {
         return validate_random_cmd(args);
     }
@@ -683,10 +698,13 @@ fn validate_cmd(args: ValidateArgs) -> Result<()> {
     for w in &real.warnings {
         eprintln!("warning: {w}");
     }
-    let mut policy = load_policy(&args.policy[0])?;
     let sim_cfg = RunConfig { duration_ns, seed: args.seed, sample_interval_ns: 0, ..RunConfig::default() };
-    let sim = Sim::new(&machine, &workload, policy.as_mut(), args.policy[0].clone(), sim_cfg)?.run()?;
-    let v = validate::compare(&sim, &real.report, &validate::timer_only_kinds(&workload));
+    let sim = validate::simulate_phases(&machine, &workload, &args.policy[0], &sim_cfg, args.phases)?;
+    let v = validate::compare_sides(
+        &sim,
+        &validate::Side::of(&real.report),
+        &validate::timer_only_kinds(&workload),
+    );
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&v).context("cannot serialise the validation")?;
         std::fs::write(path, text + "\n").with_context(|| format!("cannot write {path}"))?;
@@ -830,11 +848,9 @@ fn validate_random_cmd(args: ValidateArgs) -> Result<()> {
         let timer_only = validate::timer_only_kinds(&workload);
         let mut line = format!("  [{}/{n}] {} ({} tasks):", i + 1, rw.name, rw.tasks);
         for (k, spec) in args.policy.iter().enumerate() {
-            let mut policy = load_policy(spec)?;
             let sim_cfg =
                 RunConfig { duration_ns, seed: args.seed, sample_interval_ns: 0, ..RunConfig::default() };
-            let sim = Sim::new(&machine, &workload, policy.as_mut(), spec.clone(), sim_cfg)?.run()?;
-            let sim_side = validate::Side::of(&sim);
+            let sim_side = validate::simulate_phases(&machine, &workload, spec, &sim_cfg, args.phases)?;
             let per_real: Vec<validate::Validation> =
                 reals.iter().map(|r| validate::compare_sides(&sim_side, r, &timer_only)).collect();
             let s = samples(i, &per_real);

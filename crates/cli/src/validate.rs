@@ -7,9 +7,17 @@
 //! and timers the wakeup latency (the real side measures it as the thread's lateness; the simulator
 //! from the expiry to running: timer slack, idle exit, switch). Machine-wide switch counts are not
 //! compared: the simulator counts switches to and from idle, the kernel's per-thread counters do not.
+//!
+//! A real run starts at an arbitrary point between two ticks, and a task whose timers keep one phase
+//! against the tick (a periodic task) meets the tick at that phase for the whole run: whether its
+//! wakeups find the running task's slice used up, and so preempt at once, can depend on it. The
+//! simulated side is therefore pooled over several tick phases spread evenly over one tick
+//! ([`simulate_phases`]), as the real side is the mean of runs at phases nobody chose.
 
+use anyhow::Result;
 use schedlab_sim::report::TaskReport;
-use schedlab_sim::RunReport;
+use schedlab_sim::{Machine, RunConfig, RunReport, Sim};
+use schedlab_workload::Workload;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 
@@ -84,10 +92,8 @@ pub fn timer_only_kinds(w: &schedlab_workload::Workload) -> Vec<String> {
         .collect()
 }
 
-/// Compares a simulated and a real report of the same workload; wakeup latencies only for the
-/// kinds in `timer_only` (see [`timer_only_kinds`]).
-/// What [`compare`] reads of one side of a comparison (a run report's compared figures): saved as
-/// JSON for each real run of `validate --random`, so a later series can compare another model
+/// What [`compare_sides`] reads of one side of a comparison (a run report's compared figures): saved
+/// as JSON for each real run of `validate --random`, so a later series can compare another model
 /// with the same real runs (`--real-from`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Side {
@@ -153,12 +159,67 @@ impl Side {
     }
 }
 
-/// Compares a simulation with a real run.
-pub fn compare(sim: &RunReport, real: &RunReport, timer_only: &[String]) -> Validation {
-    compare_sides(&Side::of(sim), &Side::of(real), timer_only)
+impl Side {
+    /// Several runs of one workload as one side: their tasks together (so a kind's per-task mean is
+    /// over every run's tasks of that kind), the mean work done and counter rates, and the mean
+    /// completion time when every run completed.
+    pub fn pooled(runs: &[Side]) -> Side {
+        let n = runs.len().max(1) as f64;
+        let first = runs.first().cloned().unwrap_or(Side {
+            workload: String::new(),
+            policy: String::new(),
+            machine: String::new(),
+            makespan_ns: None,
+            work_ns: 0,
+            counters: Vec::new(),
+            tasks: Vec::new(),
+        });
+        let makespans: Option<Vec<u64>> = runs.iter().map(|r| r.makespan_ns).collect();
+        let counters = first
+            .counters
+            .iter()
+            .map(|(name, _)| {
+                let sum: f64 =
+                    runs.iter().filter_map(|r| r.counters.iter().find(|c| c.0 == *name)).map(|c| c.1).sum();
+                (name.clone(), sum / n)
+            })
+            .collect();
+        Side {
+            makespan_ns: makespans.map(|m| (m.iter().map(|&x| x as f64).sum::<f64>() / n).round() as u64),
+            work_ns: (runs.iter().map(|r| r.work_ns as f64).sum::<f64>() / n).round() as u64,
+            counters,
+            tasks: runs.iter().flat_map(|r| r.tasks.iter().cloned()).collect(),
+            ..first
+        }
+    }
 }
 
-/// [`compare`] on the compared figures of both sides.
+/// Simulates `workload` under policy `spec` at `phases` tick phases spread evenly over one tick
+/// (`k x tick / phases`, k = 0..phases; `cfg`'s own phase is replaced) and pools the runs
+/// ([`Side::pooled`]). One phase is the single run with a tick at the start.
+pub fn simulate_phases(
+    machine: &Machine,
+    workload: &Workload,
+    spec: &str,
+    cfg: &RunConfig,
+    phases: u32,
+) -> Result<Side> {
+    if phases == 0 {
+        anyhow::bail!("--phases: at least 1 (one simulated run with a tick at the start)");
+    }
+    let tick_ns = machine.tick_ns();
+    let mut runs = Vec::with_capacity(phases as usize);
+    for k in 0..u64::from(phases) {
+        let mut policy = crate::load_policy(spec)?;
+        let cfg = RunConfig { tick_phase_ns: k * tick_ns / u64::from(phases), ..cfg.clone() };
+        runs.push(Side::of(&Sim::new(machine, workload, policy.as_mut(), spec.to_string(), cfg)?.run()?));
+    }
+    Ok(Side::pooled(&runs))
+}
+
+/// Compares a simulated side with a real one of the same workload (the figures of [`Side::of`] a
+/// run report, or of several [`Side::pooled`]); wakeup latencies only for the kinds in `timer_only`
+/// (see [`timer_only_kinds`]).
 pub fn compare_sides(sim: &Side, real: &Side, timer_only: &[String]) -> Validation {
     let policy = sim.policy.clone();
     let mut rows = Vec::new();
@@ -265,5 +326,48 @@ impl Validation {
             self.within_25pct, self.compared, self.median_abs_error_pct
         );
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Side, SideTask};
+
+    fn side(work_ns: u64, makespan_ns: Option<u64>, runs: &[u64]) -> Side {
+        Side {
+            workload: "w".into(),
+            policy: "eevdf".into(),
+            machine: "m".into(),
+            makespan_ns,
+            work_ns,
+            counters: vec![("ops".into(), work_ns as f64)],
+            tasks: runs
+                .iter()
+                .map(|&run_ns| SideTask {
+                    template: "t".into(),
+                    run_ns,
+                    wait_ns: 0,
+                    nvcsw: 0,
+                    nivcsw: 0,
+                    latency_count: 0,
+                    latency_p50_ns: 0,
+                    latency_p99_ns: 0,
+                })
+                .collect(),
+        }
+    }
+
+    /// Two phases: work 100 and 300 pool to 200, counters likewise; the tasks of both runs are
+    /// kept, so a kind's mean is over all three; a run that did not complete leaves no completion.
+    #[test]
+    fn pooled_runs_average_totals_and_keep_every_task() {
+        let p = Side::pooled(&[side(100, Some(10), &[1, 2]), side(300, Some(30), &[6])]);
+        assert_eq!((p.work_ns, p.makespan_ns), (200, Some(20)));
+        assert_eq!(p.counters, vec![("ops".to_string(), 200.0)]);
+        assert_eq!(p.tasks.iter().map(|t| t.run_ns).collect::<Vec<_>>(), [1, 2, 6]);
+        let v = super::compare_sides(&p, &side(200, Some(20), &[3]), &[]);
+        let run = v.rows.iter().find(|r| r.metric == "t: run time per task [ms]").unwrap();
+        assert_eq!(run.sim, 3.0 / 1e6, "the mean over the three tasks");
+        assert_eq!(Side::pooled(&[side(1, Some(1), &[]), side(1, None, &[])]).makespan_ns, None);
     }
 }

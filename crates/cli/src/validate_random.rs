@@ -1,8 +1,9 @@
 //! `schedlab validate --random N`: the simulator against the real kernel on N random workloads
 //! ([`crate::random_workload`]) nobody tuned the model for.
 //!
-//! Each workload runs for real `runs` times (at least two: real runs are noisy) and is simulated once
-//! per policy; [`crate::validate::compare`] pairs the metrics. Per compared row the error is
+//! Each workload runs for real `runs` times (at least two: real runs are noisy) and is simulated
+//! at `--phases` tick phases per policy ([`crate::validate::simulate_phases`]);
+//! [`crate::validate::compare_sides`] pairs the metrics. Per compared row the error is
 //! (simulated - mean real) / mean real and the real side's own spread is (max - min) / mean real over
 //! its runs. A row whose spread is at least its |error| is *within noise* (the real kernel disagrees
 //! with itself by more than the model disagrees with it): neither a pass nor a failure. Rows are then

@@ -613,6 +613,12 @@ fn calibrate_writes_a_machine_file_the_simulator_reads_and_validate_compares_rea
     assert!(!ok && err.contains("random-3-0.toml") && err.contains("another --seed or --duration"), "{err}");
     fails_with(&["validate", "--random", "0"], &["--random", "at least 1"]);
     fails_with(&["validate", "--random", "3", "--runs", "1"], &["--runs", "at least 2"]);
+    // --phases 0 is refused before any real run; so is a tick phase of a tick or more.
+    fails_with(&["validate", "demo", "--phases", "0"], &["--phases", "at least 1"]);
+    fails_with(&["run", "--workload", "demo", "--tick-phase", "20ms"], &["tick phase", "not below the tick"]);
+    let (ok, _, err) =
+        schedlab(&["run", "--workload", "demo", "--duration", "50ms", "--tick-phase", "500us"]);
+    assert!(ok, "{err}");
 }
 
 #[test]

@@ -126,6 +126,9 @@ pub struct Ctx<'a> {
     pub groups: &'a [GroupInfo],
     /// The periodic tick length in nanoseconds (1/HZ).
     pub tick_ns: Ns,
+    /// Where the ticks fall: at `tick_phase_ns + k * tick_ns` (`0 <= tick_phase_ns < tick_ns`). A
+    /// real run starts at an arbitrary point between two ticks; see [`Ctx::jiffies`].
+    pub tick_phase_ns: Ns,
     /// Whether CPUs in different nodes have separate memory (NUMA). On a UMA machine with several
     /// sockets (4 x Pentium II SMP) this is false and Linux builds no NUMA scheduling domains.
     pub numa: bool,
@@ -165,5 +168,40 @@ impl<'a> Ctx<'a> {
     /// The ticks per second (HZ).
     pub fn hz(&self) -> u64 {
         crate::NSEC_PER_SEC / self.tick_ns.max(1)
+    }
+
+    /// `jiffies` now: the ticks taken since the run began ([`jiffies_at`]).
+    #[inline]
+    pub fn jiffies(&self) -> u64 {
+        jiffies_at(self.now, self.tick_ns, self.tick_phase_ns)
+    }
+}
+
+/// `jiffies` at time `now_ns` when the ticks fall at `tick_phase_ns + k * tick_ns`
+/// (`tick_phase_ns < tick_ns`): the number of tick instants in `(0, now_ns]`, the ticks taken since
+/// the run began (Linux increments jiffies in the tick, so a time between two ticks reads the earlier
+/// one's count). With a phase of 0 it is `now_ns / tick_ns`.
+#[inline]
+pub fn jiffies_at(now_ns: Ns, tick_ns: Ns, tick_phase_ns: Ns) -> u64 {
+    let tick = tick_ns.max(1);
+    (now_ns + (tick - tick_phase_ns % tick) % tick) / tick
+}
+
+#[cfg(test)]
+mod jiffies_tests {
+    use super::jiffies_at;
+
+    /// Ticks every 4 ms at phase 1 ms fall at 1, 5, 9 ms: jiffies is 0 before 1 ms, 1 from 1 ms to
+    /// just before 5 ms, 2 from 5 ms. With phase 0 the ticks fall at 4, 8 ms and jiffies is now / 4 ms.
+    #[test]
+    fn jiffies_count_the_ticks_taken_since_the_start() {
+        let ms = 1_000_000;
+        let at = |now, phase| jiffies_at(now, 4 * ms, phase);
+        assert_eq!(
+            [at(0, ms), at(ms - 1, ms), at(ms, ms), at(5 * ms - 1, ms), at(5 * ms, ms)],
+            [0, 0, 1, 1, 2]
+        );
+        assert_eq!([at(0, 0), at(4 * ms - 1, 0), at(4 * ms, 0), at(8 * ms, 0)], [0, 0, 1, 2]);
+        assert_eq!([at(4 * ms, 3 * ms), at(7 * ms, 3 * ms)], [1, 2], "ticks at 3 and 7 ms");
     }
 }

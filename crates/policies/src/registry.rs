@@ -78,7 +78,7 @@ fn builtins() -> Vec<PolicyInfo> {
         },
                 PolicyInfo {
             name: "eevdf",
-            summary: "Linux EEVDF as in 6.12 (default; Debian 6.12.117: delayed dequeue, relative deadlines, PREEMPT_SHORT) or 6.6 (kernel=6.6), kernel/sched/fair.c: eligibility against the weighted average vruntime, virtual deadlines, lag placement, RUN_TO_PARITY; the Linux RT class above it",
+            summary: "Linux EEVDF as in 6.18 (default: 6.12 with 6.17's slice protection), 6.12 (kernel=6.12; Debian 6.12.117: delayed dequeue, relative deadlines, PREEMPT_SHORT) or 6.6 (kernel=6.6), kernel/sched/fair.c: eligibility against the weighted average vruntime, virtual deadlines, lag placement, RUN_TO_PARITY; the Linux RT class above it",
             params: cfs::EevdfParams::info,
             make: |pairs| {
                 let p = apply::<cfs::EevdfParams>("eevdf", pairs)?;

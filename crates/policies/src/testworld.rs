@@ -45,6 +45,7 @@ impl TestWorld {
             cpus: &self.cpus,
             groups: &self.groups,
             tick_ns: self.tick_ns,
+            tick_phase_ns: 0,
             numa: false,
             seed: 1,
         }

@@ -101,6 +101,7 @@ fn run(
         sample_interval,
         sample_tasks,
         check,
+        tick_phase: None,
     };
     py.detach(|| req.simulate().map(|r| r.to_json())).map_err(err)
 }

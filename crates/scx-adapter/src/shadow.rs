@@ -179,6 +179,8 @@ macro_rules! ctx {
             cpus: &$s.cpus,
             groups: &$s.groups,
             tick_ns: $s.tick_ns,
+            // The shadow runs on the real kernel's clock; jiffies are `now / tick_ns` there.
+            tick_phase_ns: 0,
             numa: $s.numa,
             seed: $s.seed,
         }

@@ -57,6 +57,11 @@ pub struct RunConfig {
     /// Most trace events a traced run may record ([`RunError::Limit`] beyond it; each takes
     /// about 40 bytes of memory and 20 of the Perfetto file).
     pub max_trace_events: usize,
+    /// Where the periodic ticks fall relative to the run's start: at `tick_phase_ns + k * tick_ns`
+    /// (below one tick; [`RunError::Setup`] otherwise). 0, the default, puts a tick at the start.
+    /// A real run starts at an arbitrary point between two ticks, and a workload whose timers keep
+    /// one phase against the tick can behave differently at each phase (docs/validation.md).
+    pub tick_phase_ns: Ns,
 }
 
 /// Defaults of the run limits (`RunConfig::max_*`).
@@ -86,6 +91,7 @@ impl Default for RunConfig {
             max_events: limits::MAX_EVENTS,
             max_duration_ns: limits::MAX_DURATION_NS,
             max_trace_events: limits::MAX_TRACE_EVENTS,
+            tick_phase_ns: 0,
         }
     }
 }
@@ -344,6 +350,7 @@ macro_rules! ctx {
             cpus: &$s.cpu_views,
             groups: &$s.groups,
             tick_ns: $s.tick_ns,
+            tick_phase_ns: $s.cfg.tick_phase_ns,
             numa: $s.machine.numa,
             seed: $s.cfg.seed,
         }
@@ -387,6 +394,13 @@ impl<'a> Sim<'a> {
                 "a run of {} is longer than the limit of {} (`max_duration_ns`, --max-duration)",
                 schedlab_core::fmt_ns(cfg.duration_ns),
                 schedlab_core::fmt_ns(cfg.max_duration_ns)
+            )));
+        }
+        if cfg.tick_phase_ns >= machine.tick_ns() {
+            return Err(RunError::Setup(format!(
+                "a tick phase of {} is not below the tick of {} (`tick_phase_ns`, --tick-phase)",
+                schedlab_core::fmt_ns(cfg.tick_phase_ns),
+                schedlab_core::fmt_ns(machine.tick_ns())
             )));
         }
         if workload.initial_tasks() as usize > cfg.max_tasks {
@@ -838,6 +852,20 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// `jiffies` now: ticks fall at `tick_phase_ns + k * tick_ns`.
+    fn jiffies(&self) -> u64 {
+        schedlab_core::jiffies_at(self.now, self.tick_ns, self.cfg.tick_phase_ns)
+    }
+
+    /// The first tick strictly after `now`, on the grid `tick_phase_ns + k * tick_ns`.
+    fn next_tick_after(&self, now: Ns) -> Ns {
+        let phase = self.cfg.tick_phase_ns;
+        if now < phase {
+            return phase;
+        }
+        phase + ((now - phase) / self.tick_ns + 1) * self.tick_ns
+    }
+
     fn on_tick(&mut self, cpu: CpuId) {
         let Some(curr) = self.cpu_views[cpu.idx()].curr else {
             self.cpus[cpu.idx()].tick_armed = false;
@@ -856,9 +884,9 @@ impl<'a> Sim<'a> {
         // tickless idle CPU, at most once per jiffy machine-wide.
         if self.nr_idle > 0
             && self.cpu_views[cpu.idx()].nr_running >= 2
-            && self.last_nohz_jiffy != Some(self.now / self.tick_ns)
+            && self.last_nohz_jiffy != Some(self.jiffies())
         {
-            let jiffy = self.now / self.tick_ns;
+            let jiffy = self.jiffies();
             self.last_nohz_jiffy = Some(jiffy);
             let idle = self.idle;
             for c in idle.iter() {
@@ -1217,8 +1245,7 @@ impl<'a> Sim<'a> {
         c.slice_end = d.slice_ns.map(|s| now + s.max(1));
         if !c.tick_armed {
             c.tick_armed = true;
-            let next_tick = (now / self.tick_ns + 1) * self.tick_ns;
-            self.q.push_tick(cpu, next_tick);
+            self.q.push_tick(cpu, self.next_tick_after(now));
         }
         self.program_segment(cpu);
         self.respeed_around(cpu);

@@ -815,15 +815,23 @@ fn a_deadlock_of_the_workload_is_reported_as_a_stall_with_its_time() {
     not_stalled(w.build().unwrap());
 }
 
-/// Records each wakeup's `WakeInfo` and otherwise schedules as `rr`.
+/// Records each wakeup's `WakeInfo` and the time and `jiffies` of each tick, and otherwise schedules
+/// as its inner policy.
 struct WakeRecorder {
     inner: Box<dyn SchedPolicy>,
     seen: Vec<(TaskId, schedlab_core::WaitKind, bool)>,
+    ticks: Vec<(u64, u64)>,
 }
 
 impl SchedPolicy for WakeRecorder {
     fn name(&self) -> &str {
         "wake-recorder"
+    }
+    fn init(&mut self, ctx: &Ctx) {
+        self.inner.init(ctx)
+    }
+    fn task_exit(&mut self, ctx: &Ctx, t: TaskId) {
+        self.inner.task_exit(ctx, t)
     }
     fn task_new(&mut self, ctx: &Ctx, t: TaskId) -> CpuId {
         self.inner.task_new(ctx, t)
@@ -845,6 +853,7 @@ impl SchedPolicy for WakeRecorder {
         self.inner.put_prev(ctx, c, t, why)
     }
     fn tick(&mut self, ctx: &Ctx, c: CpuId, t: TaskId) -> bool {
+        self.ticks.push((ctx.now, ctx.jiffies()));
         self.inner.tick(ctx, c, t)
     }
     fn check_preempt(
@@ -875,7 +884,8 @@ fn wakeups_say_what_the_task_slept_on() {
     w.task("parent", P::new().sleep(40 * MS).fork(child).wait_children().build());
     w.task("child", P::new().compute(MS).build()).instances = 0;
     w.stop(StopWhen::AllDone);
-    let mut rec = WakeRecorder { inner: schedlab_policies::create("rr").unwrap(), seen: Vec::new() };
+    let mut rec =
+        WakeRecorder { inner: schedlab_policies::create("rr").unwrap(), seen: Vec::new(), ticks: Vec::new() };
     run_with(&Machine::flat(1), &w.build().unwrap(), &mut rec, 1_000 * MS);
     let (reader, writer, parent) = (TaskId(0), TaskId(1), TaskId(2));
     assert_eq!(
@@ -894,4 +904,30 @@ fn wakeups_say_what_the_task_slept_on() {
     assert!(rec.seen.iter().all(|&(_, k, _)| (k == Disk)
         == schedlab_core::WakeInfo { waker_cpu: CpuId(0), waker: None, sync: false, wait: k }
             .uninterruptible()));
+}
+
+/// `RunConfig::tick_phase_ns`: with HZ 250 (4 ms) and a phase of 1.5 ms, a task computing 10 ms from
+/// the start sees its ticks at 1.5, 5.5 and 9.5 ms, with jiffies 1, 2, 3; with phase 0 at 4 and 8 ms,
+/// jiffies 1 and 2. A phase of a whole tick is refused.
+#[test]
+fn ticks_fall_at_the_configured_phase() {
+    let mut w = WorkloadBuilder::new("one-hog");
+    w.task("hog", P::new().compute(10 * MS).build());
+    w.stop(StopWhen::AllDone);
+    let w = w.build().unwrap();
+    let mut m = Machine::flat(1);
+    m.hz = 250;
+    let ticks = |phase: u64| {
+        let inner = schedlab_policies::create("eevdf").unwrap();
+        let mut rec = WakeRecorder { inner, seen: Vec::new(), ticks: Vec::new() };
+        let cfg = RunConfig { duration_ns: 100 * MS, tick_phase_ns: phase, ..RunConfig::default() };
+        Sim::new(&m, &w, &mut rec, "test", cfg).unwrap().run().unwrap();
+        rec.ticks
+    };
+    assert_eq!(ticks(1_500 * US), [(1_500 * US, 1), (5_500 * US, 2), (9_500 * US, 3)]);
+    assert_eq!(ticks(0), [(4 * MS, 1), (8 * MS, 2)]);
+    let mut p = schedlab_policies::create("eevdf").unwrap();
+    let cfg = RunConfig { tick_phase_ns: 4 * MS, ..RunConfig::default() };
+    let err = Sim::new(&m, &w, p.as_mut(), "test", cfg).err().expect("a phase of a whole tick is refused");
+    assert!(err.to_string().contains("not below the tick"), "{err}");
 }

@@ -382,7 +382,7 @@ impl Cfs {
     /// `trigger_load_balance`'s test: whether `rq->next_balance` (for this CPU state) has come.
     #[inline]
     pub(crate) fn balance_due(&self, ctx: &Ctx, cpu: CpuId, idle: IdleType) -> bool {
-        ctx.now / self.tick_ns >= self.cpus[cpu.idx()].next_balance_j[usize::from(idle == IdleType::Idle)]
+        ctx.jiffies() >= self.cpus[cpu.idx()].next_balance_j[usize::from(idle == IdleType::Idle)]
     }
 }
 

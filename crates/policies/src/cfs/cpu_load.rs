@@ -48,7 +48,7 @@ impl Cfs {
             // 6.6 has no cpu_load[]: every reader uses the PELT average.
             return;
         }
-        let tick = now / self.tick_ns;
+        let tick = schedlab_core::jiffies_at(now, self.tick_ns, self.tick_phase_ns);
         let this_load = self.weighted_cpuload(cpu, now);
         let st = &mut self.cpus[cpu.idx()];
         let pending = tick.saturating_sub(st.last_load_update_tick);

@@ -1,6 +1,6 @@
-//! EEVDF, the Earliest Eligible Virtual Deadline First scheduler of Linux 6.12 (the default; Debian's
-//! linux-source-6.12 6.12.117) and 6.6 (`kernel=6.6`) (kernel/sched/fair.c, kernel/sched/features.h),
-//! on the same entities, runqueues and groups as CFS.
+//! EEVDF, the Earliest Eligible Virtual Deadline First scheduler of Linux 6.18 (the default), 6.12
+//! (`kernel=6.12`; Debian's linux-source-6.12 6.12.117) and 6.6 (`kernel=6.6`) (kernel/sched/fair.c,
+//! kernel/sched/features.h), on the same entities, runqueues and groups as CFS.
 //!
 //! 6.12 adds, each switchable as its features.h entry (all on by default):
 //!
@@ -14,7 +14,14 @@
 //! * PICK_BUDDY: an eligible `next` buddy is picked first; a new task gets half a request
 //!   (`wake_up_new_task` passes ENQUEUE_INITIAL).
 //!
-//! In both versions the re-pick of the task that was running does not renew its slice protection
+//! 6.18 is 6.12 with the slice protection of 6.17 (Vincent Guittot's "Manage lag and run to parity
+//! with different slices", tip commits 74eec63661d4, 9de74a9850b9, 052c3d87c82e, 3a0baa8e6c57,
+//! 0b9ca2dcabc3): at pick the running entity is protected up to `vprot` = min(deadline, vruntime +
+//! the shortest slice queued); `update_curr` reschedules once it is past `vprot`, eligible or not; a
+//! wakee with a shorter slice is tested without the protection, which is cancelled only if the
+//! wakee wins, and otherwise cut to the shortest slice from now (`update_protect_slice`).
+//!
+//! In every version the re-pick of the task that was running does not renew its slice protection
 //! (`pick_next_task_fair` calls no `set_next_entity` when `prev == p`).
 //!
 //! * Every runqueue keeps the weighted average vruntime V (`avg_vruntime`): the sums
@@ -192,12 +199,20 @@ impl Cfs {
     /// timeline's deadline tree is walked in O(log n) ([`super::deadline_tree`]); the entities
     /// visited are the ones counted as examined.
     pub(crate) fn pick_eevdf(&mut self, rq: RqId) -> SeId {
+        self.pick_eevdf_protecting(rq, true)
+    }
+
+    /// `__pick_eevdf(cfs_rq, protect)` (6.17+): with `protect` false the running entity's slice
+    /// protection is ignored (a wakeup with a shorter slice asks whether it would win without it).
+    /// Before 6.17 `protect` is always true and the protection is RUN_TO_PARITY's.
+    fn pick_eevdf_protecting(&mut self, rq: RqId, protect: bool) -> SeId {
         let r = &self.rqs[rq as usize];
         let curr = r.curr.filter(|&c| self.ses[c as usize].on_rq && self.entity_eligible(rq, c));
         self.nr_examined += 1;
         if let Some(c) = curr {
-            let s = &self.ses[c as usize];
-            if self.p.run_to_parity && s.vlag == s.deadline {
+            // 6.17+ always protects (without RUN_TO_PARITY for a shorter quantum, set at pick).
+            let guarded = if self.has_vprot() { protect } else { self.p.run_to_parity };
+            if guarded && self.protect_slice(c) {
                 return c;
             }
         }
@@ -252,8 +267,26 @@ impl Cfs {
         let rq = self.ses[se as usize].cfs_rq;
         self.update_curr(rq, ctx.now);
         if std::mem::take(&mut self.resched[cpu.idx()]) {
-            // 6.12: update_curr's did_preempt_short (or the request's end) asked for it.
+            // 6.12: update_curr's did_preempt_short (or the request's end) asked for it; 6.18: the
+            // running entity's protected period is over (or its request ended).
             return true;
+        }
+        if self.has_vprot() {
+            // 6.18 `check_preempt_wakeup_fair`: a wakee with a shorter slice is tested without the
+            // running entity's protection, which is cancelled only if the wakee wins; otherwise
+            // the protection is cut to the shortest queued slice (`update_protect_slice`).
+            let short = self.f612.preempt_short && self.ses[pse as usize].slice < self.ses[se as usize].slice;
+            if self.pick_eevdf_protecting(rq, !short) == pse {
+                if short {
+                    self.cancel_protect_slice(se);
+                }
+                self.nr_wakeup_preempt += 1;
+                return true;
+            }
+            if self.p.run_to_parity && short {
+                self.update_protect_slice(rq, se);
+            }
+            return false;
         }
         if self.do_preempt_short(rq, pse, se) {
             self.cancel_protect_slice(se);
@@ -279,18 +312,94 @@ impl Cfs {
         self.ses[se as usize].deadline = self.ses[se as usize].deadline.wrapping_add(vslice);
     }
 
-    /// `protect_slice` (6.6, 6.12): the deadline stashed in `vlag` at pick time is still the deadline.
+    /// `protect_slice`: 6.6 and 6.12, the deadline stashed in `vlag` at pick time is still the
+    /// deadline; 6.18, the entity has not reached the vruntime `vprot` set at pick time (kept in
+    /// `vlag`, which the kernel's `vprot` shares a union with).
     fn protect_slice(&self, se: SeId) -> bool {
         let s = &self.ses[se as usize];
-        s.vlag == s.deadline
+        if self.has_vprot() {
+            (s.vlag.wrapping_sub(s.vruntime) as i64) > 0
+        } else {
+            s.vlag == s.deadline
+        }
     }
 
-    /// `cancel_protect_slice` (6.12).
+    /// `cancel_protect_slice` (6.12, 6.18).
     fn cancel_protect_slice(&mut self, se: SeId) {
         if self.protect_slice(se) {
+            let vprot = self.has_vprot();
             let s = &mut self.ses[se as usize];
-            s.vlag = s.deadline.wrapping_add(1);
+            s.vlag = if vprot { s.vruntime } else { s.deadline.wrapping_add(1) };
         }
+    }
+
+    /// `set_protect_slice`, at `set_next_entity`. 6.6 and 6.12 stash the deadline. 6.18 protects
+    /// the entity up to its deadline but for no longer than the shortest slice queued
+    /// (`cfs_rq_min_slice`; without RUN_TO_PARITY, the unscaled base slice): `vprot = min(deadline,
+    /// vruntime + that slice in virtual time)` when it is shorter than the entity's own slice.
+    pub(crate) fn set_protect_slice(&mut self, rq: RqId, se: SeId) {
+        if !self.has_vprot() {
+            let s = &mut self.ses[se as usize];
+            s.vlag = s.deadline;
+            return;
+        }
+        let quantum = if self.p.run_to_parity {
+            self.cfs_rq_min_slice(rq)
+        } else {
+            self.p.sched_base_slice_ns.unwrap_or(self.p.eevdf_kernel.base_slice_ns())
+        };
+        let s = &self.ses[se as usize];
+        let slice = quantum.min(s.slice);
+        let mut vprot = s.deadline;
+        if slice != s.slice {
+            let until = s.vruntime.wrapping_add(calc_delta_fair(slice, s.weight, s.inv()));
+            if (until.wrapping_sub(vprot) as i64) < 0 {
+                vprot = until;
+            }
+        }
+        self.ses[se as usize].vlag = vprot;
+    }
+
+    /// `update_protect_slice` (6.18): a queued shorter slice cuts the running entity's protection
+    /// to that slice from now.
+    fn update_protect_slice(&mut self, rq: RqId, se: SeId) {
+        let slice = self.cfs_rq_min_slice(rq);
+        let s = &self.ses[se as usize];
+        let until = s.vruntime.wrapping_add(calc_delta_fair(slice, s.weight, s.inv()));
+        if (until.wrapping_sub(s.vlag) as i64) < 0 {
+            self.ses[se as usize].vlag = until;
+        }
+    }
+
+    /// `cfs_rq_min_slice`: the shortest slice of the running entity (when queued) and the queued
+    /// ones; `u64::MAX` on an empty runqueue. With no task of its own slice every entity asks for
+    /// the base slice (group entities keep it in this model, docs/policies/eevdf.md).
+    fn cfs_rq_min_slice(&self, rq: RqId) -> u64 {
+        let r = &self.rqs[rq as usize];
+        let curr = r.curr.filter(|&c| self.ses[c as usize].on_rq);
+        if curr.is_none() && r.timeline.is_empty() {
+            return u64::MAX;
+        }
+        if !self.any_custom_slice {
+            return self.base_slice_ns;
+        }
+        curr.into_iter()
+            .chain(r.timeline.iter().copied())
+            .map(|e| self.ses[e as usize].slice)
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
+    /// The tail of 6.18's `update_curr`: with others queued, the running entity is rescheduled once
+    /// its protected period is over, eligible or not ("Always trigger resched at the end of a
+    /// protected period", 6.17).
+    pub(crate) fn resched_unprotected(&mut self, rq: RqId, curr: SeId) {
+        if self.rqs[rq as usize].nr_running <= 1 || self.protect_slice(curr) {
+            return;
+        }
+        let cpu = self.rqs[rq as usize].cpu;
+        self.resched[cpu.idx()] = true;
+        self.clear_buddies(rq, curr);
     }
 
     /// The tail of 6.12's `update_curr`: with others queued, a running entity whose protection has

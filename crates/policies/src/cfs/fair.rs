@@ -291,12 +291,13 @@ impl Cfs {
         let mut se = Se::new(0);
         (se.weight, se.inv_weight) = task_load(info.class, info.nice);
         se.task = Some(t);
-        if self.eevdf && self.p.eevdf_kernel == super::EevdfKernel::V6_12 {
+        if self.eevdf && self.p.eevdf_kernel >= super::EevdfKernel::V6_12 {
             // `__setparam_fair` (6.12 kernel/sched/syscalls.c): a nonzero sched_runtime becomes the
             // task's slice, clamped to 0.1-100 ms. Linux 6.6 ignores it for fair tasks.
             se.custom_slice = info
                 .slice_ns
                 .map(|ns| ns.clamp(super::eevdf::MIN_CUSTOM_SLICE_NS, super::eevdf::MAX_CUSTOM_SLICE_NS));
+            self.any_custom_slice |= se.custom_slice.is_some();
         }
         let id = self.ses.len() as SeId;
         self.ses.push(se);
@@ -339,7 +340,11 @@ impl Cfs {
         self.rqs[rq as usize].load_unacc_exec_time += delta_exec;
         if self.eevdf {
             self.update_deadline(rq, curr);
-            self.did_preempt_short(rq, curr);
+            if self.has_vprot() {
+                self.resched_unprotected(rq, curr);
+            } else {
+                self.did_preempt_short(rq, curr);
+            }
         }
         self.update_min_vruntime(rq);
     }
@@ -767,9 +772,7 @@ impl Cfs {
         if self.ses[se as usize].on_rq {
             self.tree_remove(rq, se);
             if self.eevdf && renew {
-                // set_protect_slice: stash the deadline at pick time in vlag (the RUN_TO_PARITY marker).
-                let s = &mut self.ses[se as usize];
-                s.vlag = s.deadline;
+                self.set_protect_slice(rq, se);
             }
         }
         let s = &mut self.ses[se as usize];

@@ -297,7 +297,7 @@ pub(crate) trait Balance2638: LbHost {
     /// `busy_factor` unless idle) has passed is balanced, bottom-up; a move makes the rest of the pass
     /// balance as a busy CPU; a domain this CPU is not the one to balance ends the pass.
     fn rebalance_domains(&mut self, ctx: &Ctx, cpu: CpuId, mut idle: IdleType, out: &mut Vec<Migration>) {
-        let jiffies = ctx.now / ctx.tick_ns;
+        let jiffies = ctx.jiffies();
         let hz = ctx.hz();
         self.update_shares(cpu, ctx.now);
         for level in 0..self.domains(cpu).len() {

@@ -924,7 +924,7 @@ impl Cfs {
         mut idle: IdleType,
         out: &mut Vec<Migration>,
     ) {
-        let jiffies = ctx.now / self.tick_ns;
+        let jiffies = ctx.jiffies();
         let hz = ctx.hz();
         self.update_shares(cpu, ctx.now);
         let mut continue_balancing = true;

@@ -121,20 +121,24 @@ pub struct CfsParams {
     pub place_deadline_initial: bool,
     /// EEVDF feature RUN_TO_PARITY. Default on.
     pub run_to_parity: bool,
-    /// EEVDF: which kernel's fair class (6.6 or 6.12). Default 6.12.
+    /// EEVDF: which kernel's fair class (6.6, 6.12 or 6.18). Default 6.18.
     pub eevdf_kernel: EevdfKernel,
-    /// EEVDF features of 6.12 (`None`: as the kernel ships them, on; 6.6 has none of them).
+    /// EEVDF features of 6.12 and later (`None`: as the kernel ships them, on; 6.6 has none).
     pub f612: Features612<Option<bool>>,
 }
 
-/// The Linux version whose EEVDF `eevdf` models.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+/// The Linux version whose EEVDF `eevdf` models (ordered by release).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub enum EevdfKernel {
     /// Linux 6.6 (the first EEVDF release).
     V6_6,
     /// Linux 6.12 LTS, as Debian's linux-source-6.12 (6.12.117) ships it.
-    #[default]
     V6_12,
+    /// Linux 6.18 (the default, the newest modelled): 6.12 with 6.17's slice protection
+    /// (`se->vprot`, the shortest queued slice, a reschedule at the end of every protected period;
+    /// see [`eevdf`]).
+    #[default]
+    V6_18,
 }
 
 impl EevdfKernel {
@@ -142,7 +146,7 @@ impl EevdfKernel {
     pub fn base_slice_ns(self) -> Ns {
         match self {
             EevdfKernel::V6_6 => 750_000,
-            EevdfKernel::V6_12 => 700_000,
+            EevdfKernel::V6_12 | EevdfKernel::V6_18 => 700_000,
         }
     }
 
@@ -150,10 +154,8 @@ impl EevdfKernel {
         match v {
             "6.6" => Ok(EevdfKernel::V6_6),
             "6.12" => Ok(EevdfKernel::V6_12),
-            _ => {
-                Err("expected 6.6 or 6.12 (the versions modelled; 6.18's run-to-parity changes are not yet)"
-                    .into())
-            }
+            "6.18" => Ok(EevdfKernel::V6_18),
+            _ => Err("expected 6.6, 6.12 or 6.18 (the versions modelled)".into()),
         }
     }
 }
@@ -175,9 +177,10 @@ pub struct Features612<T> {
 }
 
 impl Features612<Option<bool>> {
-    /// The features as the chosen kernel runs them: 6.12's defaults (all on) unless set; 6.6 has none.
+    /// The features as the chosen kernel runs them: 6.12's defaults (all on, as in 6.18) unless set;
+    /// 6.6 has none.
     pub fn resolve(&self, kernel: EevdfKernel) -> Result<Features612<bool>, String> {
-        let on = kernel == EevdfKernel::V6_12;
+        let on = kernel >= EevdfKernel::V6_12;
         let pick = |v: Option<bool>, name: &str| -> Result<bool, String> {
             match (on, v) {
                 (false, Some(true)) => {
@@ -337,12 +340,12 @@ impl Params for EevdfParams {
         &[
             ParamInfo {
                 key: "kernel",
-                default: "6.12",
-                help: "6.12 (Debian's 6.12.117: delayed dequeue, relative deadlines, PREEMPT_SHORT) or 6.6",
+                default: "6.18",
+                help: "6.12 (Debian's 6.12.117: delayed dequeue, relative deadlines, PREEMPT_SHORT), 6.18 (6.12 with 6.17's slice protection) or 6.6",
             },
             ParamInfo {
                 key: "sched_base_slice_ns",
-                default: "700000 (kernel=6.12), 750000 (kernel=6.6)",
+                default: "700000 (kernel=6.12, 6.18), 750000 (kernel=6.6)",
                 help: "request size (before CPU scaling)",
             },
             ParamInfo {
@@ -369,31 +372,31 @@ impl Params for EevdfParams {
             ParamInfo {
                 key: "run_to_parity",
                 default: "true",
-                help: "the running task keeps the CPU until its request ends or it is no longer eligible",
+                help: "the running task keeps the CPU until its request ends (6.18: or it ran the shortest queued slice) or it is no longer eligible",
             },
             ParamInfo {
                 key: "place_rel_deadline",
-                default: "true (6.12)",
+                default: "true (6.12, 6.18)",
                 help: "a migrating task keeps its deadline relative to its vruntime",
             },
             ParamInfo {
                 key: "preempt_short",
-                default: "true (6.12)",
+                default: "true (6.12, 6.18)",
                 help: "shorter slices cancel slice protection; an unprotected ineligible task is rescheduled",
             },
             ParamInfo {
                 key: "delay_dequeue",
-                default: "true (6.12)",
+                default: "true (6.12, 6.18)",
                 help: "a task sleeping while ineligible stays queued until picked or woken",
             },
             ParamInfo {
                 key: "delay_zero",
-                default: "true (6.12)",
+                default: "true (6.12, 6.18)",
                 help: "a delayed task's positive lag is dropped",
             },
             ParamInfo {
                 key: "pick_buddy",
-                default: "true (6.12)",
+                default: "true (6.12, 6.18)",
                 help: "an eligible next buddy is picked first",
             },
             ParamInfo { key: "wakeup_preempt", default: "true", help: "wakeups may preempt" },
@@ -432,6 +435,9 @@ pub struct Cfs {
     prev_runnable: Vec<Option<TaskId>>,
     /// EEVDF: a reschedule asked for by `update_deadline` outside a tick, per CPU.
     resched: Vec<bool>,
+    /// EEVDF 6.12+: some task has its own slice, so a runqueue's shortest slice
+    /// (`cfs_rq_min_slice`) must be looked for; otherwise every slice is the base slice.
+    any_custom_slice: bool,
     /// EEVDF: the nodes of every runqueue's deadline-augmented timeline.
     dl_tree: deadline_tree::DeadlineTree,
     latency_ns: u64,
@@ -441,6 +447,8 @@ pub struct Cfs {
     ncpus: usize,
     ngroups: usize,
     tick_ns: Ns,
+    /// Where the ticks fall ([`Ctx::tick_phase_ns`]).
+    tick_phase_ns: Ns,
     ses: Vec<Se>,
     rqs: Vec<CfsRq>,
     task_se: Vec<SeId>,
@@ -497,6 +505,7 @@ impl Cfs {
             f612: Features612::default(),
             prev_runnable: Vec::new(),
             resched: Vec::new(),
+            any_custom_slice: false,
             dl_tree: deadline_tree::DeadlineTree::default(),
             latency_ns: 0,
             min_gran_ns: 0,
@@ -505,6 +514,7 @@ impl Cfs {
             ncpus: 0,
             ngroups: 0,
             tick_ns: 1,
+            tick_phase_ns: 0,
             ses: Vec::new(),
             rqs: Vec::new(),
             task_se: Vec::new(),
@@ -560,9 +570,14 @@ impl Cfs {
         Ok(c)
     }
 
-    /// Whether this is EEVDF as in 6.12.
+    /// Whether this is EEVDF as in 6.12 or later.
     fn is_612(&self) -> bool {
-        self.eevdf && self.p.eevdf_kernel == EevdfKernel::V6_12
+        self.eevdf && self.p.eevdf_kernel >= EevdfKernel::V6_12
+    }
+
+    /// Whether this is EEVDF with 6.17's slice protection (`se->vprot`): 6.18.
+    pub(crate) fn has_vprot(&self) -> bool {
+        self.eevdf && self.p.eevdf_kernel >= EevdfKernel::V6_18
     }
 
     /// The effective (scaled) EEVDF base slice, ns.
@@ -646,6 +661,7 @@ impl SchedPolicy for Cfs {
     fn init(&mut self, ctx: &Ctx) {
         self.ncpus = ctx.nr_cpus();
         self.tick_ns = ctx.tick_ns;
+        self.tick_phase_ns = ctx.tick_phase_ns;
         let n = self.ncpus.min(8) as u64;
         let factor = match self.p.tunable_scaling {
             TunableScaling::None => 1,
@@ -973,5 +989,7 @@ mod tests;
 mod tests_2638;
 #[cfg(test)]
 mod tests_612;
+#[cfg(test)]
+mod tests_618;
 #[cfg(test)]
 mod tests_66;

@@ -595,7 +595,7 @@ impl Cfs {
                 Some(w) => Current::Task(w),
                 None => Current::Idle(this_cpu),
             };
-            self.record_wakee(current, p, ctx.now / self.tick_ns, ctx.hz());
+            self.record_wakee(current, p, ctx.jiffies(), ctx.hz());
             let llc_size = self.llc_size(this_cpu);
             want_affine =
                 self.p.affine_wakeups && !self.wake_wide(current, p, llc_size) && allowed.contains(this_cpu);

@@ -9,8 +9,7 @@ const CPU0: CpuId = CpuId(0);
 const CPU1: CpuId = CpuId(1);
 
 fn eevdf612(w: &TestWorld, tweak: impl FnOnce(&mut CfsParams)) -> Cfs {
-    let mut p = CfsParams::default();
-    assert_eq!(p.eevdf_kernel, EevdfKernel::V6_12, "6.12 is the default");
+    let mut p = CfsParams { eevdf_kernel: EevdfKernel::V6_12, ..CfsParams::default() };
     tweak(&mut p);
     let mut c = Cfs::new_eevdf(EevdfParams(p)).expect("valid parameters");
     c.init(&w.ctx());

@@ -42,7 +42,7 @@ const SCHED_NR_MIGRATE: usize = 32;
 impl Htfs {
     /// `update_cpu_load` at the tick (the `std` method's averages), catching up idle ticks.
     pub(super) fn update_cpu_load(&mut self, cpu: CpuId, now: Ns) {
-        let tick = now / self.tick_ns;
+        let tick = schedlab_core::jiffies_at(now, self.tick_ns, self.tick_phase_ns);
         let c = &mut self.cpus[cpu.idx()];
         let pending = tick.saturating_sub(c.last_load_tick);
         c.last_load_tick = tick;

@@ -356,6 +356,8 @@ pub struct Htfs {
     group_weight: Vec<u64>,
     cpus: Vec<Cpu>,
     tick_ns: Ns,
+    /// Where the ticks fall ([`Ctx::tick_phase_ns`]).
+    tick_phase_ns: Ns,
     nr_examined: u64,
     nr_bweight_changes: u64,
     nr_punished: u64,
@@ -388,6 +390,7 @@ impl Htfs {
             group_weight: Vec::new(),
             cpus: Vec::new(),
             tick_ns: 1_000_000,
+            tick_phase_ns: 0,
             nr_examined: 0,
             nr_bweight_changes: 0,
             nr_punished: 0,
@@ -796,6 +799,7 @@ impl SchedPolicy for Htfs {
 
     fn init(&mut self, ctx: &Ctx) {
         self.tick_ns = ctx.tick_ns;
+        self.tick_phase_ns = ctx.tick_phase_ns;
         self.ncpus = ctx.nr_cpus();
         let ngroups = ctx.groups.len().max(1);
         self.group_parent = (0..ngroups)

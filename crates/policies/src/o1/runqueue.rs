@@ -107,6 +107,8 @@ pub(crate) struct Rq<X> {
 pub(crate) struct Runqueues<X> {
     pub rqs: Vec<Rq<X>>,
     tick_ns: Ns,
+    /// Where the ticks fall ([`Ctx::tick_phase_ns`]).
+    tick_phase_ns: Ns,
     /// Tasks and CPUs the balancer examined (taken by the policy's `take_examined`).
     pub nr_examined: u64,
     /// Tasks the balancer moved.
@@ -116,7 +118,7 @@ pub(crate) struct Runqueues<X> {
 impl<X: Clone> Runqueues<X> {
     /// No CPUs yet (before `init`).
     pub fn empty() -> Self {
-        Runqueues { rqs: Vec::new(), tick_ns: 1_000_000, nr_examined: 0, nr_lb_moved: 0 }
+        Runqueues { rqs: Vec::new(), tick_ns: 1_000_000, tick_phase_ns: 0, nr_examined: 0, nr_lb_moved: 0 }
     }
 
     /// One run queue per CPU with the 2.6.22 scheduling domains.
@@ -134,12 +136,18 @@ impl<X: Clone> Runqueues<X> {
                 x: x.clone(),
             })
             .collect();
-        Runqueues { rqs, tick_ns: ctx.tick_ns, nr_examined: 0, nr_lb_moved: 0 }
+        Runqueues {
+            rqs,
+            tick_ns: ctx.tick_ns,
+            tick_phase_ns: ctx.tick_phase_ns,
+            nr_examined: 0,
+            nr_lb_moved: 0,
+        }
     }
 
     /// `update_cpu_load` (scheduler_tick), catching up ticks an idle CPU did not take.
     pub fn update_cpu_load(&mut self, cpu: CpuId, now: Ns) {
-        let tick = now / self.tick_ns;
+        let tick = schedlab_core::jiffies_at(now, self.tick_ns, self.tick_phase_ns);
         let rq = &mut self.rqs[cpu.idx()];
         let pending = tick.saturating_sub(rq.last_load_update_tick);
         rq.last_load_update_tick = tick;
@@ -564,7 +572,7 @@ impl<X: Clone> Runqueues<X> {
         view: &TaskView,
         out: &mut Vec<Migration>,
     ) {
-        let jiffies = ctx.now / self.tick_ns;
+        let jiffies = ctx.jiffies();
         let hz = ctx.hz();
         let mut idle = match (newly, idle) {
             (true, _) => IdleType::NewlyIdle,
