@@ -13,8 +13,9 @@
 //!   `sched_setscheduler` (FIFO and RR only when allowed), `cpus` and the timed affinity changes are
 //!   `sched_setaffinity`, `fork` creates a thread or process running the template, task groups are cgroups
 //!   with CPU weights where the machine has the `cpu` controller ([`cgroups`]).
-//! * **Measurement** ([`measure`]): per thread, run time, run-queue wait and timeslices from
-//!   `/proc/thread-self/schedstat` and voluntary/involuntary switches from `/proc/thread-self/status`,
+//! * **Measurement** ([`measure`]): per thread, run time from the thread's CPU clock, run-queue wait
+//!   and timeslices from `/proc/thread-self/schedstat` and voluntary/involuntary switches from
+//!   `/proc/thread-self/status`,
 //!   read by the thread itself at its end; wakeup latency as the thread's own actual minus intended
 //!   wake time of each sleep and timer (rt-app's `wu_lat`, cyclictest's method); migrations as changes
 //!   of `sched_getcpu()` seen between ops; per-CPU busy and idle time from `/proc/stat`.
