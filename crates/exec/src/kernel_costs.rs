@@ -11,10 +11,17 @@
 //!   call is the *wake* cost (the call and `try_to_wake_up` of the waiter, with its IPI). These are
 //!   the executor's own objects (`sys::PMutex`, `PCond`, `PSem`, `Pipe`), so the costs are those of
 //!   the calls real runs make.
-//! * **A timed sleep**: a thread sleeping 1 ms at a time on an otherwise idle CPU, CPU time per sleep
-//!   (arming the high-resolution timer, which in a VM traps to the host, the block and the wake).
+//! * **A timed sleep, by its length** (the resume curve): a thread sleeping `L` at a time, CPU time
+//!   per sleep (arming the high-resolution timer, which in a VM traps to the host, the block and
+//!   the return), for each `L` of [`RESUME_AFTER_NS`] (50 us to 100 ms), on an otherwise idle CPU
+//!   and on one kept busy by a SCHED_IDLE spinner (which the sleeper preempts at once on its
+//!   return). The cost grows with `L` (here 5 us after 50 us, 40 us after 30 ms: the task's
+//!   kernel data goes cold while it is away), for a pipe read that blocks as much as for a sleep;
+//!   the simulator charges the growth to every blocked task's return (`resume_*_ns`).
 //! * **`sched_yield`** with nothing else runnable on the CPU; **a fork** as the executor makes one
-//!   (`std::thread::spawn` of a thread joined only at the end of the run, the parent's CPU time).
+//!   (`std::thread::spawn`, the parent's CPU time, each thread joined before the next is made, as
+//!   a run joins ended threads); **a task process's fork and exit**, by running the executor
+//!   itself on a fork micro-workload ([`process_fork_costs`]).
 //!
 //! Each is the median over its rounds; the cost of reading the thread clock itself (a system call:
 //! thread CPU clocks have no vDSO path) is measured and subtracted.
@@ -53,7 +60,7 @@ fn clock_overhead_ns() -> u64 {
 }
 
 /// What the measurements gave, ns of the calling thread's CPU time per call.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct KernelCosts {
     /// `pthread_mutex_lock` of a mutex another thread holds, which blocks.
     pub mutex_wait_ns: u64,
@@ -71,12 +78,21 @@ pub struct KernelCosts {
     pub pipe_wait_ns: u64,
     /// A 4-byte pipe write that wakes a blocked reader.
     pub pipe_wake_ns: u64,
-    /// A 1 ms sleep on an idle CPU.
+    /// A sleep of the shortest resume absence (50 us) on an idle CPU.
     pub sleep_ns: u64,
+    /// A sleep's CPU time after each absence of [`RESUME_AFTER_NS`]: `(absence, on an idle CPU, on
+    /// a busy CPU)`, ns.
+    pub resume: Vec<(u64, u64, u64)>,
     /// `sched_yield` with nothing else to run.
     pub yield_ns: u64,
     /// Creating a thread (the parent's part).
     pub fork_ns: u64,
+    /// Forking a task process as a run does (the forking thread's part: the result pipe, `fork()`
+    /// and the keeper thread's creation).
+    pub fork_process_ns: u64,
+    /// A task process's exit as a run counts it (from `wait4`: the result's write and the
+    /// teardown of its address space).
+    pub exit_process_ns: u64,
 }
 
 /// Rounds of each block/wake measurement.
@@ -274,23 +290,57 @@ fn pipe_costs(waiter_cpu: u32, waker_cpu: u32) -> std::io::Result<(u64, u64)> {
     ))
 }
 
-/// CPU time per 1 ms absolute sleep on `cpu` (which is otherwise idle), over 200 sleeps.
-fn sleep_cost(cpu: u32) -> u64 {
-    std::thread::spawn(move || {
+/// The absences of the resume curve, ns: log-spaced over the sleeps and waits workloads make.
+pub const RESUME_AFTER_NS: [u64; 7] =
+    [50_000, 200_000, 1_000_000, 3_000_000, 10_000_000, 30_000_000, 100_000_000];
+
+/// CPU time per absolute sleep of `len_ns` on `cpu` (the median over about 0.4 s of sleeps, 11 to
+/// 401 of them). With `busy`, a SCHED_IDLE thread spins on `cpu` meanwhile.
+fn sleep_cost(cpu: u32, len_ns: u64, busy: bool) -> u64 {
+    let stop = Arc::new(AtomicBool::new(false));
+    let spinner = busy.then(|| {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let _ = sys::set_affinity(0, &[cpu]);
+            let _ = sys::set_policy(0, sys::Policy::Idle);
+            let mut x = 1;
+            while !stop.load(Ordering::Relaxed) {
+                x = crate::calibrate::burn(1024, x);
+            }
+            x
+        })
+    });
+    let rounds = (400_000_000 / len_ns).clamp(11, 401) as usize;
+    let cost = std::thread::spawn(move || {
         let _ = sys::set_affinity(0, &[cpu]);
         let clock = clock_overhead_ns();
-        let mut costs = Vec::with_capacity(200);
-        let mut next = now_ns() + 1_000_000;
-        for _ in 0..200 {
+        let mut costs = Vec::with_capacity(rounds);
+        // One sleep first, unmeasured: the thread's first block.
+        let mut next = now_ns() + len_ns;
+        sys::sleep_until(next);
+        for _ in 0..rounds {
+            next = next.max(now_ns()) + len_ns;
             let c0 = thread_cpu_ns();
             sys::sleep_until(next);
             costs.push((thread_cpu_ns() - c0).saturating_sub(clock));
-            next += 1_000_000;
         }
         median(costs)
     })
     .join()
-    .unwrap_or(0)
+    .unwrap_or(0);
+    stop.store(true, Ordering::Relaxed);
+    if let Some(h) = spinner {
+        let _ = h.join();
+    }
+    cost
+}
+
+/// The resume curve on `cpu`: [`KernelCosts::resume`].
+fn resume_curve(cpu: u32) -> Vec<(u64, u64, u64)> {
+    RESUME_AFTER_NS
+        .iter()
+        .map(|&len| (len, sleep_cost(cpu, len, false), sleep_cost(cpu, len, true)))
+        .collect()
 }
 
 /// CPU time per `sched_yield` on `cpu` with nothing else runnable there (the median of 201 batches
@@ -316,22 +366,59 @@ fn yield_cost(cpu: u32) -> u64 {
 }
 
 /// The parent's CPU time per thread created as the executor creates a forked task's thread, over
-/// 101 creations. As in a run, the threads (which exit at once) are joined only at the end, so each
-/// creation maps a fresh stack: glibc can reuse a thread's stack only once it is joined.
+/// 101 creations. As in a run, which joins the threads that have ended whenever it makes another,
+/// each thread (which exits at once) is joined before the next is made, so glibc reuses its stack.
 fn fork_cost() -> u64 {
     let clock = clock_overhead_ns();
     let mut costs = Vec::with_capacity(101);
-    let mut handles = Vec::with_capacity(101);
     for _ in 0..101 {
         let c0 = thread_cpu_ns();
         let h = std::thread::Builder::new().name("calib-fork".into()).spawn(|| {});
         costs.push((thread_cpu_ns() - c0).saturating_sub(clock));
-        handles.extend(h);
-    }
-    for h in handles {
-        let _ = h.join();
+        if let Ok(h) = h {
+            let _ = h.join();
+        }
     }
     median(costs[1..].to_vec())
+}
+
+/// The fork micro-workload of [`process_fork_costs`]: a forker thread forks ten task processes
+/// (each computes 1 us and ends) and waits for them, four times.
+const FORK_WORKLOAD: &str = r#"
+name = "calibrate-process-fork"
+[[task]]
+name = "forker"
+threads = true
+ops = [ { loop = 4, ops = [ { loop = 10, ops = [ { fork = "child" } ] }, { wait_children = true } ] } ]
+[[task]]
+name = "child"
+instances = 0
+ops = [ { compute = "1us" } ]
+"#;
+
+/// A task process's fork and exit as a run makes them, measured by running the executor itself on
+/// [`FORK_WORKLOAD`] (its address space, its keeper threads): the forker's run time per fork, less
+/// its four waits (`cond_wait_ns` each), and the median child's run time less its 1 us of work (the
+/// result's write and the teardown of its address space, from `wait4`).
+fn process_fork_costs(cond_wait_ns: u64) -> std::io::Result<(u64, u64)> {
+    let err = |e: String| std::io::Error::other(format!("the process fork benchmark: {e}"));
+    let w = schedlab_workload::parse_toml("calibrate-process-fork", FORK_WORKLOAD)
+        .map_err(|e| err(e.to_string()))?;
+    let cfg =
+        crate::ExecConfig { duration_ns: 20_000_000_000, trace_migrations: false, ..Default::default() };
+    let report = crate::run(&w, &cfg).map_err(|e| err(e.to_string()))?.report;
+    let forker =
+        report.tasks.iter().find(|t| t.template == "forker").ok_or_else(|| err("no forker".into()))?;
+    let children: Vec<u64> = report
+        .tasks
+        .iter()
+        .filter(|t| t.template == "child" && t.exited_ns.is_some())
+        .map(|t| t.run_ns.saturating_sub(t.work_ns))
+        .collect();
+    if children.len() != 40 {
+        return Err(err(format!("{} of 40 children ended", children.len())));
+    }
+    Ok((forker.run_ns.saturating_sub(4 * cond_wait_ns) / 40, median(children)))
 }
 
 /// Measures every kind: the waiter on the last CPU, the waker on CPU 0 (the same CPU on a
@@ -342,6 +429,8 @@ pub fn measure() -> std::io::Result<KernelCosts> {
     let (cond_wait_ns, cond_wake_ns) = cond_costs(last, 0)?;
     let (futex_wait_ns, futex_wake_ns) = futex_costs(last, 0)?;
     let (pipe_wait_ns, pipe_wake_ns) = pipe_costs(last, 0)?;
+    let resume = resume_curve(last);
+    let (fork_process_ns, exit_process_ns) = process_fork_costs(cond_wait_ns)?;
     Ok(KernelCosts {
         mutex_wait_ns,
         mutex_wake_ns,
@@ -351,9 +440,12 @@ pub fn measure() -> std::io::Result<KernelCosts> {
         futex_wake_ns,
         pipe_wait_ns,
         pipe_wake_ns,
-        sleep_ns: sleep_cost(last),
+        sleep_ns: resume[0].1,
+        resume,
         yield_ns: yield_cost(last),
         fork_ns: fork_cost(),
+        fork_process_ns,
+        exit_process_ns,
     })
 }
 
@@ -394,9 +486,17 @@ mod tests {
             ("sleep", k.sleep_ns),
             ("yield", k.yield_ns),
             ("fork", k.fork_ns),
+            ("fork_process", k.fork_process_ns),
+            ("exit_process", k.exit_process_ns),
         ] {
             assert!(v > 0, "{name}: {v} ns in {k:?}");
             assert!(v < 10_000_000, "{name}: {v} ns (over 10 ms) in {k:?}");
+        }
+        // The resume curve: every absence measured, on an idle and a busy CPU, each a real block.
+        assert_eq!(k.resume.iter().map(|p| p.0).collect::<Vec<_>>(), RESUME_AFTER_NS);
+        assert_eq!(k.sleep_ns, k.resume[0].1);
+        for &(len, idle, busy) in &k.resume {
+            assert!(idle > 0 && busy > 0 && idle.max(busy) < 10_000_000, "{len} ns away: {idle} / {busy}");
         }
     }
 }

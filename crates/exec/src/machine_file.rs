@@ -355,6 +355,8 @@ impl Calibration {
             ("sleep_ns", blocking(k.sleep_ns)),
             ("yield_ns", k.yield_ns.max(call)),
             ("fork_ns", k.fork_ns.max(call)),
+            ("fork_process_ns", k.fork_process_ns.max(call)),
+            ("exit_process_ns", k.exit_process_ns.max(call)),
             ("pipe_wait_ns", blocking(k.pipe_wait_ns)),
             ("pipe_wake_ns", k.pipe_wake_ns.max(call)),
             ("mutex_wait_ns", blocking(k.mutex_wait_ns)),
@@ -364,6 +366,20 @@ impl Calibration {
             ("futex_wait_ns", blocking(k.futex_wait_ns)),
             ("futex_wake_ns", k.futex_wake_ns.max(call)),
         ]
+    }
+
+    /// The resume curve's machine-file values (`resume_after_ns`, `resume_idle_ns`,
+    /// `resume_busy_ns`): each measured sleep's CPU time less that of the shortest absence on the
+    /// same kind of CPU (idle or busy), whose cost `sleep_ns` and the per-kind waits already hold;
+    /// at least 0. Empty if the curve was not measured.
+    pub fn resume_curve(&self) -> (Vec<u64>, Vec<u64>, Vec<u64>) {
+        let r = &self.paths.resume;
+        let Some(&(_, idle0, busy0)) = r.first() else { return Default::default() };
+        (
+            r.iter().map(|p| p.0).collect(),
+            r.iter().map(|p| p.1.saturating_sub(idle0)).collect(),
+            r.iter().map(|p| p.2.saturating_sub(busy0)).collect(),
+        )
     }
 
     /// The refill time of a move between CPUs 0 and 1 and its machine-file key: the model runs a task
@@ -388,6 +404,21 @@ impl Calibration {
         };
         let k = &self.paths;
         let paths: String = self.path_costs().iter().map(|(key, ns)| format!("{key} = {ns}\n")).collect();
+        let list = |v: &[u64]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ");
+        let resume = match self.resume_curve() {
+            (after, _, _) if after.is_empty() => String::new(),
+            (after, idle, busy) => format!(
+                "# A sleep's CPU time by its length {lens} ns: on an idle CPU {idle_raw}, on a busy one {busy_raw};\n\
+                 # the growth over the shortest is charged to a blocked task's return.\n\
+                 resume_after_ns = [{a}]\nresume_idle_ns = [{i}]\nresume_busy_ns = [{b}]\n",
+                lens = list(&after),
+                idle_raw = list(&k.resume.iter().map(|p| p.1).collect::<Vec<_>>()),
+                busy_raw = list(&k.resume.iter().map(|p| p.2).collect::<Vec<_>>()),
+                a = list(&after),
+                i = list(&idle),
+                b = list(&busy),
+            ),
+        };
         // The simulator takes 100, 250, 300 or 1000 Hz.
         let hz = self.hz.filter(|h| [100, 250, 300, 1000].contains(h)).unwrap_or(250);
         let cores_per_socket = (self.nr_cpus / self.sockets / self.threads_per_core).max(1);
@@ -399,7 +430,8 @@ impl Calibration {
              # default timer slack {slack} ns.{hz_note}\n\
              # Per call, the calling thread's CPU time (medians; a blocking call's includes its switch-in):\n\
              # mutex wait {mw} / wake {mk}, condition wait {cw} / signal {ck}, semaphore wait {fw} / post {fk},\n\
-             # pipe read that blocks {pw} / write that wakes {pk}, 1 ms sleep {sl}, sched_yield {y}, thread creation {fo}.\n\
+             # pipe read that blocks {pw} / write that wakes {pk}, 50 us sleep {sl}, sched_yield {y}, thread creation {fo},\n\
+             # a task process's fork {fp} (the forking thread's part) and exit {ep}.\n\
              name = \"{host}\"\n\
              description = \"calibrated from this machine by schedlab calibrate\"\n\
              sockets = {sockets}\n\
@@ -416,6 +448,7 @@ impl Calibration {
              timer_slack_ns = {slack}\n\
              syscall_ns = {syscall}\n\
              {paths}\
+             {resume}\
              {refill}",
             switch = c.context_switch_ns,
             idle_exit = c.idle_exit_ns,
@@ -445,6 +478,8 @@ impl Calibration {
             sl = k.sleep_ns,
             y = k.yield_ns,
             fo = k.fork_ns,
+            fp = k.fork_process_ns,
+            ep = k.exit_process_ns,
             sockets = self.sockets,
             cpl = (cores_per_socket / nodes_per_socket).max(1),
             tpc = self.threads_per_core,
@@ -482,8 +517,15 @@ mod tests {
                 pipe_wait_ns: 1_900,
                 pipe_wake_ns: 300,
                 sleep_ns: 8_000,
+                resume: vec![
+                    (50_000, 8_000, 6_000),
+                    (1_000_000, 15_000, 5_000),
+                    (30_000_000, 48_000, 26_000),
+                ],
                 yield_ns: 200,
                 fork_ns: 12_000,
+                fork_process_ns: 300_000,
+                exit_process_ns: 200,
             },
         }
     }
@@ -526,6 +568,8 @@ mod tests {
             ("sleep_ns", 6_250),
             ("yield_ns", 500),
             ("fork_ns", 12_000),
+            ("fork_process_ns", 300_000),
+            ("exit_process_ns", 500),
             ("pipe_wait_ns", 500),
             ("pipe_wake_ns", 500),
             ("mutex_wait_ns", 2_250),
@@ -559,8 +603,13 @@ mod tests {
             [c.mutex_wake_ns, c.cond_wait_ns, c.cond_wake_ns, c.futex_wait_ns, c.futex_wake_ns],
             [Some(1_500), Some(3_250), Some(2_500), Some(1_750), Some(1_200)]
         );
+        assert_eq!((c.fork_process_ns, c.exit_process_ns), (Some(300_000), Some(500)));
         assert_eq!((m.costs.timer_slack_ns, m.costs.syscall_ns), (50_000, 500), "half the 1000 ns pipe pair");
         assert_eq!(m.costs.refill_llc_ns, 6_000, "twice the 3 us extra: half speed while refilling");
+        // The resume curve: the growth over the shortest absence, per kind of CPU, floored at 0.
+        assert_eq!(c.resume_after_ns, [50_000, 1_000_000, 30_000_000]);
+        assert_eq!(c.resume_idle_ns, [0, 7_000, 40_000]);
+        assert_eq!(c.resume_busy_ns, [0, 0, 20_000]);
         let smt = Calibration { migration: Some((3_000, CacheSharing::Smt)), ..sample() };
         let m = schedlab_sim::Machine::from_toml("smt.toml", &smt.to_toml()).unwrap();
         assert_eq!((m.costs.refill_smt_ns, m.costs.refill_llc_ns), (6_000, 10_000), "the LLC default kept");

@@ -1,8 +1,9 @@
 //! Tasks run as processes: a template that is neither `threads = true` nor part of a named `process`
 //! is, in the model as in Linux, a process of its own per instance (its own tgid and address space,
-//! so switching to it changes the memory map). `exec` forks such an instance from a keeper thread: the
-//! child runs the task (the same [`task_body`] as a thread) and sends its result back through a pipe
-//! as JSON; the keeper waits for it, reaps it and records the result.
+//! so switching to it changes the memory map). `exec` forks such an instance from the thread that
+//! asks for it (a forking task pays for its fork, as in Linux): the child runs the task (the same
+//! [`task_body`] as a thread) and sends its result back through a pipe as JSON; a keeper thread
+//! waits for it, reaps it (its run time then includes its exit) and records the result.
 //!
 //! What a task process shares with the others survives the fork: pipes (inherited descriptors), and
 //! in `MAP_SHARED` memory ([`crate::shm`]) the stop flag, counters, pipe statistics, and the
@@ -62,22 +63,25 @@ pub fn plan(w: &Workload) -> (Vec<bool>, Vec<String>) {
 /// was then noticed only at the end of the run).
 static FORK_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// The keeper thread of one task process: forks it, waits for its result and its end, records both.
-pub fn run_process(shared: &Arc<Shared>, id: u32, s: Spawn) {
+/// Forks the task process of `s` from the calling thread (the forking task's, or the controller's
+/// for an initial instance): its result pipe's read end and its pid, or `None` after recording the
+/// failure. The child dies with the calling thread (`PR_SET_PDEATHSIG`), so a forking task's
+/// thread lingers until its children end ([`crate::runner::Children::linger`]).
+pub fn fork_task(shared: &Arc<Shared>, id: u32, s: &Spawn) -> Option<(i32, i32)> {
     let fork_guard = FORK_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let mut fds = [0i32; 2];
     // SAFETY: fds has room for two descriptors.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         drop(fork_guard);
         shared.fail(format!("{}: cannot create a result pipe: {}", s.name, std::io::Error::last_os_error()));
-        finish_without_result(shared, &s, id);
-        return;
+        finish_without_result(shared, s, id);
+        return None;
     }
     let (rd, wr) = (fds[0], fds[1]);
     // SAFETY: fork; the child runs `child` only and ends with _exit (see the module notes).
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        child(shared, id, &s, rd, wr);
+        child(shared, id, s, rd, wr);
     }
     // SAFETY: the parent's copy of the write end, not used here.
     unsafe { libc::close(wr) };
@@ -86,22 +90,38 @@ pub fn run_process(shared: &Arc<Shared>, id: u32, s: Spawn) {
         // SAFETY: the read end made above.
         unsafe { libc::close(rd) };
         shared.fail(format!("{}: fork: {}", s.name, std::io::Error::last_os_error()));
-        finish_without_result(shared, &s, id);
-        return;
+        finish_without_result(shared, s, id);
+        return None;
     }
     shared.register(id, s.template, pid, true);
+    Some((pid, rd))
+}
+
+/// The keeper thread of one task process: reads its result, reaps it and records both. If it
+/// ended its program within the run, its run time is its whole CPU time as `wait4` reports it
+/// (which includes its exit) less its CPU time before its counters were first read.
+pub fn keep(shared: &Arc<Shared>, id: u32, s: Spawn, pid: i32, rd: i32) {
     let mut bytes = Vec::new();
     // SAFETY: the read end, owned from here on and closed by the File.
     let _ = unsafe { std::fs::File::from_raw_fd(rd) }.read_to_end(&mut bytes);
     let mut status = 0;
-    // SAFETY: reaps the child made above.
-    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
+    // SAFETY: an all-zero rusage is valid.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: reaps the child forked for this keeper, with valid pointers.
+    while unsafe { libc::wait4(pid, &mut status, 0, &mut usage) } < 0 {
         if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
             break;
         }
     }
     match serde_json::from_slice::<TaskResult>(&bytes) {
-        Ok(r) => {
+        Ok(mut r) => {
+            let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+            let life_ns = (us(usage.ru_utime) + us(usage.ru_stime)) * 1_000;
+            if r.exited_ns.is_some() {
+                // It ended within the run: its exit is part of its run time, as Linux counts it.
+                // (One the run's end stopped keeps its own reading, within the run.)
+                r.stat.run_ns = r.stat.run_ns.max(life_ns.saturating_sub(r.cpu_before_ns));
+            }
             for w in &r.warnings {
                 shared.warn(w.clone());
             }
@@ -140,7 +160,10 @@ fn child(shared: &Arc<Shared>, id: u32, s: &Spawn, rd: i32, wr: i32) -> ! {
         libc::prctl(libc::PR_SET_NAME, name.as_ptr());
     }
     let pid = sys::getpid();
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task_body(shared, id, s, pid)));
+    // A task process cannot fork (`unshareable_op`): its children list stays empty.
+    let children = Arc::default();
+    let outcome =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task_body(shared, id, s, pid, &children)));
     let code = match outcome.ok().and_then(|r| serde_json::to_vec(&r).ok()) {
         Some(bytes) => {
             let mut rest = &bytes[..];

@@ -33,6 +33,11 @@ pub struct TaskResult {
     pub exited_ns: Option<u64>,
     /// Kernel counters over the thread's life after its start.
     pub stat: ThreadStat,
+    /// The thread's CPU clock when the counters were first read: a task process's keeper counts its
+    /// run time as its whole CPU time from `wait4` less this, so the process's exit (the teardown
+    /// of its address space, which Linux charges to the exiting task) is in it.
+    #[serde(default)]
+    pub cpu_before_ns: u64,
     /// Compute work done, nominal ns.
     pub work_ns: u64,
     /// Spin time, ns.
@@ -87,6 +92,20 @@ impl Children {
         true
     }
 
+    /// Blocks until every child has ended, whether or not the run is stopping (at most 30 s): a
+    /// task process dies with the thread that forked it (`PR_SET_PDEATHSIG`), so its forker's
+    /// thread outlives it.
+    pub fn linger(&self) {
+        let deadline = now_ns() + 30_000_000_000;
+        let Ok(mut n) = self.live.lock() else { return };
+        while *n > 0 && now_ns() < deadline {
+            match self.cv.wait_timeout(n, std::time::Duration::from_millis(10)) {
+                Ok((x, _)) => n = x,
+                Err(_) => return,
+            }
+        }
+    }
+
     /// Wakes a waiting parent so it can see the stop.
     pub fn wake(&self) {
         let _g = self.live.lock();
@@ -122,28 +141,45 @@ pub fn spawn(shared: &Arc<Shared>, s: Spawn) -> Result<(), String> {
     let sh = shared.clone();
     // Linux thread names hold 15 bytes.
     let os_name: String = s.name.chars().take(15).collect();
-    let as_process = shared.as_process[s.template as usize];
-    let handle = std::thread::Builder::new()
-        .name(os_name)
-        .spawn(
-            move || if as_process { crate::process::run_process(&sh, id, s) } else { run_thread(&sh, id, s) },
-        )
-        .map_err(|e| format!("cannot create a thread: {e}"))?;
-    shared.handles.lock().map_err(|_| "poisoned".to_string())?.push(handle);
+    let builder = std::thread::Builder::new().name(os_name);
+    let handle = if shared.as_process[s.template as usize] {
+        // A task process is forked here, by the forking task's own thread, which pays for the fork
+        // as a forking program does; a keeper thread then waits for its result and its end.
+        let Some((pid, rd)) = crate::process::fork_task(shared, id, &s) else { return Ok(()) };
+        builder.spawn(move || crate::process::keep(&sh, id, s, pid, rd))
+    } else {
+        builder.spawn(move || run_thread(&sh, id, s))
+    }
+    .map_err(|e| format!("cannot create a thread: {e}"))?;
+    let mut handles = shared.handles.lock().map_err(|_| "poisoned".to_string())?;
+    // Join the threads that have ended, as a program reaps its children: glibc reuses a joined
+    // thread's stack, so the address space (whose mappings a process fork copies) stays the size
+    // of the live threads' instead of growing with every thread the run ever made.
+    let (ended, live): (Vec<_>, Vec<_>) =
+        std::mem::take(&mut *handles).into_iter().partition(|h| h.is_finished());
+    *handles = live;
+    handles.push(handle);
+    drop(handles);
+    for h in ended {
+        let _ = h.join();
+    }
     Ok(())
 }
 
 fn run_thread(shared: &Arc<Shared>, id: u32, s: Spawn) {
     let tid = sys::gettid();
     shared.register(id, s.template, tid, false);
+    let children = Arc::<Children>::default();
     // A panicking task fails the run (no report) and the others stop; its thread still counts as
     // ended, so the stop does not wait for it.
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task_body(shared, id, &s, tid))) {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task_body(shared, id, &s, tid, &children)))
+    {
         Ok(r) => {
             for w in &r.warnings {
                 shared.warn(w.clone());
             }
             finish(shared, &s, id, r);
+            children.linger();
         }
         Err(payload) => {
             let why = payload
@@ -194,7 +230,13 @@ fn apply_slice(tid: i32, spec: &schedlab_workload::TaskSpec, slice_ns: u64) -> O
     }
 }
 
-pub(crate) fn task_body(shared: &Arc<Shared>, id: u32, s: &Spawn, tid: i32) -> TaskResult {
+pub(crate) fn task_body(
+    shared: &Arc<Shared>,
+    id: u32,
+    s: &Spawn,
+    tid: i32,
+    children: &Arc<Children>,
+) -> TaskResult {
     let spec = &shared.w.tasks[s.template as usize];
     let mut warnings = Vec::new();
     if let Some(groups) = &shared.groups {
@@ -254,6 +296,7 @@ pub(crate) fn task_body(shared: &Arc<Shared>, id: u32, s: &Spawn, tid: i32) -> T
         started_ns: now_ns().saturating_sub(shared.t0()),
         exited_ns: None,
         stat: ThreadStat::default(),
+        cpu_before_ns: 0,
         work_ns: 0,
         spin_ns: 0,
         latency: Histogram::new(),
@@ -268,8 +311,10 @@ pub(crate) fn task_body(shared: &Arc<Shared>, id: u32, s: &Spawn, tid: i32) -> T
     let anchor_ns = start_at;
     let measured_from = now_ns();
     let before = thread_self();
-    let finished =
-        started && !shared.stop().load(Ordering::Relaxed) && Interp::new(shared, id, anchor_ns, &mut r).run();
+    r.cpu_before_ns = before.run_ns;
+    let finished = started
+        && !shared.stop().load(Ordering::Relaxed)
+        && Interp::new(shared, id, anchor_ns, &mut r, children.clone()).run();
     let after = thread_self();
     r.measured = (measured_from, now_ns());
     r.stat = ThreadStat {
@@ -301,7 +346,13 @@ struct Interp<'a> {
 }
 
 impl<'a> Interp<'a> {
-    fn new(shared: &'a Arc<Shared>, id: u32, anchor_ns: u64, r: &'a mut TaskResult) -> Interp<'a> {
+    fn new(
+        shared: &'a Arc<Shared>,
+        id: u32,
+        anchor_ns: u64,
+        r: &'a mut TaskResult,
+        children: Arc<Children>,
+    ) -> Interp<'a> {
         let rng = RunRng::new(shared.cfg.seed ^ (id as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
         Interp {
             shared,
@@ -310,7 +361,7 @@ impl<'a> Interp<'a> {
             held: Vec::new(),
             timers: HashMap::new(),
             anchor_ns,
-            children: Arc::default(),
+            children,
             buf: Vec::new(),
         }
     }

@@ -504,3 +504,55 @@ fn a_fifo_controller_leaves_its_tasks_normal_and_is_put_back() {
     assert_eq!(probes, vec![libc::SCHED_OTHER; 2], "both task threads start as SCHED_OTHER");
     assert!(out.report.tasks.iter().all(|t| t.run_ns > 0));
 }
+
+#[test]
+fn a_forking_task_pays_for_its_process_forks_and_a_process_child_for_its_exit() {
+    // The same forker, once forking threads and once task processes (20 each, waiting for each
+    // one). As in Linux, a fork() is the forking task's CPU time, and it copies the executor's page
+    // tables where a thread creation maps a (reused) stack: several times the cost. A process
+    // child's run time includes its exit, the teardown of its copy of the address space (`wait4`),
+    // which a thread's exit does not have.
+    let src = |threads: bool| {
+        format!(
+            r#"
+            name = "forks"
+            [[task]]
+            name = "forker"
+            threads = true
+            ops = [ {{ loop = 20, ops = [ {{ fork = "child" }}, {{ wait_children = true }} ] }} ]
+            [[task]]
+            name = "child"
+            instances = 0
+            threads = {threads}
+            ops = [ {{ compute = "100us" }} ]
+            "#
+        )
+    };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let threads = exec(&src(true), 3_000).report;
+    let processes = exec(&src(false), 3_000).report;
+    let forker = |r: &schedlab_sim::RunReport| task(r, "forker").run_ns;
+    assert!(
+        forker(&processes) > 2 * forker(&threads),
+        "forker: {} ns with process children, {} ns with threads",
+        forker(&processes),
+        forker(&threads)
+    );
+    let extra = |r: &schedlab_sim::RunReport| {
+        let mut v: Vec<u64> = r
+            .tasks
+            .iter()
+            .filter(|t| t.template == "child")
+            .map(|t| t.run_ns.saturating_sub(t.work_ns))
+            .collect();
+        assert_eq!(v.len(), 20);
+        v.sort_unstable();
+        v[10]
+    };
+    assert!(
+        extra(&processes) > extra(&threads) + 20_000,
+        "a child's run time beyond its work: {} ns as a process, {} ns as a thread",
+        extra(&processes),
+        extra(&threads)
+    );
+}

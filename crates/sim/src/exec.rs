@@ -82,6 +82,16 @@ impl<'a> Sim<'a> {
     /// The kernel time `t` pays before doing `op` now (`CostModel`'s per-kind costs): by what the op
     /// will do in the current state (block, wake others, neither). Ops that always enter the kernel
     /// fall back to `syscall_ns`, ops that enter it only when contended or awaited to nothing.
+    /// The kernel time of `t`'s exit: `CostModel::exit_process_ns` if it runs as a process of its
+    /// own, else nothing.
+    fn exit_cost(&self, t: TaskId) -> Ns {
+        if self.w.tasks[self.tasks[t.idx()].template as usize].own_process() {
+            self.machine.costs.exit_process_ns.unwrap_or(0)
+        } else {
+            0
+        }
+    }
+
     fn kernel_cost(&self, t: TaskId, op: &Op) -> Ns {
         let c = &self.machine.costs;
         let call = c.syscall_ns;
@@ -89,6 +99,10 @@ impl<'a> Sim<'a> {
         match *op {
             Op::Sleep { .. } | Op::Timer { .. } => c.sleep_ns.unwrap_or(call),
             Op::Yield => c.yield_ns.unwrap_or(call),
+            Op::Exit => self.exit_cost(t),
+            Op::Fork(child) if self.w.tasks[child as usize].own_process() => {
+                c.fork_process_ns.or(c.fork_ns).unwrap_or(call)
+            }
             Op::Fork(_) => c.fork_ns.unwrap_or(call),
             Op::Io { .. } | Op::WaitChildren | Op::SetCpus(_) => call,
             Op::Send { pipe, bytes } => {
@@ -220,7 +234,17 @@ impl<'a> Sim<'a> {
                 );
             }
             let pc = self.tasks[t.idx()].pc;
-            let Some(&op) = ops.get(pc as usize) else { return Step::Exit };
+            let Some(&op) = ops.get(pc as usize) else {
+                // The end of the program: a process's exit runs its teardown first.
+                let cost = self.exit_cost(t);
+                let tk = &mut self.tasks[t.idx()];
+                if cost > 0 && !std::mem::take(&mut tk.syscall_paid) {
+                    tk.syscall_paid = true;
+                    tk.syscall_left = cost;
+                    return Step::Run;
+                }
+                return Step::Exit;
+            };
             let now = self.now;
             if self.tasks[t.idx()].syscall_paid {
                 // Back from the call's kernel time: do the op (in whatever state it finds).

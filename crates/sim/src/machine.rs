@@ -70,6 +70,14 @@ pub struct CostModel {
     /// A `fork` (the parent's part of creating the task).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fork_ns: Option<Ns>,
+    /// A `fork` of a template that runs as a process of its own (`TaskSpec::own_process`): the
+    /// parent's `fork()`, which copies its page tables. Unset: `fork_ns`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fork_process_ns: Option<Ns>,
+    /// The exit of a task that runs as a process of its own: the teardown of its address space,
+    /// run time Linux charges to the exiting task, before it ends. Unset: nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_process_ns: Option<Ns>,
     /// A pipe `send` or `recv` that blocks (no room, no bytes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pipe_wait_ns: Option<Ns>,
@@ -103,6 +111,25 @@ pub struct CostModel {
     /// `idle_exit_ns`, as before this key existed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timer_exit_ns: Option<Ns>,
+    /// Absences after which a blocked task's return costs extra kernel time (issue 30), ns,
+    /// increasing: the points of `resume_idle_ns` and `resume_busy_ns`. A thread's CPU time per
+    /// blocking call grows with how long it was away (on the machine `schedlab calibrate` measured,
+    /// a sleep's path costs 5 us after 50 us away and 40 us after 30 ms: the kernel's data of the
+    /// task went cold). The per-kind wait costs above are those of a short absence; a task that
+    /// blocked and is switched in after `A` ns away (blocked and then runnable) is charged the
+    /// curve's value at `A` as run time before its next op, linearly interpolated between points,
+    /// 0 below the first, the last value beyond the last. Preempted (runnable) absences are not
+    /// charged (measured at 1-5 us after 1-3 ms away, within the per-switch noise). Empty (the
+    /// default): nothing is charged, as before these keys existed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub resume_after_ns: Vec<Ns>,
+    /// The extra kernel time at each of `resume_after_ns` when the task's CPU was idle until the
+    /// task's return (the wakeup brought it out of idle).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub resume_idle_ns: Vec<Ns>,
+    /// The extra kernel time at each of `resume_after_ns` when the CPU was running another task.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub resume_busy_ns: Vec<Ns>,
 }
 
 impl Default for CostModel {
@@ -126,6 +153,8 @@ impl Default for CostModel {
             sleep_ns: None,
             yield_ns: None,
             fork_ns: None,
+            fork_process_ns: None,
+            exit_process_ns: None,
             pipe_wait_ns: None,
             pipe_wake_ns: None,
             mutex_wait_ns: None,
@@ -135,6 +164,9 @@ impl Default for CostModel {
             futex_wait_ns: None,
             futex_wake_ns: None,
             timer_exit_ns: None,
+            resume_after_ns: Vec::new(),
+            resume_idle_ns: Vec::new(),
+            resume_busy_ns: Vec::new(),
         }
     }
 }
@@ -150,6 +182,43 @@ impl CostModel {
             Level::Socket => self.refill_socket_ns,
             Level::Machine => self.refill_machine_ns,
         }
+    }
+
+    /// The extra kernel time of a blocked task's return after `away_ns` away
+    /// (`resume_after_ns` with `resume_idle_ns` if its CPU was idle, else `resume_busy_ns`).
+    pub fn resume_ns(&self, away_ns: Ns, cpu_was_idle: bool) -> Ns {
+        let after = &self.resume_after_ns;
+        let cost = if cpu_was_idle { &self.resume_idle_ns } else { &self.resume_busy_ns };
+        if after.is_empty() || cost.len() != after.len() || away_ns < after[0] {
+            return 0;
+        }
+        let i = after.partition_point(|&a| a <= away_ns);
+        if i == after.len() {
+            return cost[i - 1];
+        }
+        // after[i - 1] <= away < after[i]: interpolate (in 128 bits: the products may be large).
+        let (a0, a1, c0, c1) = (after[i - 1] as i128, after[i] as i128, cost[i - 1] as i128, cost[i] as i128);
+        (c0 + (c1 - c0) * (away_ns as i128 - a0) / (a1 - a0)) as Ns
+    }
+
+    /// Checks the resume curve: `(key, what is wrong)` if it cannot be used.
+    pub fn validate_resume(&self) -> Result<(), (&'static str, String)> {
+        let n = self.resume_after_ns.len();
+        for (key, v) in [("resume_idle_ns", &self.resume_idle_ns), ("resume_busy_ns", &self.resume_busy_ns)] {
+            if v.len() != n {
+                return Err((key, format!("{} values for the {n} points of resume_after_ns", v.len())));
+            }
+            if v.iter().any(|&x| x > 1_000_000_000) {
+                return Err((key, "a value over 1 s".into()));
+            }
+        }
+        if self.resume_after_ns.first() == Some(&0) {
+            return Err(("resume_after_ns", "absences must be above 0 ns".into()));
+        }
+        if self.resume_after_ns.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(("resume_after_ns", "absences must be strictly increasing".into()));
+        }
+        Ok(())
     }
 }
 
@@ -419,6 +488,11 @@ impl Machine {
                 format!("{} is not in 1..=100", doc.costs.cold_speed_pct),
             ));
         }
+        if let Err((key, msg)) = doc.costs.validate_resume() {
+            // The costs table is read without spans: point at the key's line.
+            let pos = src.find(key).unwrap_or(0);
+            return Err(at(pos..pos, &format!("costs.{key}"), msg));
+        }
         let cpu_mhz = match doc.cpu_mhz {
             None => 2500,
             Some(m) if (1..=100_000).contains(m.get_ref()) => *m.get_ref(),
@@ -508,5 +582,48 @@ mod tests {
         assert!(e.to_string().contains("turbo"), "{e}");
         let e = Machine::from_toml("m.toml", "[contention]\nllc_permille=200000\n").unwrap_err();
         assert!(e.to_string().contains("key `contention.llc_permille`"), "{e}");
+    }
+
+    #[test]
+    fn the_resume_curve_interpolates_between_its_points() {
+        let m = Machine::from_toml(
+            "m.toml",
+            "cores_per_llc=2\n[costs]\nresume_after_ns=[1000,3000,13000]\nresume_idle_ns=[0,2000,12000]\nresume_busy_ns=[0,1000,1000]\n",
+        )
+        .unwrap();
+        let c = &m.costs;
+        // Below the first point nothing; on a point its value; between two, the straight line
+        // (idle: 2,000 + 10,000 x 5,000 / 10,000 at 8,000 ns away); past the last, the last.
+        assert_eq!(c.resume_ns(999, true), 0);
+        assert_eq!(c.resume_ns(1000, true), 0);
+        assert_eq!(c.resume_ns(2000, true), 1000);
+        assert_eq!(c.resume_ns(3000, true), 2000);
+        assert_eq!(c.resume_ns(8000, true), 7000);
+        assert_eq!(c.resume_ns(8000, false), 1000);
+        assert_eq!(c.resume_ns(10_000_000_000, true), 12000);
+        // No curve: nothing.
+        assert_eq!(CostModel::default().resume_ns(10_000_000, true), 0);
+    }
+
+    #[test]
+    fn a_bad_resume_curve_names_its_key_and_line() {
+        for (body, key, line) in [
+            ("resume_after_ns=[1000,3000]\nresume_idle_ns=[0]\nresume_busy_ns=[0,1]\n", "resume_idle_ns", 4),
+            (
+                "resume_after_ns=[1000,1000]\nresume_idle_ns=[0,1]\nresume_busy_ns=[0,1]\n",
+                "resume_after_ns",
+                3,
+            ),
+            ("resume_after_ns=[0,1000]\nresume_idle_ns=[0,1]\nresume_busy_ns=[0,1]\n", "resume_after_ns", 3),
+            ("resume_after_ns=[1000]\nresume_idle_ns=[0]\n", "resume_busy_ns", 1),
+        ] {
+            let e = Machine::from_toml("m.toml", &format!("cores_per_llc=2\n[costs]\n{body}"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with(&format!("m.toml:{line}:")) && e.contains(&format!("`costs.{key}`")),
+                "{e}"
+            );
+        }
     }
 }

@@ -211,6 +211,8 @@ pub(crate) struct Task {
     /// The op at `pc` has had its system-call time charged.
     pub syscall_paid: bool,
     pub cold_ns: Ns,
+    /// When the task last blocked, until its next switch-in (`CostModel::resume_ns`).
+    pub blocked_at: Option<Ns>,
     pub last_cpu_ran: Option<CpuId>,
     pub evict_stamp: Ns,
     /// Last expiry of each per-task timer this task used: (timer, time).
@@ -839,6 +841,7 @@ impl<'a> Sim<'a> {
             Step::Block => {
                 self.views[t.idx()].state = TaskState::Blocked;
                 self.tasks[t.idx()].since = self.now;
+                self.tasks[t.idx()].blocked_at = Some(self.now);
                 self.tasks[t.idx()].wait = self.wait_kind(t);
                 self.schedule(cpu, SwitchReason::Blocked);
             }
@@ -1212,6 +1215,11 @@ impl<'a> Sim<'a> {
                 }
                 _ => {}
             }
+        }
+        if let Some(b) = tk.blocked_at.take() {
+            // Back from a block: the kernel's return path after that long away (run time before
+            // the next op, as Linux accounts it to the thread).
+            tk.syscall_left += costs.resume_ns(now - b, self.idle.contains(cpu));
         }
         let waited = now - tk.since;
         tk.wait_ns += waited;

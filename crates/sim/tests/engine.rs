@@ -290,6 +290,43 @@ fn a_timer_on_an_idle_cpu_wakes_its_task_after_the_timer_exit() {
 }
 
 #[test]
+fn a_blocked_task_pays_the_resume_cost_of_its_absence() {
+    // One CPU, a sleeper computing 1 ms and sleeping 2 ms five times. The curve gives 10 us after
+    // 2 ms away on an idle CPU (halfway between 0 at 1 ms and 20 us at 3 ms) and a flat 2 us on a
+    // busy one. Alone, each of the five returns is from idle after exactly 2 ms (no exit or switch
+    // costs): 5 x 10 us more run time than without the curve. With a nice-19 hog keeping the CPU
+    // busy, each return costs 2 us, and the hog, only ever preempted, pays nothing.
+    let build = |hog: bool| {
+        let mut w = WorkloadBuilder::new("resume");
+        w.task("sleeper", P::new().repeat(5, |b| b.compute(MS).sleep(2 * MS)).build());
+        if hog {
+            w.task("hog", P::new().compute(100 * MS).build()).nice = 19;
+        }
+        w.stop(StopWhen::AllDone);
+        w.build().unwrap()
+    };
+    let mut m = Machine::flat(1);
+    m.costs.idle_exit_ns = 0;
+    m.costs.context_switch_ns = 0;
+    m.costs.sched_base_ns = 0;
+    m.costs.sched_per_task_ns = 0;
+    m.costs.refill_evicted_ns = 0;
+    let alone_before = task(&run(&m, &build(false), "eevdf", 1_000 * MS), "sleeper").run_ns;
+    let shared_before = run(&m, &build(true), "eevdf", 1_000 * MS);
+    m.costs.resume_after_ns = vec![MS, 3 * MS];
+    m.costs.resume_idle_ns = vec![0, 20_000];
+    m.costs.resume_busy_ns = vec![2_000, 2_000];
+    let alone = task(&run(&m, &build(false), "eevdf", 1_000 * MS), "sleeper").run_ns;
+    assert_eq!(alone_before, 5 * MS);
+    assert_eq!(alone - alone_before, 5 * 10_000);
+    let shared = run(&m, &build(true), "eevdf", 1_000 * MS);
+    assert_eq!(task(&shared, "sleeper").run_ns - task(&shared_before, "sleeper").run_ns, 5 * 2_000);
+    assert_eq!(task(&shared, "sleeper").work_ns, 5 * MS);
+    let hog = task(&shared, "hog");
+    assert_eq!((hog.run_ns, hog.work_ns), (100 * MS, 100 * MS));
+}
+
+#[test]
 fn fork_and_exit_are_accounted() {
     let build = || {
         let mut w = WorkloadBuilder::new("fork");

@@ -321,6 +321,16 @@ impl TaskSpec {
             slice_ns: None,
         }
     }
+
+    /// Whether each instance runs as a process of its own: neither `threads` nor in a named
+    /// `process`, and no `fork` or `wait_children` in its program (`schedlab exec` runs such a
+    /// template as threads, a task process's children being processes it would have to track). The
+    /// machine's process fork and exit costs apply to these.
+    pub fn own_process(&self) -> bool {
+        !self.threads
+            && self.process.is_none()
+            && !self.program.ops.iter().any(|op| matches!(op, Op::Fork(_) | Op::WaitChildren))
+    }
 }
 
 /// A pipe (or a socket buffer): a byte queue with a capacity.
