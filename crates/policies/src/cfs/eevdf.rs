@@ -455,7 +455,7 @@ impl Cfs {
         // dequeue_task counts the task out of nr_running_total, which the delay already did.
         self.nr_running_total += 1;
         self.dequeue_task(t, true, now);
-        self.cpu_tasks[cpu.idx()] -= 1;
+        self.count_out(cpu, t);
         let se = self.task_se[t.idx()];
         let s = &mut self.ses[se as usize];
         s.sched_delayed = false;

@@ -24,8 +24,9 @@
 //! Not modelled (said again in docs/policies/eevdf.md): capacity asymmetry, misfit tasks and
 //! asym packing (no machine preset has them); RT/IRQ pressure on a CPU's capacity (every CPU has
 //! 1024); NUMA balancing (`fbq_type`); `util_est`; the measured cost of newly idle balancing
-//! (`max_newidle_lb_cost` is 0, balancing takes no simulated time); `sched_idle_cpu` (a CPU running
-//! only SCHED_IDLE tasks counts as busy).
+//! (`max_newidle_lb_cost` is 0, balancing takes no simulated time). `sched_idle_cpu` (a CPU
+//! running only SCHED_IDLE tasks) is modelled where 6.6 reads it: `rebalance_domains` balances such
+//! a CPU at its idle interval, and the wakeup paths take it as idle (cfs/select66.rs).
 
 use super::balance::IdleType;
 use super::fair::SeId;
@@ -933,7 +934,7 @@ impl Cfs {
                 break;
             }
             let d = &self.cpus[cpu.idx()].domains[level];
-            let busy = idle != IdleType::Idle;
+            let busy = idle != IdleType::Idle && !self.sched_idle_cpu(ctx, cpu);
             let interval_j = self.balance_interval_j(d, !busy, hz);
             if jiffies >= d.last_balance + interval_j {
                 let (moved, cont) = self.load_balance_66(ctx, cpu, level, idle, out);

@@ -463,6 +463,11 @@ pub struct Cfs {
     leaf: Vec<Vec<fair::RqId>>,
     cpus: Vec<CpuState>,
     cpu_tasks: Vec<u64>,
+    /// `rq->cfs.idle_h_nr_running`: the SCHED_IDLE tasks among each CPU's `cpu_tasks`.
+    cpu_idle_tasks: Vec<u64>,
+    /// Whether each task was counted in `cpu_idle_tasks` when it was counted in (so a class change
+    /// while queued cannot unbalance the count).
+    idle_counted: Vec<bool>,
     seq: u64,
     /// Reused buffer for the balancer's task lists (no allocation per balancing pass).
     scratch: Vec<SeId>,
@@ -526,6 +531,8 @@ impl Cfs {
             leaf: Vec::new(),
             cpus: Vec::new(),
             cpu_tasks: Vec::new(),
+            cpu_idle_tasks: Vec::new(),
+            idle_counted: Vec::new(),
             seq: 0,
             scratch: Vec::new(),
             premoved: Vec::new(),
@@ -625,7 +632,7 @@ impl Cfs {
             self.pelt_before_dequeue(cpu, t, now);
         }
         self.dequeue_task(t, false, now);
-        self.cpu_tasks[cpu.idx()] -= 1;
+        self.count_out(cpu, t);
     }
 
     /// Puts `t`, moved from another CPU, on `cpu` (`set_task_cpu`, `activate_task(rq, p, 0)`).
@@ -635,10 +642,42 @@ impl Cfs {
             self.pelt_before_enqueue(cpu, t, now);
         }
         self.enqueue_task(t, false, false, now);
-        self.cpu_tasks[cpu.idx()] += 1;
+        self.count_in(cpu, t);
         if self.eevdf && self.cpu_tasks[cpu.idx()] >= 2 {
             self.v66.rd_overload = true;
         }
+    }
+
+    /// Counts `t` in on `cpu` (`add_nr_running`, and `idle_h_nr_running` for a SCHED_IDLE task,
+    /// known by its weight: `WEIGHT_IDLEPRIO` is no nice level's).
+    fn count_in(&mut self, cpu: CpuId, t: TaskId) {
+        self.cpu_tasks[cpu.idx()] += 1;
+        let idle = self.ses[self.task_se[t.idx()] as usize].weight == schedlab_core::weights::WEIGHT_IDLEPRIO;
+        if self.idle_counted.len() <= t.idx() {
+            self.idle_counted.resize(t.idx() + 1, false);
+        }
+        self.idle_counted[t.idx()] = idle;
+        if idle {
+            self.cpu_idle_tasks[cpu.idx()] += 1;
+        }
+    }
+
+    /// Counts `t` out of `cpu` (`sub_nr_running`).
+    pub(crate) fn count_out(&mut self, cpu: CpuId, t: TaskId) {
+        self.cpu_tasks[cpu.idx()] -= 1;
+        if self.idle_counted.get(t.idx()).copied().unwrap_or(false) {
+            self.idle_counted[t.idx()] = false;
+            self.cpu_idle_tasks[cpu.idx()] -= 1;
+        }
+    }
+
+    /// `sched_idle_cpu` (5.4+): `cpu` has tasks and every one of them is SCHED_IDLE (an RT task
+    /// there would be running). Wakeup placement takes such a CPU as idle; the balancer as not busy.
+    pub(crate) fn sched_idle_cpu(&self, ctx: &Ctx, cpu: CpuId) -> bool {
+        let n = self.cpu_tasks[cpu.idx()];
+        n > 0
+            && n == self.cpu_idle_tasks[cpu.idx()]
+            && !ctx.cpu(cpu).curr.is_some_and(|c| ctx.task(c).class.is_rt())
     }
 
     /// `add_nr_running` (6.6): a CPU that gets its second task sets `rd->overload` at once.
@@ -693,6 +732,7 @@ impl SchedPolicy for Cfs {
             })
             .collect();
         self.cpu_tasks = vec![0; self.ncpus];
+        self.cpu_idle_tasks = vec![0; self.ncpus];
         self.pelt_cpu = vec![pelt::Avg::starting(ctx.now, 0, 0); self.ncpus];
         if self.eevdf {
             let ndomains = self.cpus.iter().map(|c| c.domains.len()).max().unwrap_or(0);
@@ -776,7 +816,7 @@ impl SchedPolicy for Cfs {
         } else {
             self.enqueue_task(t, wakeup, wakeup, ctx.now);
         }
-        self.cpu_tasks[cpu.idx()] += 1;
+        self.count_in(cpu, t);
         self.note_overload(ctx, cpu);
         if wakeup && self.eevdf && self.cpus[cpu.idx()].idle_stamp != 0 {
             // ttwu_do_activate (6.6): update_avg, then the cap of twice max_idle_balance_cost
@@ -852,7 +892,7 @@ impl SchedPolicy for Cfs {
                 self.pelt_before_dequeue(cpu, t, ctx.now);
             }
             self.dequeue_task(t, true, ctx.now);
-            self.cpu_tasks[cpu.idx()] -= 1;
+            self.count_out(cpu, t);
         }
         self.put_prev_task(t, ctx.now);
     }

@@ -240,7 +240,13 @@ impl Cfs {
 
     /// `find_idlest_group_cpu`: the allowed idle CPU of `group` that went idle last, else the least
     /// loaded allowed CPU (`this_cpu` when none is lighter than all).
-    fn find_idlest_group_cpu(&mut self, ctx: &Ctx, g: &Group, p: TaskId, this_cpu: CpuId) -> CpuId {
+    pub(super) fn find_idlest_group_cpu(
+        &mut self,
+        ctx: &Ctx,
+        g: &Group,
+        p: TaskId,
+        this_cpu: CpuId,
+    ) -> CpuId {
         if g.members.len() == 1 {
             return g.first;
         }
@@ -248,6 +254,9 @@ impl Cfs {
         let (mut min_load, mut least_loaded, mut latest_idle, mut shallowest) = (u64::MAX, this_cpu, 0, None);
         for &i in g.members.iter().filter(|&&i| allowed.contains(i)) {
             self.nr_examined += 1;
+            if self.sched_idle_cpu(ctx, i) {
+                return i;
+            }
             if ctx.is_idle(i) {
                 let stamp = self.idle_stamp(ctx, i);
                 if stamp > latest_idle {
@@ -340,6 +349,10 @@ impl Cfs {
             if !ctx.is_idle(cpu) {
                 idle = false;
                 if idle_cpu.is_none() {
+                    if self.sched_idle_cpu(ctx, cpu) && cpus.contains(cpu) {
+                        *idle_cpu = Some(cpu);
+                        break;
+                    }
                     continue;
                 }
                 break;
@@ -364,7 +377,7 @@ impl Cfs {
             .span(Level::Smt, target)
             .iter()
             .filter(|&c| c != target && allowed.contains(c) && span.contains(c))
-            .find(|&c| ctx.is_idle(c))
+            .find(|&c| ctx.is_idle(c) || self.sched_idle_cpu(ctx, c))
     }
 
     /// `select_idle_cpu` (SIS_UTIL): scans the LLC from `target + 1`, wrapping, for an idle core
@@ -403,7 +416,7 @@ impl Cfs {
                 if nr == 0 {
                     return None;
                 }
-                if ctx.is_idle(cpu) {
+                if ctx.is_idle(cpu) || self.sched_idle_cpu(ctx, cpu) {
                     idle_cpu = Some(cpu);
                     break;
                 }
@@ -425,10 +438,12 @@ impl Cfs {
         prev: CpuId,
         target: CpuId,
     ) -> CpuId {
-        if ctx.is_idle(target) {
+        // available_idle_cpu || sched_idle_cpu: a CPU running only SCHED_IDLE tasks counts as idle.
+        let idle = |c: CpuId| ctx.is_idle(c) || self.sched_idle_cpu(ctx, c);
+        if idle(target) {
             return target;
         }
-        if prev != target && self.cpus_share_cache(prev, target) && ctx.is_idle(prev) {
+        if prev != target && self.cpus_share_cache(prev, target) && idle(prev) {
             return prev;
         }
         self.v66.reserve(p);
@@ -438,7 +453,7 @@ impl Cfs {
             if r != prev
                 && r != target
                 && self.cpus_share_cache(r, target)
-                && ctx.is_idle(r)
+                && (ctx.is_idle(r) || self.sched_idle_cpu(ctx, r))
                 && ctx.task(p).allowed.contains(r)
             {
                 return r;

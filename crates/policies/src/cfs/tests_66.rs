@@ -457,3 +457,48 @@ fn select_idle_sibling_tries_prev_then_recent_used_cpu() {
     assert_eq!(c.select_idle_sibling_66(&ctx, p, CpuId(0), CpuId(0)), CpuId(3));
     assert_eq!(c.v66.recent_used_cpu[p.idx()], Some(CpuId(0)));
 }
+
+/// `sched_idle_cpu` in `select_idle_sibling` (6.6): `prev` running only a SCHED_IDLE task counts
+/// as idle (`available_idle_cpu(prev) || sched_idle_cpu(prev)`), so a wakee whose target is busy
+/// with a normal task goes there; once a normal task joins it, it does not (SIS_UTIL's scan off:
+/// the busy target). In `find_idlest_group_cpu` such a CPU is taken before any idle one.
+#[test]
+fn a_cpu_running_only_sched_idle_tasks_counts_as_idle_for_wakeups() {
+    let mut w = TestWorld::new(4);
+    let mut c = eevdf(&w);
+    let on = |w: &mut TestWorld, c: &mut Cfs, cpu: u32, class: schedlab_core::SchedClass| {
+        let t = w.add_task(0);
+        w.tasks[t.idx()].class = class;
+        w.tasks[t.idx()].allowed = CpuSet::single(CpuId(cpu));
+        w.start(c, t);
+        t
+    };
+    on(&mut w, &mut c, 0, schedlab_core::SchedClass::Idle);
+    w.pick(&mut c, CpuId(0));
+    on(&mut w, &mut c, 1, schedlab_core::SchedClass::Normal);
+    w.pick(&mut c, CpuId(1));
+    let p = w.add_task(0);
+    c.v66.reserve(p);
+    c.v66.nr_idle_scan[0] = 0;
+    let ctx = w.ctx();
+    assert!(c.sched_idle_cpu(&ctx, CpuId(0)) && !c.sched_idle_cpu(&ctx, CpuId(1)));
+    assert!(!c.sched_idle_cpu(&ctx, CpuId(2)), "an idle CPU has no tasks");
+    assert_eq!(c.select_idle_sibling_66(&ctx, p, CpuId(0), CpuId(1)), CpuId(0));
+    // A group of CPU 0 and the idle CPU 2: the idle one only if CPU 0 did not count first.
+    let members: Box<[CpuId]> = Box::new([CpuId(0), CpuId(2)]);
+    let g = domains::Group {
+        cpus: members.iter().fold(CpuSet::default(), |mut s, &c| {
+            s.insert(c);
+            s
+        }),
+        members,
+        first: CpuId(0),
+        power: 2048,
+    };
+    assert_eq!(c.find_idlest_group_cpu(&ctx, &g, p, CpuId(3)), CpuId(0));
+    on(&mut w, &mut c, 0, schedlab_core::SchedClass::Normal);
+    let ctx = w.ctx();
+    assert!(!c.sched_idle_cpu(&ctx, CpuId(0)), "a normal task queued there too");
+    c.v66.recent_used_cpu[p.idx()] = None;
+    assert_eq!(c.select_idle_sibling_66(&ctx, p, CpuId(0), CpuId(1)), CpuId(1));
+}
