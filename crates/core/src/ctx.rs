@@ -135,6 +135,27 @@ pub struct Ctx<'a> {
     /// The run's seed. A policy that needs randomness (ULE's balancer interval) seeds its own
     /// generator from it, so runs stay reproducible.
     pub seed: u64,
+    /// What the machine charges for a scheduling decision or a balancing pass: a policy that, like
+    /// Linux, times its own balancing (`sched_clock` around a newly idle balance) reads the cost
+    /// of the work it did from this.
+    pub decision_cost: DecisionCost,
+}
+
+/// The CPU time a scheduling decision or a balancing pass takes: a fixed part plus a part per task
+/// (or CPU) examined. The engine charges it before the next task runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DecisionCost {
+    /// The fixed part, ns.
+    pub base_ns: Ns,
+    /// The part per task examined, ns.
+    pub per_task_ns: Ns,
+}
+
+impl DecisionCost {
+    /// The time of a pass that examined `examined` tasks, ns.
+    pub fn ns(&self, examined: u64) -> Ns {
+        self.base_ns + self.per_task_ns * examined
+    }
 }
 
 impl<'a> Ctx<'a> {

@@ -22,6 +22,7 @@ pub mod o1;
 pub mod params;
 pub mod placement;
 pub mod pmqs;
+mod prandom;
 pub mod registry;
 pub mod rsdl;
 pub mod testworld;

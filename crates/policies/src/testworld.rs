@@ -21,6 +21,8 @@ pub struct TestWorld {
     pub now: Ns,
     /// Tick length.
     pub tick_ns: Ns,
+    /// What a decision or balancing pass costs (none unless a test sets it).
+    pub decision_cost: schedlab_core::DecisionCost,
 }
 
 impl TestWorld {
@@ -33,6 +35,7 @@ impl TestWorld {
             groups: vec![GroupInfo { parent: None, shares: 1024 }],
             now: 0,
             tick_ns: 1_000_000,
+            decision_cost: schedlab_core::DecisionCost::default(),
         }
     }
 
@@ -48,6 +51,7 @@ impl TestWorld {
             tick_phase_ns: 0,
             numa: false,
             seed: 1,
+            decision_cost: self.decision_cost,
         }
     }
 

@@ -183,6 +183,8 @@ macro_rules! ctx {
             tick_phase_ns: 0,
             numa: $s.numa,
             seed: $s.seed,
+            // The real kernel's own balancing is not timed by the policy here.
+            decision_cost: schedlab_core::DecisionCost::default(),
         }
     };
 }

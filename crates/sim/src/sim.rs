@@ -355,6 +355,10 @@ macro_rules! ctx {
             tick_phase_ns: $s.cfg.tick_phase_ns,
             numa: $s.machine.numa,
             seed: $s.cfg.seed,
+            decision_cost: schedlab_core::DecisionCost {
+                base_ns: $s.machine.costs.sched_base_ns,
+                per_task_ns: $s.machine.costs.sched_per_task_ns,
+            },
         }
     };
 }
@@ -1114,8 +1118,11 @@ impl<'a> Sim<'a> {
 
     fn pick_and_switch_inner(&mut self, cpu: CpuId, prev: Option<TaskId>, why: SwitchReason) {
         let mut next = self.policy.pick_next(ctx!(self), cpu);
+        // A newly idle balance runs inside the pick (in `schedule()`, before the switch): the task
+        // it finds starts after it, so its examined work is charged with the pick's.
+        let mut balance_examined = 0;
         if next.is_none() {
-            self.balance(cpu, BalanceKind::NewlyIdle);
+            balance_examined = self.balance(cpu, BalanceKind::NewlyIdle);
             if self.error.is_some() {
                 return;
             }
@@ -1125,10 +1132,11 @@ impl<'a> Sim<'a> {
             }
             next = self.policy.pick_next(ctx!(self), cpu);
         }
-        let examined = self.policy.take_examined();
+        let pick_examined = self.policy.take_examined();
         self.counters.nr_decisions += 1;
         self.pmc_pass(cpu);
-        self.counters.nr_examined += examined;
+        self.counters.nr_examined += pick_examined;
+        let examined = pick_examined + balance_examined;
         if let Some(d) = next {
             let ok = d.task.idx() < self.views.len()
                 && self.views[d.task.idx()].state == TaskState::Runnable
@@ -1266,8 +1274,9 @@ impl<'a> Sim<'a> {
 
     /// One balancing pass of the policy on `cpu`. The common case (nothing to move) stays on the
     /// caller's path; applying migrations is out of line.
+    /// Returns the tasks the pass examined.
     #[inline(always)]
-    fn balance(&mut self, cpu: CpuId, kind: BalanceKind) {
+    fn balance(&mut self, cpu: CpuId, kind: BalanceKind) -> u64 {
         debug_assert!(self.migr.is_empty());
         self.policy.balance(ctx!(self), cpu, kind, &mut self.migr);
         self.counters.nr_balance_calls += 1;
@@ -1276,6 +1285,7 @@ impl<'a> Sim<'a> {
         if !self.migr.is_empty() {
             self.apply_migrations(cpu);
         }
+        examined
     }
 
     /// Applies the migrations a balancing pass on `cpu` asked for.

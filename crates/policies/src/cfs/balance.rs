@@ -43,6 +43,9 @@ pub struct CpuState {
     pub avg_idle: u64,
     /// `idle_stamp` (0 = not idle-balancing).
     pub idle_stamp: Ns,
+    /// `rq->max_idle_balance_cost` (6.6+): the longest newly idle balance lately, at least
+    /// `sysctl_sched_migration_cost`; `avg_idle` is capped at twice it.
+    pub max_idle_balance_cost: u64,
     /// `cpu_power`.
     pub power: u64,
     /// Domains, bottom-up.

@@ -3,8 +3,8 @@
 //! `sibling_imbalance`, `update_sg_lb_stats`, `update_sd_pick_busiest`, `update_idle_cpu_scan`,
 //! `update_sd_lb_stats`, `calculate_imbalance`, `find_busiest_group`, `find_busiest_queue`,
 //! `task_hot`, `can_migrate_task`, `detach_tasks`, `need_active_balance`, `should_we_balance`,
-//! `load_balance`, `get_sd_balance_interval`, `rebalance_domains`, `newidle_balance` and the
-//! stopper's `detach_one_task`.
+//! `load_balance`, `get_sd_balance_interval`, `rebalance_domains` and the stopper's
+//! `detach_one_task` (`newidle_balance` is in cfs/newidle66.rs).
 //!
 //! Where 2.6.38 compares weighted loads, 6.6 first *classifies* every group from its PELT
 //! utilisation and runnable averages and its task count (has spare capacity < fully busy < SMT to
@@ -23,19 +23,20 @@
 //!
 //! Not modelled (said again in docs/policies/eevdf.md): capacity asymmetry, misfit tasks and
 //! asym packing (no machine preset has them); RT/IRQ pressure on a CPU's capacity (every CPU has
-//! 1024); NUMA balancing (`fbq_type`); `util_est`; the measured cost of newly idle balancing
-//! (`max_newidle_lb_cost` is 0, balancing takes no simulated time). `sched_idle_cpu` (a CPU
-//! running only SCHED_IDLE tasks) is modelled where 6.6 reads it: `rebalance_domains` balances such
-//! a CPU at its idle interval, and the wakeup paths take it as idle (cfs/select66.rs).
+//! 1024); NUMA balancing (`fbq_type`). Utilisation is read with UTIL_EST (cfs/util_est.rs):
+//! `cpu_util_cfs` for the group statistics, `cpu_util_cfs_boost` (6.5's runnable boosting) for
+//! the busiest CPU of a utilisation migration, `task_util_est` in `detach_tasks`. The newly idle
+//! balance, its cost gate and NI_RANDOM are in cfs/newidle66.rs; `rebalance_domains` decays the
+//! domains' newly idle costs. `sched_idle_cpu` (a CPU running only SCHED_IDLE tasks) is modelled
+//! where 6.6 reads it: `rebalance_domains` balances such a CPU at its idle interval, and the
+//! wakeup paths take it as idle (cfs/select66.rs).
 
 use super::balance::IdleType;
 use super::fair::SeId;
 use super::load_avg::CPU_CAPACITY;
+use super::newidle66::update_newidle_cost;
 use super::Cfs;
-use crate::domains::{
-    Group, SD_BALANCE_NEWIDLE, SD_LOAD_BALANCE, SD_NUMA, SD_PREFER_SIBLING, SD_SHARE_CPUPOWER,
-    SD_SHARE_PKG_RESOURCES,
-};
+use crate::domains::{Group, SD_NUMA, SD_PREFER_SIBLING, SD_SHARE_CPUPOWER, SD_SHARE_PKG_RESOURCES};
 use schedlab_core::{CpuId, CpuSet, Ctx, Level, Migration, SchedClass, TaskId};
 
 /// `MAX_PINNED_INTERVAL`, ms.
@@ -592,7 +593,7 @@ impl Cfs {
                     }
                 }
                 MigrationType::Util => {
-                    let util = self.cpu_util_cfs(i, ctx.now);
+                    let util = self.cpu_util_cfs_boost(i, ctx.now);
                     if nr_running <= 1 {
                         continue;
                     }
@@ -727,7 +728,7 @@ impl Cfs {
                         fits
                     }
                     MigrationType::Util => {
-                        let util = self.pelt_task_util(t, ctx.now);
+                        let util = self.task_util_est(t, ctx.now);
                         let fits = ((util >> failed) as i64) <= env.imbalance;
                         if fits {
                             env.imbalance -= util as i64;
@@ -929,8 +930,16 @@ impl Cfs {
         let hz = ctx.hz();
         self.update_shares(cpu, ctx.now);
         let mut continue_balancing = true;
+        let (mut need_decay, mut max_cost) = (false, 0);
         for level in 0..self.cpus[cpu.idx()].domains.len() {
+            // The newly idle costs decay here, "a regular visit to all the domains".
+            let d = &mut self.cpus[cpu.idx()].domains[level];
+            need_decay = update_newidle_cost(d, 0, 0, jiffies, hz);
+            max_cost += d.max_newidle_lb_cost;
             if !continue_balancing {
+                if need_decay {
+                    continue;
+                }
                 break;
             }
             let d = &self.cpus[cpu.idx()].domains[level];
@@ -949,36 +958,12 @@ impl Cfs {
                 self.cpus[cpu.idx()].domains[level].last_balance = jiffies;
             }
         }
+        if need_decay {
+            let st = &mut self.cpus[cpu.idx()];
+            st.max_idle_balance_cost = self.p.sched_migration_cost_ns.max(max_cost);
+        }
         self.run_active_balances(ctx, out);
         self.update_next_balance(cpu, hz);
-    }
-
-    /// `newidle_balance` (6.6): unless no CPU of the machine has a task waiting (`rd->overload`), each
-    /// domain with SD_BALANCE_NEWIDLE is balanced bottom-up until a task arrives.
-    pub(crate) fn newidle_balance_66(&mut self, ctx: &Ctx, cpu: CpuId, out: &mut Vec<Migration>) {
-        self.cpus[cpu.idx()].idle_stamp = ctx.now.max(1);
-        if !self.v66.rd_overload {
-            return;
-        }
-        self.update_shares(cpu, ctx.now);
-        let mut pulled = false;
-        for level in 0..self.cpus[cpu.idx()].domains.len() {
-            let d = &self.cpus[cpu.idx()].domains[level];
-            if d.p.flags & SD_LOAD_BALANCE == 0 {
-                continue;
-            }
-            if d.p.flags & SD_BALANCE_NEWIDLE != 0 {
-                pulled = self.load_balance_66(ctx, cpu, level, IdleType::NewlyIdle, out).0;
-            }
-            if pulled || self.cpu_nr_tasks(cpu) > 0 {
-                break;
-            }
-        }
-        if pulled || self.cpu_nr_tasks(cpu) > 0 {
-            self.cpus[cpu.idx()].idle_stamp = 0;
-        }
-        self.run_active_balances(ctx, out);
-        self.update_next_balance(cpu, ctx.hz());
     }
 
     /// The stopper's `detach_one_task` (6.6, `LBF_ACTIVE_LB`): from the tail of the busiest CPU's

@@ -44,6 +44,14 @@ impl Cfs {
         self.rqs.get(self.ses[se as usize].cfs_rq as usize).is_some_and(|r| r.curr == Some(se))
     }
 
+    /// `__update_load_avg_se` of task `t`: its signal brought to `now`; a period that ends
+    /// recomputes its averages, which clears its estimate's `UTIL_AVG_UNCHANGED`.
+    fn pelt_task_update(&mut self, t: TaskId, now: Ns, load: u64, runnable: u64, running: bool, w: u64) {
+        if self.pelt_task[t.idx()].update(now, load, runnable, running, w) {
+            self.util_est_pelt_changed(t);
+        }
+    }
+
     /// Brings `cpu`'s signal to `now` with the inputs that held since its last update.
     pub(crate) fn pelt_update_cpu(&mut self, cpu: CpuId, now: Ns) {
         let (w, n, running) = self.pelt_cpu_inputs(cpu);
@@ -56,7 +64,7 @@ impl Cfs {
         self.pelt_update_cpu(cpu, now);
         let w = self.ses[self.task_se[t.idx()] as usize].weight;
         let running = self.pelt_task_running(t);
-        self.pelt_task[t.idx()].update(now, 1, 1, running, w);
+        self.pelt_task_update(t, now, 1, 1, running, w);
     }
 
     /// Before `t` is queued on `cpu`: the task's signal decays over its sleep and is attached to
@@ -68,11 +76,11 @@ impl Cfs {
         let w = self.ses[self.task_se[t.idx()] as usize].weight;
         let old = self.pelt_attached[t.idx()];
         if old == cpu.0 {
-            self.pelt_task[t.idx()].update(now, 0, 0, false, w);
+            self.pelt_task_update(t, now, 0, 0, false, w);
             return;
         }
         if old != DETACHED {
-            self.pelt_task[t.idx()].update(now, 0, 0, false, w);
+            self.pelt_task_update(t, now, 0, 0, false, w);
             let old = CpuId(old);
             self.pelt_update_cpu(old, now);
             let task = self.pelt_task[t.idx()];
@@ -107,7 +115,7 @@ impl Cfs {
         self.pelt_update_cpu(cpu, now);
         let w = self.ses[self.task_se[t.idx()] as usize].weight;
         let running = self.pelt_task_running(t);
-        self.pelt_task[t.idx()].update(now, 1, 1, running, w);
+        self.pelt_task_update(t, now, 1, 1, running, w);
     }
 
     /// `task_dead_fair` -> `remove_entity_load_avg`: an exited task's load leaves its CPU.
@@ -117,7 +125,7 @@ impl Cfs {
             return;
         }
         let w = self.ses[self.task_se[t.idx()] as usize].weight;
-        self.pelt_task[t.idx()].update(now, 0, 0, false, w);
+        self.pelt_task_update(t, now, 0, 0, false, w);
         self.pelt_update_cpu(CpuId(old), now);
         let task = self.pelt_task[t.idx()];
         self.pelt_cpu[old as usize].detach(&task, w);
@@ -135,9 +143,32 @@ impl Cfs {
         self.pelt_cpu_now(cpu, now).load_avg
     }
 
-    /// `cpu_util_cfs(cpu)`: the CPU's utilisation at `now`, at most its capacity.
+    /// `cpu_util_cfs(cpu)`: the CPU's utilisation at `now` or, if larger, the estimate of its
+    /// queued tasks (UTIL_EST), at most its capacity.
     pub(crate) fn cpu_util_cfs(&self, cpu: CpuId, now: Ns) -> u64 {
-        self.pelt_cpu_now(cpu, now).util_avg.min(CPU_CAPACITY)
+        self.pelt_cpu_now(cpu, now).util_avg.max(self.cpu_ue(cpu)).min(CPU_CAPACITY)
+    }
+
+    /// `cpu_util_cfs_boost(cpu)` (6.5's runnable boosting): as [`Cfs::cpu_util_cfs`] with the
+    /// runnable average counted as utilisation when larger.
+    pub(crate) fn cpu_util_cfs_boost(&self, cpu: CpuId, now: Ns) -> u64 {
+        let avg = self.pelt_cpu_now(cpu, now);
+        avg.util_avg.max(avg.runnable_avg).max(self.cpu_ue(cpu)).min(CPU_CAPACITY)
+    }
+
+    /// `cpu_util_without(cpu, p)`: `cpu`'s utilisation without `p`'s part. `attached`: `p` last
+    /// ran there and has a signal (else `p` counts nowhere there); its estimate is taken out only
+    /// while it is queued there.
+    pub(crate) fn cpu_util_without(&self, cpu: CpuId, p: TaskId, attached: bool, now: Ns) -> u64 {
+        let mut util = self.pelt_cpu_now(cpu, now).util_avg;
+        let mut ue = self.cpu_ue(cpu);
+        if attached {
+            util = util.saturating_sub(self.pelt_task_util(p, now));
+            if self.ue_counted_on(p, cpu) {
+                ue = ue.saturating_sub(self.task_ue(p));
+            }
+        }
+        util.max(ue).min(CPU_CAPACITY)
     }
 
     /// `cpu_runnable(rq)`: the CPU's runnable average at `now`.
@@ -163,6 +194,11 @@ impl Cfs {
         self.pelt_task_now(t, now).util_avg
     }
 
+    /// `task_util_est(p)` at `now`: its utilisation or, if larger, its estimate (UTIL_EST).
+    pub(crate) fn task_util_est(&self, t: TaskId, now: Ns) -> u64 {
+        self.pelt_task_util(t, now).max(self.task_ue(t))
+    }
+
     /// `task_h_load`-style runnable average of `t` at `now` (`p->se.avg.runnable_avg`).
     pub(crate) fn pelt_task_runnable(&self, t: TaskId, now: Ns) -> u64 {
         self.pelt_task_now(t, now).runnable_avg
@@ -181,7 +217,7 @@ impl Cfs {
     pub(crate) fn pelt_picked(&mut self, t: TaskId, now: Ns) {
         let se = self.task_se[t.idx()];
         let w = self.ses[se as usize].weight;
-        self.pelt_task[t.idx()].update(now, 1, 1, false, w);
+        self.pelt_task_update(t, now, 1, 1, false, w);
         self.seq += 1;
         self.ses[se as usize].list_seq = self.seq;
     }

@@ -49,14 +49,17 @@ pub(crate) mod lb_host;
 mod lb_stats;
 mod load_avg;
 pub mod math;
+mod newidle66;
 mod pelt;
 pub(crate) mod select;
 mod select66;
 mod shares;
 mod timeline;
+mod util_est;
 
 use crate::domains;
 use crate::params::{parse_bool, parse_u64, ParamInfo, Params};
+use crate::prandom::{splitmix, RndState};
 use balance::{CpuState, IdleType};
 pub(crate) use cpu_load::{fold_cpu_load, CPU_LOAD_IDX_MAX};
 use fair::{CfsRq, Se, SeId};
@@ -125,6 +128,9 @@ pub struct CfsParams {
     pub eevdf_kernel: EevdfKernel,
     /// EEVDF features of 6.12 and later (`None`: as the kernel ships them, on; 6.6 has none).
     pub f612: Features612<Option<bool>>,
+    /// EEVDF feature UTIL_EST: the balancer reads utilisation estimates kept across sleeps
+    /// ([`util_est`]). Default on.
+    pub util_est: bool,
 }
 
 /// The Linux version whose EEVDF `eevdf` models (ordered by release).
@@ -174,6 +180,10 @@ pub struct Features612<T> {
     pub delay_zero: T,
     /// PICK_BUDDY: the `next` buddy is picked when eligible.
     pub pick_buddy: T,
+    /// NI_RANDOM: a newly idle balance of a domain runs with a chance that follows its recent
+    /// success rate (upstream 33cf66d88306 "sched/fair: Proportional newidle balance", 6.18, in
+    /// Debian's 6.12.117 by the stable backport).
+    pub ni_random: T,
 }
 
 impl Features612<Option<bool>> {
@@ -195,6 +205,7 @@ impl Features612<Option<bool>> {
             delay_dequeue: pick(self.delay_dequeue, "delay_dequeue")?,
             delay_zero: pick(self.delay_zero, "delay_zero")?,
             pick_buddy: pick(self.pick_buddy, "pick_buddy")?,
+            ni_random: pick(self.ni_random, "ni_random")?,
         })
     }
 }
@@ -223,6 +234,7 @@ impl Default for CfsParams {
             run_to_parity: true,
             eevdf_kernel: EevdfKernel::default(),
             f612: Features612::default(),
+            util_est: true,
         }
     }
 }
@@ -325,6 +337,8 @@ impl Params for CfsParams {
             "delay_dequeue" => self.f612.delay_dequeue = Some(parse_bool(value)?),
             "delay_zero" => self.f612.delay_zero = Some(parse_bool(value)?),
             "pick_buddy" => self.f612.pick_buddy = Some(parse_bool(value)?),
+            "util_est" => self.util_est = parse_bool(value)?,
+            "ni_random" => self.f612.ni_random = Some(parse_bool(value)?),
             _ => unreachable!("checked by apply"),
         }
         Ok(())
@@ -398,6 +412,16 @@ impl Params for EevdfParams {
                 key: "pick_buddy",
                 default: "true (6.12, 6.18)",
                 help: "an eligible next buddy is picked first",
+            },
+            ParamInfo {
+                key: "ni_random",
+                default: "true (6.12, 6.18)",
+                help: "a newly idle balance runs with a chance that follows its recent success rate",
+            },
+            ParamInfo {
+                key: "util_est",
+                default: "true",
+                help: "utilisation estimates kept across sleeps feed the balancer's utilisation (UTIL_EST)",
             },
             ParamInfo { key: "wakeup_preempt", default: "true", help: "wakeups may preempt" },
             ParamInfo { key: "next_buddy", default: "false", help: "prefer the task just woken" },
@@ -492,6 +516,10 @@ pub struct Cfs {
     pelt_task: Vec<pelt::Avg>,
     /// EEVDF only: the CPU whose signal holds each task's load (`u32::MAX`: none).
     pelt_attached: Vec<u32>,
+    /// EEVDF only: each task's utilisation estimate ([`util_est`]).
+    ue_task: Vec<util_est::TaskUtilEst>,
+    /// EEVDF only: `rq->cfs.avg.util_est` of each CPU.
+    ue_cpu: Vec<u64>,
     /// EEVDF only: the 6.6 balancer's and wakeup placement's own state.
     v66: select66::State66,
     /// AVEC scheduling (seed 004) on top of CFS, when enabled.
@@ -549,6 +577,8 @@ impl Cfs {
             pelt_cpu: Vec::new(),
             pelt_task: Vec::new(),
             pelt_attached: Vec::new(),
+            ue_task: Vec::new(),
+            ue_cpu: Vec::new(),
             v66: select66::State66::default(),
             avec: None,
             avec_scratch: Vec::new(),
@@ -629,6 +659,7 @@ impl Cfs {
     /// Takes the queued (not running) task `t` off `cpu` (`deactivate_task(rq, p, 0)`).
     fn dequeue_queued(&mut self, cpu: CpuId, t: TaskId, now: Ns) {
         if self.eevdf {
+            self.util_est_dequeue(t);
             self.pelt_before_dequeue(cpu, t, now);
         }
         self.dequeue_task(t, false, now);
@@ -639,6 +670,7 @@ impl Cfs {
     fn enqueue_migrated(&mut self, cpu: CpuId, t: TaskId, group: u32, now: Ns) {
         self.set_task_rq(t, cpu, group);
         if self.eevdf {
+            self.util_est_enqueue(cpu, t);
             self.pelt_before_enqueue(cpu, t, now);
         }
         self.enqueue_task(t, false, false, now);
@@ -726,6 +758,7 @@ impl SchedPolicy for Cfs {
                 last_load_update_tick: 0,
                 avg_idle: 2 * self.p.sched_migration_cost_ns,
                 idle_stamp: 0,
+                max_idle_balance_cost: self.p.sched_migration_cost_ns,
                 power: domains::cpu_power(ctx.topo, c),
                 domains: doms.next().expect("domains of every CPU"),
                 next_balance_j: [0; 2],
@@ -734,10 +767,14 @@ impl SchedPolicy for Cfs {
         self.cpu_tasks = vec![0; self.ncpus];
         self.cpu_idle_tasks = vec![0; self.ncpus];
         self.pelt_cpu = vec![pelt::Avg::starting(ctx.now, 0, 0); self.ncpus];
+        self.ue_cpu = vec![0; self.ncpus];
         if self.eevdf {
             let ndomains = self.cpus.iter().map(|c| c.domains.len()).max().unwrap_or(0);
             let smt_active = ctx.topo.cpus().any(|c| ctx.topo.smt_width(c) > 1);
             self.v66 = select66::State66::new(self.ncpus, ndomains, smt_active);
+            self.v66.rng = (0..self.ncpus as u64)
+                .map(|c| RndState::seeded(splitmix(ctx.seed ^ (c << 32) ^ 0x6e69_6465)))
+                .collect();
         }
     }
 
@@ -800,12 +837,14 @@ impl SchedPolicy for Cfs {
         if wakeup && self.is_delayed(t) {
             // ttwu_runnable -> enqueue_task(ENQUEUE_DELAYED) -> requeue_delayed_entity (6.12): the
             // task never left this CPU's runqueue or its load.
+            self.util_est_enqueue(cpu, t);
             self.requeue_delayed(t, ctx.now);
             self.note_overload(ctx, cpu);
             return;
         }
         self.set_task_rq(t, cpu, Self::group_of(ctx, t));
         if self.eevdf {
+            self.util_est_enqueue(cpu, t);
             self.pelt_before_enqueue(cpu, t, ctx.now);
             // 6.6's wake_up_new_task activates a new task without ENQUEUE_INITIAL: its enqueue
             // places it with a whole request, overwriting task_fork_fair's half-request placement
@@ -819,12 +858,11 @@ impl SchedPolicy for Cfs {
         self.count_in(cpu, t);
         self.note_overload(ctx, cpu);
         if wakeup && self.eevdf && self.cpus[cpu.idx()].idle_stamp != 0 {
-            // ttwu_do_activate (6.6): update_avg, then the cap of twice max_idle_balance_cost
-            // (sysctl_sched_migration_cost: balancing costs no simulated time).
+            // ttwu_do_activate (6.6): update_avg, then the cap of twice max_idle_balance_cost.
             let st = &mut self.cpus[cpu.idx()];
             let delta = ctx.now.saturating_sub(st.idle_stamp) as i64;
             let diff = delta - st.avg_idle as i64;
-            st.avg_idle = ((st.avg_idle as i64 + diff / 8) as u64).min(2 * self.p.sched_migration_cost_ns);
+            st.avg_idle = ((st.avg_idle as i64 + diff / 8) as u64).min(2 * st.max_idle_balance_cost);
             st.idle_stamp = 0;
             return;
         }
@@ -880,6 +918,12 @@ impl SchedPolicy for Cfs {
             self.pelt_before_switch(cpu, t, ctx.now);
             self.prev_runnable[cpu.idx()] = Some(t);
         }
+        if self.eevdf && !why.still_runnable() {
+            // dequeue_task_fair(DEQUEUE_SLEEP): the estimate leaves the CPU and takes a sample
+            // before dequeue_entities (which may delay the dequeue).
+            self.util_est_dequeue(t);
+            self.util_est_update(t, true);
+        }
         if why == SwitchReason::Blocked && self.eevdf && self.try_delay_dequeue(t, ctx.now) {
             // 6.12 DELAY_DEQUEUE: it stays queued (and in nr_running, load and PELT) until picked.
             self.pelt_before_switch(cpu, t, ctx.now);
@@ -901,7 +945,8 @@ impl SchedPolicy for Cfs {
     fn tick(&mut self, ctx: &Ctx, cpu: CpuId, curr: TaskId) -> bool {
         self.update_cpu_load(cpu, ctx.now);
         if self.eevdf {
-            self.pelt_update_cpu(cpu, ctx.now);
+            // entity_tick -> update_load_avg: the CPU's and the running task's signals.
+            self.pelt_before_switch(cpu, curr, ctx.now);
         }
         let mut resched = self.task_tick(curr, ctx.now);
         if self.eevdf {
@@ -964,6 +1009,7 @@ impl SchedPolicy for Cfs {
 
     fn task_exit(&mut self, ctx: &Ctx, t: TaskId) {
         if self.eevdf {
+            self.util_est_dequeue(t);
             self.pelt_exit(t, ctx.now);
         }
     }
@@ -1033,3 +1079,7 @@ mod tests_612;
 mod tests_618;
 #[cfg(test)]
 mod tests_66;
+#[cfg(test)]
+mod tests_newidle;
+#[cfg(test)]
+mod tests_util_est;

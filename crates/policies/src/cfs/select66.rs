@@ -51,6 +51,8 @@ pub(crate) struct State66 {
     pub wakee: Vec<Wakee>,
     /// Each CPU's idle task's wakee record (the `current` of a wakeup with no waking task).
     pub idle_wakee: Vec<Wakee>,
+    /// Each CPU's `sched_rnd_state` (NI_RANDOM's die).
+    pub rng: Vec<crate::prandom::RndState>,
 }
 
 impl State66 {
@@ -65,6 +67,7 @@ impl State66 {
             recent_used_cpu: Vec::new(),
             wakee: Vec::new(),
             idle_wakee: vec![Wakee::default(); ncpus],
+            rng: Vec::new(),
         }
     }
 
@@ -488,11 +491,10 @@ impl Cfs {
             self.nr_examined += 1;
             let attached = self.pelt_attached_to(p, i);
             let mut load = self.pelt_cpu_load(i, ctx.now);
-            let mut util = self.cpu_util_cfs(i, ctx.now);
+            let util = self.cpu_util_without(i, p, attached, ctx.now);
             let mut runnable = self.cpu_runnable(i, ctx.now);
             if attached {
                 load = load.saturating_sub(self.task_h_load_66(ctx, p, i));
-                util = util.saturating_sub(self.pelt_task_util(p, ctx.now));
                 runnable = runnable.saturating_sub(self.pelt_task_runnable(p, ctx.now));
             }
             s.group_load += load;

@@ -191,6 +191,17 @@ pub struct Domain {
     pub nr_balance_failed: u32,
     /// `imb_numa_nr` (6.6; 0 for 2.6.38 and below the first level above the LLC).
     pub imb_numa_nr: u64,
+    /// `max_newidle_lb_cost` (6.6+): the longest newly idle balance of this domain lately, ns
+    /// (decays by 253/256 a second).
+    pub max_newidle_lb_cost: u64,
+    /// `last_decay_max_lb_cost`, in jiffies.
+    pub last_decay_max_lb_cost: u64,
+    /// `newidle_call` (NI_RANDOM): newly idle balances considered, halved at 1024.
+    pub newidle_call: u32,
+    /// `newidle_success`: their successes, each weighted by the inverse of its chance to run.
+    pub newidle_success: u32,
+    /// `newidle_ratio`: successes per 1024 considered, as of the last halving.
+    pub newidle_ratio: u32,
 }
 
 impl Domain {
@@ -205,6 +216,12 @@ impl Domain {
             last_balance: 0,
             nr_balance_failed: 0,
             imb_numa_nr: 0,
+            max_newidle_lb_cost: 0,
+            last_decay_max_lb_cost: 0,
+            // sd_init: "50% success rate".
+            newidle_call: 512,
+            newidle_success: 256,
+            newidle_ratio: 512,
         }
     }
 

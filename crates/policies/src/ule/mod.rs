@@ -65,6 +65,7 @@ pub use interact::{
 };
 
 use crate::params::{parse_bool, parse_u64, ParamInfo, Params};
+use crate::prandom::splitmix;
 use groups::{Groups, Loads, LowQuery};
 use interact::{PRI_MAX_TIMESHARE, SLICE_MIN_DIVISOR, TICK_SHIFT};
 use runq::{RunQ, RQ_NQS, RQ_PPQ};
@@ -307,14 +308,6 @@ fn should_preempt(pri: u8, cpri: u8, remote: bool, preempt_thresh: u8) -> bool {
         return true;
     }
     remote && pri <= PRI_MAX_INTERACT && cpri > PRI_MAX_INTERACT
-}
-
-/// A small deterministic mixer for seeding per-CPU generators from the run's seed.
-fn splitmix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
 }
 
 /// The FreeBSD ULE scheduler.
