@@ -111,6 +111,9 @@ pub struct GroupInfo {
     pub shares: u64,
 }
 
+/// `SCHED_CAPACITY_SCALE`: the capacity of the fastest CPU.
+pub const CAPACITY_SCALE: u64 = 1024;
+
 /// The read-only view passed to every [`SchedPolicy`](crate::SchedPolicy) hook.
 #[derive(Clone, Copy)]
 pub struct Ctx<'a> {
@@ -139,6 +142,10 @@ pub struct Ctx<'a> {
     /// Linux, times its own balancing (`sched_clock` around a newly idle balance) reads the cost
     /// of the work it did from this.
     pub decision_cost: DecisionCost,
+    /// Each CPU's capacity at its highest speed, the fastest CPU's being 1024
+    /// (`arch_scale_cpu_capacity`: a machine file's `speed_permille` scaled to its largest). Empty:
+    /// every CPU has 1024. See [`Ctx::capacity_of`].
+    pub cpu_capacity: &'a [u64],
 }
 
 /// The CPU time a scheduling decision or a balancing pass takes: a fixed part plus a part per task
@@ -163,6 +170,12 @@ impl<'a> Ctx<'a> {
     #[inline]
     pub fn task(&self, t: TaskId) -> &'a TaskInfo {
         &self.tasks[t.idx()]
+    }
+
+    /// The capacity of CPU `c` (1024 for the fastest CPUs; [`Ctx::cpu_capacity`]).
+    #[inline]
+    pub fn capacity_of(&self, c: CpuId) -> u64 {
+        self.cpu_capacity.get(c.idx()).copied().unwrap_or(CAPACITY_SCALE)
     }
 
     /// The facts about CPU `c`.

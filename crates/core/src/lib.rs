@@ -21,7 +21,9 @@ pub mod topology;
 pub mod weights;
 
 pub use cpuset::CpuSet;
-pub use ctx::{jiffies_at, CpuInfo, Ctx, DecisionCost, GroupInfo, SchedClass, TaskInfo, TaskState};
+pub use ctx::{
+    jiffies_at, CpuInfo, Ctx, DecisionCost, GroupInfo, SchedClass, TaskInfo, TaskState, CAPACITY_SCALE,
+};
 pub use ids::{CpuId, GroupId, TaskId};
 pub use pmc::{ActivityVector, Pmc, PmcEvent, AVEC_ELEMS, NR_AVEC_ELEMS};
 pub use policy::{

@@ -23,6 +23,8 @@ pub struct TestWorld {
     pub tick_ns: Ns,
     /// What a decision or balancing pass costs (none unless a test sets it).
     pub decision_cost: schedlab_core::DecisionCost,
+    /// Each CPU's capacity (empty: all 1024).
+    pub capacity: Vec<u64>,
 }
 
 impl TestWorld {
@@ -36,6 +38,7 @@ impl TestWorld {
             now: 0,
             tick_ns: 1_000_000,
             decision_cost: schedlab_core::DecisionCost::default(),
+            capacity: Vec::new(),
         }
     }
 
@@ -52,6 +55,7 @@ impl TestWorld {
             numa: false,
             seed: 1,
             decision_cost: self.decision_cost,
+            cpu_capacity: &self.capacity,
         }
     }
 

@@ -185,6 +185,7 @@ macro_rules! ctx {
             seed: $s.seed,
             // The real kernel's own balancing is not timed by the policy here.
             decision_cost: schedlab_core::DecisionCost::default(),
+            cpu_capacity: &[],
         }
     };
 }

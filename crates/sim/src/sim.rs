@@ -330,6 +330,9 @@ pub struct Sim<'a> {
     /// A running task's speed can differ from its CPU's nominal speed: contention is modelled or the
     /// machine has frequency levels. When false, [`Sim::contended_speed`] is the nominal speed.
     speed_varies: bool,
+    /// Each CPU's capacity for the policy ([`Ctx::cpu_capacity`]): its nominal speed over the
+    /// fastest CPU's, times 1024.
+    cpu_capacity: Vec<u64>,
     /// Frequency domains (packages, or cores with per-core scaling).
     pub(crate) domains: Vec<crate::dvfs::Domain>,
     /// Each CPU's frequency domain.
@@ -359,6 +362,7 @@ macro_rules! ctx {
                 base_ns: $s.machine.costs.sched_base_ns,
                 per_task_ns: $s.machine.costs.sched_per_task_ns,
             },
+            cpu_capacity: &$s.cpu_capacity,
         }
     };
 }
@@ -506,6 +510,14 @@ impl<'a> Sim<'a> {
             share_span,
             contention_active,
             speed_varies: contention_active || !machine.dvfs.levels_mhz.is_empty(),
+            cpu_capacity: {
+                let max = machine.speed_permille.iter().copied().max().unwrap_or(1000).max(1) as u64;
+                machine
+                    .speed_permille
+                    .iter()
+                    .map(|&s| s as u64 * schedlab_core::CAPACITY_SCALE / max)
+                    .collect()
+            },
             domains,
             domain_of,
             dynamic_mw_by_level: (0..machine.dvfs.levels_mhz.len().max(1))

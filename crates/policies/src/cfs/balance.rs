@@ -46,6 +46,9 @@ pub struct CpuState {
     /// `rq->max_idle_balance_cost` (6.6+): the longest newly idle balance lately, at least
     /// `sysctl_sched_migration_cost`; `avg_idle` is capped at twice it.
     pub max_idle_balance_cost: u64,
+    /// `rq->misfit_task_load` (6.x, asymmetric capacities): the load of a running task too big for
+    /// this CPU that a bigger one may take, else 0.
+    pub misfit_task_load: u64,
     /// `cpu_power`.
     pub power: u64,
     /// Domains, bottom-up.

@@ -373,8 +373,9 @@ impl Cfs {
 
     /// `cfs_rq_min_slice`: the shortest slice of the running entity (when queued) and the queued
     /// ones; `u64::MAX` on an empty runqueue. With no task of its own slice every entity asks for
-    /// the base slice (group entities keep it in this model, docs/policies/eevdf.md).
-    fn cfs_rq_min_slice(&self, rq: RqId) -> u64 {
+    /// the base slice; otherwise a group entity asks for the shortest slice below it (fair.rs
+    /// `set_group_slices_upward`).
+    pub(crate) fn cfs_rq_min_slice(&self, rq: RqId) -> u64 {
         let r = &self.rqs[rq as usize];
         let curr = r.curr.filter(|&c| self.ses[c as usize].on_rq);
         if curr.is_none() && r.timeline.is_empty() {

@@ -539,20 +539,46 @@ impl Cfs {
     pub(crate) fn enqueue_task(&mut self, t: TaskId, wakeup: bool, waking: bool, now: Ns) {
         let mut cur = Some(self.task_se[t.idx()]);
         let (mut wakeup, mut waking) = (wakeup, waking);
+        // 6.12: each group entity asks for the shortest slice queued below it.
+        let group_slices = self.is_612() && self.any_custom_slice;
+        let mut slice = None;
         while let Some(se) = cur {
             if self.ses[se as usize].on_rq {
                 break;
             }
+            if let Some(sl) = slice {
+                self.ses[se as usize].custom_slice = Some(sl);
+            }
             let rq = self.ses[se as usize].cfs_rq;
             self.enqueue_entity(rq, se, wakeup, waking, now);
+            if group_slices {
+                slice = Some(self.cfs_rq_min_slice(rq));
+            }
             wakeup = true;
             waking = false;
             cur = self.ses[se as usize].parent;
+        }
+        if let Some(sl) = slice {
+            self.set_group_slices_upward(cur, sl);
         }
         if !self.eevdf {
             self.update_shares_upward(cur, now);
         }
         self.nr_running_total += 1;
+    }
+
+    /// The second loops of 6.12's `enqueue_task_fair` and `dequeue_entities`: from `cur`, a group
+    /// entity that stayed queued, upward, each takes the shortest slice of the runqueue below it
+    /// (`se->slice = slice; slice = cfs_rq_min_slice(cfs_rq)`).
+    fn set_group_slices_upward(&mut self, mut cur: Option<SeId>, mut slice: u64) {
+        while let Some(se) = cur {
+            let s = &mut self.ses[se as usize];
+            s.slice = slice;
+            s.custom_slice = Some(slice);
+            let rq = s.cfs_rq;
+            slice = self.cfs_rq_min_slice(rq);
+            cur = self.ses[se as usize].parent;
+        }
     }
 
     /// `dequeue_task_fair`: dequeues the task's entity and every group entity left empty; then, from
@@ -565,6 +591,10 @@ impl Cfs {
             let rq = self.ses[se as usize].cfs_rq;
             self.dequeue_entity(rq, se, sleep, now);
             if self.rqs[rq as usize].load != 0 {
+                if self.is_612() && self.any_custom_slice {
+                    let slice = self.cfs_rq_min_slice(rq);
+                    self.set_group_slices_upward(self.ses[se as usize].parent, slice);
+                }
                 break;
             }
             sleep = true;

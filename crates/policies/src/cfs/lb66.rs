@@ -21,9 +21,13 @@
 //! modelled with `CONFIG_PREEMPTION` (what `PREEMPT_DYNAMIC`, the distributions' choice, selects), so
 //! a newly idle balance detaches one task.
 //!
-//! Not modelled (said again in docs/policies/eevdf.md): capacity asymmetry, misfit tasks and
-//! asym packing (no machine preset has them); RT/IRQ pressure on a CPU's capacity (every CPU has
-//! 1024); NUMA balancing (`fbq_type`). Utilisation is read with UTIL_EST (cfs/util_est.rs):
+//! With CPUs of different capacities (cfs/asym.rs), 6.12.117's misfit handling: a group with a
+//! CPU running a task too big for it is `group_misfit_task`, picked only by a bigger CPU on an
+//! idle core whose group has spare capacity, and balanced with `migrate_misfit` (the task, by the
+//! stopper if it runs); groups of bigger CPUs with a task each are left alone.
+//!
+//! Not modelled (said again in docs/policies/eevdf.md): asym packing (no machine has CPU
+//! priorities); RT/IRQ pressure on a CPU's capacity; NUMA balancing (`fbq_type`). Utilisation is read with UTIL_EST (cfs/util_est.rs):
 //! `cpu_util_cfs` for the group statistics, `cpu_util_cfs_boost` (6.5's runnable boosting) for
 //! the busiest CPU of a utilisation migration, `task_util_est` in `detach_tasks`. The newly idle
 //! balance, its cost gate and NI_RANDOM are in cfs/newidle66.rs; `rebalance_domains` decays the
@@ -31,12 +35,15 @@
 //! where 6.6 reads it: `rebalance_domains` balances such a CPU at its idle interval, and the
 //! wakeup paths take it as idle (cfs/select66.rs).
 
+use super::asym::capacity_greater;
 use super::balance::IdleType;
 use super::fair::SeId;
 use super::load_avg::CPU_CAPACITY;
 use super::newidle66::update_newidle_cost;
 use super::Cfs;
-use crate::domains::{Group, SD_NUMA, SD_PREFER_SIBLING, SD_SHARE_CPUPOWER, SD_SHARE_PKG_RESOURCES};
+use crate::domains::{
+    Group, SD_ASYM_CPUCAPACITY, SD_NUMA, SD_PREFER_SIBLING, SD_SHARE_CPUPOWER, SD_SHARE_PKG_RESOURCES,
+};
 use schedlab_core::{CpuId, CpuSet, Ctx, Level, Migration, SchedClass, TaskId};
 
 /// `MAX_PINNED_INTERVAL`, ms.
@@ -53,6 +60,8 @@ pub(crate) enum GroupType {
     HasSpare,
     /// `group_fully_busy`.
     FullyBusy,
+    /// `group_misfit_task`: a CPU of the group runs a task too big for it (asymmetric capacities).
+    Misfit,
     /// `group_smt_balance`.
     SmtBalance,
     /// `group_imbalanced`.
@@ -61,7 +70,7 @@ pub(crate) enum GroupType {
     Overloaded,
 }
 
-/// `enum migration_type` (misfit left out).
+/// `enum migration_type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum MigrationType {
     /// `migrate_load`.
@@ -70,6 +79,8 @@ pub(crate) enum MigrationType {
     Util,
     /// `migrate_task`.
     Task,
+    /// `migrate_misfit`: the busiest CPU's misfit task, to a bigger CPU.
+    Misfit,
 }
 
 /// `struct sg_lb_stats`.
@@ -98,6 +109,12 @@ pub(crate) struct SgStats {
     pub group_type: GroupType,
     /// `group_smt_balance`.
     pub smt_balance: bool,
+    /// `group_misfit_task_load`: the largest misfit load of its CPUs (asymmetric domains).
+    pub group_misfit_task_load: u64,
+    /// `sgc->min_capacity`: the smallest capacity of its CPUs.
+    pub min_capacity: u64,
+    /// `sgc->max_capacity`: the largest capacity of its CPUs.
+    pub max_capacity: u64,
 }
 
 /// `struct sd_lb_stats`: the local and busiest groups (indices in the domain's walk order).
@@ -153,6 +170,8 @@ pub(crate) struct LbEnv {
     pub some_pinned: bool,
     /// `LBF_DST_PINNED` with `new_dst_cpu`.
     pub new_dst: Option<CpuId>,
+    /// `dst_core_idle` (6.12): SMT is off or every sibling of `dst_cpu` is idle.
+    pub dst_core_idle: bool,
 }
 
 impl LbEnv {
@@ -172,6 +191,7 @@ impl LbEnv {
             dst_cpu: this_cpu,
             src_cpu: this_cpu,
             dst_grpmask,
+            dst_core_idle: true,
             cpus,
             idle,
             imbalance: 0,
@@ -217,6 +237,8 @@ pub(crate) fn group_classify(imbalance_pct: u64, imbalanced: bool, s: &SgStats) 
         GroupType::Imbalanced
     } else if s.smt_balance {
         GroupType::SmtBalance
+    } else if s.group_misfit_task_load != 0 {
+        GroupType::Misfit
     } else if !group_has_capacity(imbalance_pct, s) {
         GroupType::FullyBusy
     } else {
@@ -293,6 +315,15 @@ impl Cfs {
         ctx.topo.span(Level::Smt, cpu).iter().filter(|&c| c != cpu).all(|c| Self::idle_cpu(ctx, c))
     }
 
+    /// `sgc->capacity`, `min_capacity` and `max_capacity` of `g`: the sum, least and most of its
+    /// CPUs' capacities.
+    pub(crate) fn group_capacities(&self, g: &Group, s: &mut SgStats) {
+        let caps = g.members.iter().map(|&c| self.capacity(c));
+        s.group_capacity = caps.clone().sum();
+        s.min_capacity = caps.clone().min().unwrap_or(CPU_CAPACITY);
+        s.max_capacity = caps.max().unwrap_or(CPU_CAPACITY);
+    }
+
     /// `smt_balance`: a non-local SMT group running more than one task, seen from an idle CPU.
     fn smt_balance(&self, idle: IdleType, level: usize, g: &Group, s: &SgStats) -> bool {
         idle != IdleType::NotIdle
@@ -305,6 +336,7 @@ impl Cfs {
     fn update_sg_lb_stats_66(&mut self, ctx: &Ctx, env: &LbEnv, g: &Group, local: bool) -> (SgStats, bool) {
         let mut s = SgStats::default();
         let mut overload = false;
+        let asym = self.cpus[env.this_cpu.idx()].domains[env.level].p.flags & SD_ASYM_CPUCAPACITY != 0;
         for &i in g.members.iter().filter(|&&i| env.cpus.contains(i)) {
             self.nr_examined += 1;
             s.group_load += self.pelt_cpu_load(i, ctx.now);
@@ -318,9 +350,17 @@ impl Cfs {
             }
             if nr_running == 0 && Self::idle_cpu(ctx, i) {
                 s.idle_cpus += 1;
+                continue;
+            }
+            if !local && asym {
+                let misfit = self.cpus[i.idx()].misfit_task_load;
+                if s.group_misfit_task_load < misfit {
+                    s.group_misfit_task_load = misfit;
+                    overload = true;
+                }
             }
         }
-        s.group_capacity = CPU_CAPACITY * g.members.len() as u64;
+        self.group_capacities(g, &mut s);
         s.group_weight = g.members.len() as u64;
         if !local && self.smt_balance(env.idle, env.level, g, &s) {
             s.smt_balance = true;
@@ -336,15 +376,32 @@ impl Cfs {
     /// `update_sd_pick_busiest`: whether group `g` (stats `s`) is busier than the busiest so far.
     fn update_sd_pick_busiest_66(
         &self,
-        level: usize,
+        env: &LbEnv,
         sds: &SdStats,
         groups: &[&Group],
         g: &Group,
         s: &SgStats,
     ) -> bool {
+        let level = env.level;
         let busiest = &sds.busiest_stat;
         if s.sum_h_nr_running == 0 {
             return false;
+        }
+        if self.cpus[env.this_cpu.idx()].domains[level].p.flags & SD_ASYM_CPUCAPACITY != 0 {
+            let dst_cap = self.capacity(env.dst_cpu);
+            // A misfit task the destination cannot help: not from a busy core, not to a CPU not
+            // bigger than the group's biggest, not while the local group has no spare capacity.
+            if s.group_type == GroupType::Misfit
+                && (!env.dst_core_idle
+                    || !capacity_greater(dst_cap, s.max_capacity)
+                    || sds.local_stat.group_type != GroupType::HasSpare)
+            {
+                return false;
+            }
+            // No more than a task per CPU, on CPUs bigger than the destination: leave them.
+            if s.group_type <= GroupType::FullyBusy && capacity_greater(s.min_capacity, dst_cap) {
+                return false;
+            }
         }
         if s.group_type > busiest.group_type {
             return true;
@@ -360,6 +417,7 @@ impl Cfs {
                 }
             }
             GroupType::Imbalanced => return false,
+            GroupType::Misfit => return s.group_misfit_task_load > busiest.group_misfit_task_load,
             GroupType::SmtBalance | GroupType::FullyBusy => {
                 // avg_load is 0 for both: the first group wins, unless it is not SMT and this one
                 // is (Neri's tie-break: SMT groups need more help).
@@ -411,13 +469,14 @@ impl Cfs {
     }
 
     /// `update_sd_lb_stats` for domain `env.level` of `env.dst_cpu`.
-    fn update_sd_lb_stats_66(&mut self, ctx: &Ctx, env: &LbEnv) -> SdStats {
+    fn update_sd_lb_stats_66(&mut self, ctx: &Ctx, env: &mut LbEnv) -> SdStats {
         let doms = &self.cpus[env.this_cpu.idx()].domains;
         let list = doms[env.level].groups.clone();
         let prefer_sibling = env.level > 0 && doms[env.level - 1].p.flags & SD_PREFER_SIBLING != 0;
         let top = env.level + 1 == doms.len();
         let groups: Vec<&Group> = list.iter().collect();
         let mut sds = SdStats { prefer_sibling, ..SdStats::default() };
+        env.dst_core_idle = !self.v66.smt_active || Self::is_core_idle(ctx, env.dst_cpu);
         sds.busiest_stat.idle_cpus = u64::MAX;
         let mut sum_util = 0;
         let mut overload = false;
@@ -428,7 +487,7 @@ impl Cfs {
             if local {
                 sds.local = gi;
                 sds.local_stat = s;
-            } else if self.update_sd_pick_busiest_66(env.level, &sds, &groups, g, &s) {
+            } else if self.update_sd_pick_busiest_66(env, &sds, &groups, g, &s) {
                 sds.busiest = Some(gi);
                 sds.busiest_stat = s;
             }
@@ -453,6 +512,13 @@ impl Cfs {
     ) {
         let (local, busiest) = (&mut sds.local_stat, &sds.busiest_stat);
         let d = &self.cpus[env.this_cpu.idx()].domains[env.level];
+        if busiest.group_type == GroupType::Misfit {
+            // Only asymmetric domains see misfit groups here (capacity lost to RT/IRQ time, the
+            // other source, is not modelled).
+            env.migration_type = MigrationType::Misfit;
+            env.imbalance = 1;
+            return;
+        }
         if busiest.group_type == GroupType::SmtBalance || busiest.group_type == GroupType::Imbalanced {
             env.migration_type = MigrationType::Task;
             env.imbalance = 1;
@@ -515,6 +581,10 @@ impl Cfs {
         let busiest_gi = sds.busiest?;
         let (local, busiest) = (sds.local_stat, sds.busiest_stat);
         let balanced = 'check: {
+            // Misfit tasks are dealt with whatever the average loads (force_balance).
+            if busiest.group_type == GroupType::Misfit {
+                break 'check false;
+            }
             if busiest.group_type == GroupType::Imbalanced {
                 break 'check false;
             }
@@ -573,12 +643,18 @@ impl Cfs {
         let g = &self.cpus[env.this_cpu.idx()].domains[env.level].groups[gi];
         let mut busiest = None;
         let (mut busiest_util, mut busiest_load, mut busiest_capacity, mut busiest_nr) = (0, 0, 1, 0);
+        let asym = self.cpus[env.this_cpu.idx()].domains[env.level].p.flags & SD_ASYM_CPUCAPACITY != 0;
         for &i in g.members.iter().filter(|&&i| env.cpus.contains(i)) {
             let nr_running = self.cpu_nr_tasks(i);
             if nr_running == 0 {
                 continue;
             }
-            let capacity = CPU_CAPACITY;
+            let capacity = self.capacity(i);
+            // Not a lone task on a CPU the destination is not bigger than (that would end in an
+            // active balance from a big CPU to a small one).
+            if asym && !capacity_greater(self.capacity(env.dst_cpu), capacity) && nr_running == 1 {
+                continue;
+            }
             match env.migration_type {
                 MigrationType::Load => {
                     let load = self.pelt_cpu_load(i, ctx.now);
@@ -605,6 +681,13 @@ impl Cfs {
                 MigrationType::Task => {
                     if busiest_nr < nr_running {
                         busiest_nr = nr_running;
+                        busiest = Some(i);
+                    }
+                }
+                MigrationType::Misfit => {
+                    let misfit = self.cpus[i.idx()].misfit_task_load;
+                    if misfit > busiest_load {
+                        busiest_load = misfit;
                         busiest = Some(i);
                     }
                 }
@@ -739,6 +822,14 @@ impl Cfs {
                         env.imbalance -= 1;
                         true
                     }
+                    MigrationType::Misfit => {
+                        // Only a task that does not fit its CPU.
+                        let misfit = !self.task_fits_cpu(t, env.src_cpu, ctx.now);
+                        if misfit {
+                            env.imbalance = 0;
+                        }
+                        misfit
+                    }
                 }
             };
             if !fits {
@@ -759,11 +850,13 @@ impl Cfs {
         detached
     }
 
-    /// `need_active_balance` (6.6, symmetric capacities): a task-count imbalance that failed more
-    /// than `cache_nice_tries + 2` times.
+    /// `need_active_balance` (6.6): a task-count imbalance that failed more than
+    /// `cache_nice_tries + 2` times, or a misfit task (asymmetric capacities; no capacity is lost
+    /// to RT or IRQ time here, so the reduced-capacity case never applies).
     fn need_active_balance_66(&self, env: &LbEnv) -> bool {
         let d = &self.cpus[env.this_cpu.idx()].domains[env.level];
-        env.migration_type == MigrationType::Task && d.nr_balance_failed > d.p.cache_nice_tries + 2
+        (env.migration_type == MigrationType::Task && d.nr_balance_failed > d.p.cache_nice_tries + 2)
+            || env.migration_type == MigrationType::Misfit
     }
 
     /// `should_we_balance` (6.6.0): a newly idle CPU with nothing queued does; otherwise the first
@@ -874,7 +967,8 @@ impl Cfs {
         };
         let mut active_balance = false;
         if ld_moved == 0 {
-            if idle != IdleType::NewlyIdle {
+            // Neither newly idle balances nor misfit migrations count as failures.
+            if idle != IdleType::NewlyIdle && env.migration_type != MigrationType::Misfit {
                 self.cpus[this_cpu.idx()].domains[level].nr_balance_failed += 1;
             }
             if self.need_active_balance_66(&env) {
@@ -904,7 +998,7 @@ impl Cfs {
     /// interval doubles up to `max_interval` (`MAX_PINNED_INTERVAL` when affinity pinned everything).
     /// Returns true (for chaining).
     fn out_one_pinned_66(&mut self, this_cpu: CpuId, level: usize, env: &LbEnv) -> bool {
-        if env.idle == IdleType::NewlyIdle {
+        if env.idle == IdleType::NewlyIdle || env.migration_type == MigrationType::Misfit {
             return true;
         }
         let d = &mut self.cpus[this_cpu.idx()].domains[level];

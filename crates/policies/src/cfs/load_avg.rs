@@ -10,7 +10,7 @@ use schedlab_core::{CpuId, Ns, TaskId};
 
 /// No CPU: the task's signal is attached nowhere yet (new) or any more (exited).
 const DETACHED: u32 = u32::MAX;
-/// `SCHED_CAPACITY_SCALE`: the capacity of every CPU (no capacity asymmetry is modelled).
+/// `SCHED_CAPACITY_SCALE`: the capacity of the fastest CPUs.
 pub(crate) const CPU_CAPACITY: u64 = 1024;
 
 impl Cfs {
@@ -46,16 +46,44 @@ impl Cfs {
 
     /// `__update_load_avg_se` of task `t`: its signal brought to `now`; a period that ends
     /// recomputes its averages, which clears its estimate's `UTIL_AVG_UNCHANGED`.
+    /// The time is the PELT clock of the CPU the task's signal is attached to.
     fn pelt_task_update(&mut self, t: TaskId, now: Ns, load: u64, runnable: u64, running: bool, w: u64) {
-        if self.pelt_task[t.idx()].update(now, load, runnable, running, w) {
+        let clock = self.task_pelt_clock(t, now);
+        if self.pelt_task[t.idx()].update(clock, load, runnable, running, w) {
             self.util_est_pelt_changed(t);
         }
     }
 
-    /// Brings `cpu`'s signal to `now` with the inputs that held since its last update.
+    /// `rq_clock_pelt` of `cpu` at `now`, without moving it (`update_rq_clock_pelt`): while a task
+    /// runs, PELT time passes at the CPU's capacity over 1024, so a task's utilisation on a
+    /// half-capacity CPU grows half as fast (capacity invariance); an idle CPU's PELT clock is
+    /// the real clock (`_update_idle_rq_clock_pelt`). On a machine of equal CPUs it is the real
+    /// clock.
+    pub(crate) fn pelt_clock_at(&self, cpu: CpuId, now: Ns) -> Ns {
+        let (clock, last) = self.pelt_clock[cpu.idx()];
+        if self.rqs[self.root(cpu) as usize].curr.is_none() {
+            return now;
+        }
+        let cap = self.cap.get(cpu.idx()).copied().unwrap_or(CPU_CAPACITY);
+        clock + now.saturating_sub(last) * cap / CPU_CAPACITY
+    }
+
+    /// The PELT clock that `t`'s signal follows: its CPU's, or the real one while it is attached
+    /// nowhere.
+    fn task_pelt_clock(&self, t: TaskId, now: Ns) -> Ns {
+        match self.pelt_attached.get(t.idx()) {
+            Some(&c) if c != DETACHED => self.pelt_clock_at(CpuId(c), now),
+            _ => now,
+        }
+    }
+
+    /// Brings `cpu`'s PELT clock and signal to `now` with the inputs that held since its last
+    /// update.
     pub(crate) fn pelt_update_cpu(&mut self, cpu: CpuId, now: Ns) {
+        let clock = self.pelt_clock_at(cpu, now);
+        self.pelt_clock[cpu.idx()] = (clock, now);
         let (w, n, running) = self.pelt_cpu_inputs(cpu);
-        self.pelt_cpu[cpu.idx()].update(now, w, n, running, 1);
+        self.pelt_cpu[cpu.idx()].update(clock, w, n, running, 1);
     }
 
     /// Before `t` starts or stops running on `cpu` (`set_next_entity` / `put_prev_entity` call
@@ -80,9 +108,9 @@ impl Cfs {
             return;
         }
         if old != DETACHED {
-            self.pelt_task_update(t, now, 0, 0, false, w);
             let old = CpuId(old);
             self.pelt_update_cpu(old, now);
+            self.pelt_task_update(t, now, 0, 0, false, w);
             let task = self.pelt_task[t.idx()];
             self.pelt_cpu[old.idx()].detach(&task, w);
         } else if self.pelt_task[t.idx()].load_sum == 0 && self.pelt_task[t.idx()].util_avg == 0 {
@@ -98,7 +126,8 @@ impl Cfs {
     /// task's weight in the CPU's load; the runnable average starts equal.
     fn post_init_entity_util_avg(&mut self, cpu: CpuId, t: TaskId, weight: u64) {
         let rq = &self.pelt_cpu[cpu.idx()];
-        let cap = (CPU_CAPACITY as i64 - rq.util_avg as i64) / 2;
+        let cpu_scale = self.cap.get(cpu.idx()).copied().unwrap_or(CPU_CAPACITY);
+        let cap = (cpu_scale as i64 - rq.util_avg as i64) / 2;
         let task = &mut self.pelt_task[t.idx()];
         if cap > 0 {
             task.util_avg = if rq.util_avg != 0 {
@@ -125,8 +154,8 @@ impl Cfs {
             return;
         }
         let w = self.ses[self.task_se[t.idx()] as usize].weight;
-        self.pelt_task_update(t, now, 0, 0, false, w);
         self.pelt_update_cpu(CpuId(old), now);
+        self.pelt_task_update(t, now, 0, 0, false, w);
         let task = self.pelt_task[t.idx()];
         self.pelt_cpu[old as usize].detach(&task, w);
         self.pelt_attached[t.idx()] = DETACHED;
@@ -135,7 +164,7 @@ impl Cfs {
     /// `cpu`'s signal brought to `now` (without changing it).
     fn pelt_cpu_now(&self, cpu: CpuId, now: Ns) -> Avg {
         let (w, n, running) = self.pelt_cpu_inputs(cpu);
-        self.pelt_cpu[cpu.idx()].peek(now, w, n, running, 1)
+        self.pelt_cpu[cpu.idx()].peek(self.pelt_clock_at(cpu, now), w, n, running, 1)
     }
 
     /// `cpu_load(rq)` of 6.6: the CPU's load average at `now`.
@@ -146,14 +175,14 @@ impl Cfs {
     /// `cpu_util_cfs(cpu)`: the CPU's utilisation at `now` or, if larger, the estimate of its
     /// queued tasks (UTIL_EST), at most its capacity.
     pub(crate) fn cpu_util_cfs(&self, cpu: CpuId, now: Ns) -> u64 {
-        self.pelt_cpu_now(cpu, now).util_avg.max(self.cpu_ue(cpu)).min(CPU_CAPACITY)
+        self.pelt_cpu_now(cpu, now).util_avg.max(self.cpu_ue(cpu)).min(self.capacity(cpu))
     }
 
     /// `cpu_util_cfs_boost(cpu)` (6.5's runnable boosting): as [`Cfs::cpu_util_cfs`] with the
     /// runnable average counted as utilisation when larger.
     pub(crate) fn cpu_util_cfs_boost(&self, cpu: CpuId, now: Ns) -> u64 {
         let avg = self.pelt_cpu_now(cpu, now);
-        avg.util_avg.max(avg.runnable_avg).max(self.cpu_ue(cpu)).min(CPU_CAPACITY)
+        avg.util_avg.max(avg.runnable_avg).max(self.cpu_ue(cpu)).min(self.capacity(cpu))
     }
 
     /// `cpu_util_without(cpu, p)`: `cpu`'s utilisation without `p`'s part. `attached`: `p` last
@@ -168,7 +197,12 @@ impl Cfs {
                 ue = ue.saturating_sub(self.task_ue(p));
             }
         }
-        util.max(ue).min(CPU_CAPACITY)
+        util.max(ue).min(self.capacity(cpu))
+    }
+
+    /// `arch_scale_cpu_capacity(cpu)` (= `capacity_of`: no RT or IRQ pressure is modelled).
+    pub(crate) fn capacity(&self, cpu: CpuId) -> u64 {
+        self.cap.get(cpu.idx()).copied().unwrap_or(CPU_CAPACITY)
     }
 
     /// `cpu_runnable(rq)`: the CPU's runnable average at `now`.
@@ -181,7 +215,8 @@ impl Cfs {
         let se = self.task_se[t.idx()];
         let s = &self.ses[se as usize];
         let on_rq = u64::from(s.on_rq);
-        self.pelt_task[t.idx()].peek(now, on_rq, on_rq, s.on_rq && self.pelt_task_running(t), s.weight)
+        let clock = self.task_pelt_clock(t, now);
+        self.pelt_task[t.idx()].peek(clock, on_rq, on_rq, s.on_rq && self.pelt_task_running(t), s.weight)
     }
 
     /// `task_h_load` for a task of the root group: its load average at `now`.

@@ -37,6 +37,7 @@
 //! up when read; the nohz idle balancer is the engine's; RT tasks are not counted in the fair class's
 //! `nr_running`.
 
+pub(crate) mod asym;
 pub mod avec;
 pub(crate) mod balance;
 mod cpu_load;
@@ -520,6 +521,13 @@ pub struct Cfs {
     ue_task: Vec<util_est::TaskUtilEst>,
     /// EEVDF only: `rq->cfs.avg.util_est` of each CPU.
     ue_cpu: Vec<u64>,
+    /// EEVDF only: each CPU's PELT clock and the real time it was last brought to
+    /// ([`Cfs::pelt_clock_at`]).
+    pelt_clock: Vec<(Ns, Ns)>,
+    /// Each CPU's capacity ([`Ctx::capacity_of`]).
+    cap: Vec<u64>,
+    /// `sched_asym_cpucap_active()`: some domain spans CPUs of different capacities.
+    asym: bool,
     /// EEVDF only: the 6.6 balancer's and wakeup placement's own state.
     v66: select66::State66,
     /// AVEC scheduling (seed 004) on top of CFS, when enabled.
@@ -579,6 +587,9 @@ impl Cfs {
             pelt_attached: Vec::new(),
             ue_task: Vec::new(),
             ue_cpu: Vec::new(),
+            pelt_clock: Vec::new(),
+            cap: Vec::new(),
+            asym: false,
             v66: select66::State66::default(),
             avec: None,
             avec_scratch: Vec::new(),
@@ -759,6 +770,7 @@ impl SchedPolicy for Cfs {
                 avg_idle: 2 * self.p.sched_migration_cost_ns,
                 idle_stamp: 0,
                 max_idle_balance_cost: self.p.sched_migration_cost_ns,
+                misfit_task_load: 0,
                 power: domains::cpu_power(ctx.topo, c),
                 domains: doms.next().expect("domains of every CPU"),
                 next_balance_j: [0; 2],
@@ -768,10 +780,13 @@ impl SchedPolicy for Cfs {
         self.cpu_idle_tasks = vec![0; self.ncpus];
         self.pelt_cpu = vec![pelt::Avg::starting(ctx.now, 0, 0); self.ncpus];
         self.ue_cpu = vec![0; self.ncpus];
+        self.pelt_clock = vec![(ctx.now, ctx.now); self.ncpus];
+        self.cap = ctx.topo.cpus().map(|c| ctx.capacity_of(c)).collect();
         if self.eevdf {
             let ndomains = self.cpus.iter().map(|c| c.domains.len()).max().unwrap_or(0);
             let smt_active = ctx.topo.cpus().any(|c| ctx.topo.smt_width(c) > 1);
             self.v66 = select66::State66::new(self.ncpus, ndomains, smt_active);
+            self.classify_asym_domains();
             self.v66.rng = (0..self.ncpus as u64)
                 .map(|c| RndState::seeded(splitmix(ctx.seed ^ (c << 32) ^ 0x6e69_6465)))
                 .collect();
@@ -891,7 +906,11 @@ impl SchedPolicy for Cfs {
             self.pelt_update_cpu(cpu, ctx.now);
             let picked = self.pick_next_task(cpu, ctx.now);
             match picked {
-                Some(t) => self.pelt_picked(t, ctx.now),
+                Some(t) => {
+                    self.pelt_picked(t, ctx.now);
+                    // set_next_task_fair's update_misfit_status.
+                    self.update_misfit_status(ctx, cpu, Some(t));
+                }
                 None => self.update_idle_core(ctx, cpu),
             }
             return picked.map(Dispatch::task);
@@ -947,6 +966,8 @@ impl SchedPolicy for Cfs {
         if self.eevdf {
             // entity_tick -> update_load_avg: the CPU's and the running task's signals.
             self.pelt_before_switch(cpu, curr, ctx.now);
+            // task_tick_fair's update_misfit_status.
+            self.update_misfit_status(ctx, cpu, Some(curr));
         }
         let mut resched = self.task_tick(curr, ctx.now);
         if self.eevdf {
@@ -1079,6 +1100,8 @@ mod tests_612;
 mod tests_618;
 #[cfg(test)]
 mod tests_66;
+#[cfg(test)]
+mod tests_asym;
 #[cfg(test)]
 mod tests_newidle;
 #[cfg(test)]

@@ -60,6 +60,7 @@ pub(crate) fn update_newidle_cost(d: &mut Domain, cost_ns: u64, success: u32, no
 impl Cfs {
     /// `newidle_balance` / `sched_balance_newidle`: see the module essay.
     pub(crate) fn newidle_balance_66(&mut self, ctx: &Ctx, cpu: CpuId, out: &mut Vec<Migration>) {
+        self.update_misfit_status(ctx, cpu, None);
         self.cpus[cpu.idx()].idle_stamp = ctx.now.max(1);
         let Some(first) = self.cpus[cpu.idx()].domains.first() else { return };
         if !self.v66.rd_overload || self.cpus[cpu.idx()].avg_idle < first.max_newidle_lb_cost {

@@ -21,7 +21,9 @@
 use super::lb66::{adjust_numa_imbalance, group_classify, GroupType, SgStats};
 use super::load_avg::CPU_CAPACITY;
 use super::Cfs;
-use crate::domains::{Group, SD_BALANCE_FORK, SD_NUMA, SD_SHARE_PKG_RESOURCES, SD_WAKE_AFFINE};
+use crate::domains::{
+    Group, SD_ASYM_CPUCAPACITY, SD_BALANCE_FORK, SD_NUMA, SD_SHARE_PKG_RESOURCES, SD_WAKE_AFFINE,
+};
 use schedlab_core::{CpuId, CpuSet, Ctx, Level, TaskId};
 
 /// `wakee_flips`, `last_wakee` and `wakee_flip_decay_ts` of one task (or one CPU's idle task).
@@ -441,12 +443,18 @@ impl Cfs {
         prev: CpuId,
         target: CpuId,
     ) -> CpuId {
+        // On an asymmetric machine the task must also fit the CPU (its estimated utilisation).
+        let task_util = if self.asym { self.task_util_est(p, ctx.now) } else { 0 };
         // available_idle_cpu || sched_idle_cpu: a CPU running only SCHED_IDLE tasks counts as idle.
         let idle = |c: CpuId| ctx.is_idle(c) || self.sched_idle_cpu(ctx, c);
-        if idle(target) {
+        if idle(target) && self.asym_fits_cpu(task_util, target) {
             return target;
         }
-        if prev != target && self.cpus_share_cache(prev, target) && idle(prev) {
+        if prev != target
+            && self.cpus_share_cache(prev, target)
+            && idle(prev)
+            && self.asym_fits_cpu(task_util, prev)
+        {
             return prev;
         }
         self.v66.reserve(p);
@@ -458,8 +466,15 @@ impl Cfs {
                 && self.cpus_share_cache(r, target)
                 && (ctx.is_idle(r) || self.sched_idle_cpu(ctx, r))
                 && ctx.task(p).allowed.contains(r)
+                && self.asym_fits_cpu(task_util, r)
             {
                 return r;
+            }
+        }
+        // On an asymmetric machine the search spans sd_asym_cpucapacity, not the LLC.
+        if self.asym {
+            if let Some(level) = self.asym_full_level(target) {
+                return self.select_idle_capacity(ctx, p, level, target).unwrap_or(target);
             }
         }
         let Some(llc) = self.sd_llc(target) else { return target };
@@ -487,8 +502,16 @@ impl Cfs {
     ) -> SgStats {
         let mut s = SgStats::default();
         let allowed = ctx.task(p).allowed;
+        // Assume the task fits no CPU of the group until one is found.
+        let asym = self.cpus[this_cpu.idx()].domains[level].p.flags & SD_ASYM_CPUCAPACITY != 0;
+        if asym {
+            s.group_misfit_task_load = 1;
+        }
         for &i in g.members.iter().filter(|&&i| allowed.contains(i)) {
             self.nr_examined += 1;
+            if asym && s.group_misfit_task_load != 0 && self.task_fits_cpu(p, i, ctx.now) {
+                s.group_misfit_task_load = 0;
+            }
             let attached = self.pelt_attached_to(p, i);
             let mut load = self.pelt_cpu_load(i, ctx.now);
             let util = self.cpu_util_without(i, p, attached, ctx.now);
@@ -510,7 +533,7 @@ impl Cfs {
                 s.idle_cpus += 1;
             }
         }
-        s.group_capacity = CPU_CAPACITY * g.members.len() as u64;
+        self.group_capacities(g, &mut s);
         s.group_weight = g.members.len() as u64;
         let pct = self.cpus[this_cpu.idx()].domains[level].p.imbalance_pct;
         let imbalanced =
@@ -570,6 +593,12 @@ impl Cfs {
                 }
             }
             GroupType::Imbalanced | GroupType::SmtBalance => return None,
+            GroupType::Misfit => {
+                // The group with the biggest CPUs.
+                if local_sgs.max_capacity >= idlest_sgs.max_capacity {
+                    return None;
+                }
+            }
             GroupType::HasSpare => {
                 if flags & SD_NUMA != 0 {
                     // p->nr_cpus_allowed != NR_CPUS holds on every real machine (NR_CPUS is the
@@ -659,6 +688,7 @@ fn update_pick_idlest(idlest: &SgStats, s: &SgStats) -> bool {
     match s.group_type {
         GroupType::Overloaded | GroupType::FullyBusy => idlest.avg_load > s.avg_load,
         GroupType::Imbalanced | GroupType::SmtBalance => false,
+        GroupType::Misfit => idlest.max_capacity < s.max_capacity,
         GroupType::HasSpare => {
             if idlest.idle_cpus > s.idle_cpus {
                 return false;

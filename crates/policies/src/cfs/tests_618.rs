@@ -94,3 +94,33 @@ fn a_shorter_slice_that_does_not_win_cuts_the_protection() {
         assert_eq!(c.tick(&w.ctx(), CPU0, h), resched, "{kernel:?}");
     }
 }
+
+/// 6.12's group entity slice (`enqueue_task_fair`: `se->slice = slice; se->custom_slice = 1` with
+/// `slice = cfs_rq_min_slice(cfs_rq)` of the level below; `dequeue_entities`' second loop): a
+/// group holding a task of 0.3 ms and one of the base slice (0.7 ms) asks for 0.3 ms; when the
+/// short task leaves, the group's entity asks for 0.7 ms again. 6.6 has no per-task slices.
+#[test]
+fn a_group_entity_asks_for_the_shortest_slice_below_it() {
+    let mut w = TestWorld::new(1);
+    w.groups.push(schedlab_core::GroupInfo { parent: Some(schedlab_core::GroupId(0)), shares: 1024 });
+    let g = schedlab_core::GroupId(1);
+    let mut c = eevdf(&w, EevdfKernel::V6_18, true);
+    let (s, h, r) = (w.add_task(0), w.add_task(0), w.add_task(0));
+    w.tasks[s.idx()].group = g;
+    w.tasks[h.idx()].group = g;
+    w.tasks[s.idx()].slice_ns = Some(300_000);
+    let gse = c.group_se[g.idx()] as usize; // one CPU: the group's entity on CPU 0
+    w.start(&mut c, h);
+    assert_eq!(c.ses[gse].slice, 700_000, "the base slice while only H is in the group");
+    w.start(&mut c, r);
+    w.start(&mut c, s);
+    assert_eq!(c.ses[gse].slice, 300_000, "S's slice once S joins");
+    // S runs, then sleeps: the group keeps H, whose slice it takes.
+    while w.pick(&mut c, CPU0) != Some(s) {
+        w.stop(&mut c, CPU0, SwitchReason::Preempted);
+        w.advance(&mut c, 100_000);
+    }
+    w.stop(&mut c, CPU0, SwitchReason::Blocked);
+    assert!(!c.is_delayed(s), "no delayed dequeue in these tests");
+    assert_eq!(c.ses[gse].slice, 700_000, "H's slice once S has left");
+}

@@ -51,6 +51,10 @@ pub const SD_SHARE_PKG_RESOURCES: u32 = 0x0200;
 pub const SD_SERIALIZE: u32 = 0x0400;
 /// `SD_PREFER_SIBLING`.
 pub const SD_PREFER_SIBLING: u32 = 0x1000;
+/// `SD_ASYM_CPUCAPACITY` (6.x): the domain spans CPUs of different capacities.
+pub const SD_ASYM_CPUCAPACITY: u32 = 0x40000;
+/// `SD_ASYM_CPUCAPACITY_FULL` (6.x): ... and every capacity the machine has.
+pub const SD_ASYM_CPUCAPACITY_FULL: u32 = 0x80000;
 /// `SD_NUMA` (6.6: a level that crosses NUMA nodes).
 pub const SD_NUMA: u32 = 0x4000;
 /// 2.6.22's `SD_WAKE_IDLE`: a wakeup on a busy CPU goes to an idle CPU of this domain (`wake_idle`).
