@@ -859,9 +859,10 @@ impl Cfs {
             || env.migration_type == MigrationType::Misfit
     }
 
-    /// `should_we_balance` (6.6.0): a newly idle CPU with nothing queued does; otherwise the first
-    /// idle CPU of the local group on an idle core (any idle CPU within an SMT domain), else the
-    /// first idle SMT sibling of a busy core if that is this CPU, else the group's first CPU.
+    /// `should_we_balance` (6.6.0; 6.12 where said): a newly idle CPU with nothing queued does;
+    /// otherwise the first idle CPU of the local group on an idle core (any idle CPU within an SMT
+    /// domain), else the first idle SMT sibling of a busy core if that is this CPU (6.12: only
+    /// then), else the group's first CPU.
     pub(crate) fn should_we_balance(&self, ctx: &Ctx, env: &LbEnv) -> bool {
         if !env.cpus.contains(env.dst_cpu) {
             return false;
@@ -882,8 +883,12 @@ impl Cfs {
             }
             return cpu == env.dst_cpu;
         }
-        if idle_smt == Some(env.dst_cpu) {
-            return true;
+        // 6.7 and later ("Are we the first idle CPU with busy siblings?"): the idle SMT sibling is
+        // the only one to balance; 6.6.0 also let the group's first CPU balance.
+        if let Some(smt) = idle_smt {
+            if smt == env.dst_cpu || self.is_612() {
+                return smt == env.dst_cpu;
+            }
         }
         env.dst_grpmask.first() == Some(env.dst_cpu)
     }

@@ -187,3 +187,32 @@ fn a_shorter_slice_cancels_the_running_tasks_protection() {
         assert_eq!(got, preempts, "slice {slice:?}, PREEMPT_SHORT={preempt_short}");
     }
 }
+
+/// `should_we_balance` of 6.12 (Debian's 6.12.117, the 6.7 fix): with an idle SMT sibling on a busy
+/// core (`idle_smt`) and no idle core in the group, only that sibling balances the MC level; 6.6.0
+/// also let the group's first CPU balance (tests_66.rs `should_we_balance_66_0_falls_back_...`).
+#[test]
+fn should_we_balance_612_leaves_it_to_the_idle_smt_sibling() {
+    use super::balance::IdleType;
+    use super::lb66::LbEnv;
+    let mut w = TestWorld::new(4);
+    w.topo = schedlab_core::Topology::symmetric(1, 1, 1, 2, 2).unwrap();
+    let p = CfsParams { eevdf_kernel: EevdfKernel::V6_12, ..CfsParams::default() };
+    let mut c = Cfs::new_eevdf(EevdfParams(p)).expect("valid parameters");
+    c.init(&w.ctx());
+    let a = w.add_task(0);
+    w.tasks[a.idx()].allowed = schedlab_core::CpuSet::single(CpuId(2));
+    w.start(&mut c, a);
+    w.pick(&mut c, CpuId(2));
+    let ctx = w.ctx();
+    let env = |cpu: u32| {
+        let grp = c.cpus[cpu as usize].domains[1].groups[0].cpus;
+        LbEnv::new(1, CpuId(cpu), grp, ctx.topo.all(), IdleType::NotIdle)
+    };
+    // Group {2, 3}: CPU 2 runs a task, CPU 3 is idle on that busy core: only CPU 3 balances.
+    assert!(!c.should_we_balance(&ctx, &env(2)));
+    assert!(c.should_we_balance(&ctx, &env(3)));
+    // Group {0, 1}: an idle core: its first CPU balances.
+    assert!(c.should_we_balance(&ctx, &env(0)));
+    assert!(!c.should_we_balance(&ctx, &env(1)));
+}
