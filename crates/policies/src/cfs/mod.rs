@@ -941,7 +941,7 @@ impl SchedPolicy for Cfs {
             // dequeue_task_fair(DEQUEUE_SLEEP): the estimate leaves the CPU and takes a sample
             // before dequeue_entities (which may delay the dequeue).
             self.util_est_dequeue(t);
-            self.util_est_update(t, true);
+            self.util_est_update(t, cpu, true);
         }
         if why == SwitchReason::Blocked && self.eevdf && self.try_delay_dequeue(t, ctx.now) {
             // 6.12 DELAY_DEQUEUE: it stays queued (and in nr_running, load and PELT) until picked.

@@ -94,13 +94,15 @@ impl Cfs {
         self.ue_cpu[cpu] = self.ue_cpu[cpu].saturating_sub(ewma);
     }
 
-    /// `util_est_update(cfs_rq, p, task_sleep)` on `cpu` of capacity 1024: at a sleep, the
-    /// task's stored utilisation becomes a new sample of its estimate.
-    pub(crate) fn util_est_update(&mut self, t: TaskId, task_sleep: bool) {
+    /// `util_est_update(cfs_rq, p, task_sleep)` on `cpu`: at a sleep, the task's stored
+    /// utilisation becomes a new sample of its estimate (not lowered when it is above the CPU's
+    /// capacity: no proof of idle time).
+    pub(crate) fn util_est_update(&mut self, t: TaskId, cpu: CpuId, task_sleep: bool) {
         if !self.p.util_est || !task_sleep {
             return;
         }
         let Some(avg) = self.pelt_task.get(t.idx()).copied() else { return };
+        let capacity = self.capacity(cpu);
         let u = self.ue_mut(t);
         if u.unchanged {
             return;
@@ -112,7 +114,7 @@ impl Cfs {
         } else {
             let diff = ewma - dequeued;
             if diff >= MARGIN {
-                if dequeued > CPU_CAPACITY {
+                if dequeued > capacity {
                     return;
                 }
                 if dequeued + MARGIN >= avg.runnable_avg {
