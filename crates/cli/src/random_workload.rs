@@ -203,8 +203,8 @@ pub fn generate(seed: u64, index: u64, ncpus: u64, duration_ns: u64) -> RandomWo
                 forks_left -= rounds * children;
                 let child_work = g.time(100_000, 5_000_000);
                 let sleep = g.time(1_000_000, 20_000_000);
-                // Threads of one process: exec runs fork/wait_children in threads only.
-                let p = g.props(false) + "threads = true\n";
+                // A process, as a forking program is (exec forks it, and it forks its children).
+                let p = g.props(false);
                 let forks = vec![format!("{{ fork = \"forker-{l}-child\" }}"); children as usize].join(", ");
                 let ops = format!(
                     "[ {{ loop = {rounds}, ops = [ {forks}, {{ wait_children = true }}, {{ sleep = {sleep} }} ] }} ]"

@@ -21,8 +21,8 @@
 //!   of `sched_getcpu()` seen between ops; per-CPU busy and idle time from `/proc/stat`.
 //! * **Processes** ([`process`]): a template the model makes a process per instance (neither
 //!   `threads = true` nor a named `process`) is forked as one (its shared objects are process-shared,
-//!   in shared memory) unless its program forks or waits for children; then it runs as threads,
-//!   with a warning.
+//!   in shared memory); what a task process forks reports to the executor through its result pipe
+//!   ([`upstream`]).
 //! * **Simplifications**, stated in docs/exec.md: tasks of a named `process` are threads of this
 //!   process (not of a process of their own), a device is a mutex held for the service time, and the kernel's
 //!   internals the simulator reports (decisions, tasks examined, balancing, overhead, energy, counters
@@ -44,11 +44,12 @@ pub mod runner;
 pub mod shm;
 pub mod sys;
 pub mod tracing;
+pub mod upstream;
 
 use objects::Objects;
 use runner::{Spawn, TaskResult};
 use schedlab_workload::{StopWhen, TemplateId, Workload};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::thread::JoinHandle;
 
@@ -104,11 +105,11 @@ pub enum ExecError {
     System(String),
 }
 
-/// A live task: template, kernel tid (a task process's pid), whether it is a process.
+/// A live task: template, kernel tid (a task process's pid) and thread group (process id).
 struct Entry {
     template: TemplateId,
     tid: i32,
-    process: bool,
+    tgid: i32,
 }
 
 /// State shared by the controller and every thread.
@@ -125,8 +126,6 @@ pub struct Shared {
     pub as_process: Vec<bool>,
     /// The workload's task groups as real cgroups, when it has groups and the machine allows.
     pub groups: Option<cgroups::TaskGroups>,
-    /// Threads created.
-    pub created: AtomicU32,
     /// Join handles of every thread.
     pub handles: Mutex<Vec<JoinHandle<()>>>,
     /// Results of finished threads.
@@ -134,7 +133,6 @@ pub struct Shared {
     live: Mutex<Live>,
     live_cv: Condvar,
     registry: Mutex<Vec<Option<Entry>>>,
-    forks: Mutex<Vec<u32>>,
     warnings: Mutex<Vec<String>>,
     failure: Mutex<Option<String>>,
 }
@@ -156,7 +154,13 @@ impl Shared {
         self.objects.stop()
     }
 
+    // In a task process (and whatever it forks), the run's bookkeeping is the executor's: these
+    // methods send it upstream ([`upstream`]) instead of keeping it here.
+
     fn live_add(&self, t: TemplateId) {
+        if upstream::active() {
+            return upstream::send(&upstream::Msg::Live { template: t });
+        }
         if let Ok(mut l) = self.live.lock() {
             l.threads += 1;
             l.per_template[t as usize] += 1;
@@ -164,11 +168,19 @@ impl Shared {
     }
 
     fn register(&self, id: u32, template: TemplateId, tid: i32, process: bool) {
+        let tgid = if process { tid } else { sys::getpid() };
+        if upstream::active() {
+            return upstream::send(&upstream::Msg::Register { id, template, tid, tgid });
+        }
+        self.register_in(id, template, tid, tgid);
+    }
+
+    fn register_in(&self, id: u32, template: TemplateId, tid: i32, tgid: i32) {
         if let Ok(mut r) = self.registry.lock() {
             if r.len() <= id as usize {
                 r.resize_with(id as usize + 1, || None);
             }
-            r[id as usize] = Some(Entry { template, tid, process });
+            r[id as usize] = Some(Entry { template, tid, tgid });
         }
     }
 
@@ -183,6 +195,17 @@ impl Shared {
         }
     }
 
+    /// Task process `id` was reaped, having used `life_ns` of CPU time of its own (its exit
+    /// included): if it ended its program within the run, that is its run time, less its CPU time
+    /// before its counters were first read. (One the run's end stopped keeps its own reading.)
+    fn count_exit(&self, id: u32, life_ns: u64) {
+        if let Ok(mut v) = self.results.lock() {
+            if let Some(r) = v.iter_mut().find(|r| r.id == id && r.exited_ns.is_some()) {
+                r.stat.run_ns = r.stat.run_ns.max(life_ns.saturating_sub(r.cpu_before_ns));
+            }
+        }
+    }
+
     fn thread_done(&self) {
         if let Ok(mut l) = self.live.lock() {
             l.threads = l.threads.saturating_sub(1);
@@ -191,6 +214,9 @@ impl Shared {
     }
 
     fn warn(&self, msg: String) {
+        if upstream::active() {
+            return upstream::send(&upstream::Msg::Warn(msg));
+        }
         if let Ok(mut w) = self.warnings.lock() {
             if w.len() < 100 && !w.contains(&msg) {
                 w.push(msg);
@@ -199,6 +225,11 @@ impl Shared {
     }
 
     fn fail(&self, msg: String) {
+        if upstream::active() {
+            upstream::send(&upstream::Msg::Fail(msg));
+            self.stop().store(true, Ordering::SeqCst);
+            return;
+        }
         if let Ok(mut f) = self.failure.lock() {
             f.get_or_insert(msg);
         }
@@ -210,21 +241,15 @@ impl Shared {
     /// instances, as the simulator names them.
     fn child_name(&self, t: TemplateId) -> String {
         let spec = &self.w.tasks[t as usize];
-        let k = self
-            .forks
-            .lock()
-            .map(|mut f| {
-                f[t as usize] += 1;
-                f[t as usize] - 1
-            })
-            .unwrap_or(0);
-        format!("{}-{}", spec.name, spec.instances + k)
+        let k = self.objects.forked(t).fetch_add(1, Ordering::SeqCst);
+        format!("{}-{}", spec.name, spec.instances as u64 + k)
     }
 
-    fn live_tids(&self) -> Vec<(TemplateId, i32, bool)> {
+    /// The live tasks: template, kernel tid, thread group.
+    fn live_tids(&self) -> Vec<(TemplateId, i32, i32)> {
         self.registry
             .lock()
-            .map(|r| r.iter().flatten().map(|e| (e.template, e.tid, e.process)).collect())
+            .map(|r| r.iter().flatten().map(|e| (e.template, e.tid, e.tgid)).collect())
             .unwrap_or_default()
     }
 }
@@ -285,8 +310,7 @@ pub fn run(w: &Workload, cfg: &ExecConfig) -> Result<Outcome, ExecError> {
     let objects = Objects::new(w).map_err(|e| ExecError::System(format!("cannot create a pipe: {e}")))?;
     let (_, mut early_warnings) = objects::pipe_plan(w);
     early_warnings.extend(controller_warning);
-    let (as_process, process_warnings) = process::plan(w);
-    early_warnings.extend(process_warnings);
+    let as_process = process::plan(w);
     let groups = cgroups::TaskGroups::create(w).unwrap_or_else(|why| {
         early_warnings
             .push(format!("task groups are not created ({why}); the threads share the CPU as one group"));
@@ -301,28 +325,42 @@ pub fn run(w: &Workload, cfg: &ExecConfig) -> Result<Outcome, ExecError> {
         ps_per_loop,
         as_process,
         groups,
-        created: AtomicU32::new(0),
         handles: Mutex::new(Vec::new()),
         results: Mutex::new(Vec::new()),
         live: Mutex::new(Live { threads: 0, per_template: vec![0; w.tasks.len()] }),
         live_cv: Condvar::new(),
         registry: Mutex::new(Vec::new()),
-        forks: Mutex::new(vec![0; w.tasks.len()]),
         warnings: Mutex::new(early_warnings),
         failure: Mutex::new(None),
     });
-    let mut spawn_error = None;
-    let mut spawned = 0;
-    'spawn: for (ti, t) in w.tasks.iter().enumerate() {
+    // The initial instances, numbered in template order. The task processes are forked first, while
+    // the executor has no task thread yet: a forking task process is then a copy of a small process
+    // (the executor's heap, not every task thread's stack), as a forking program is, and its forks
+    // cost what such a program's do.
+    let mut initial = Vec::new();
+    for (ti, t) in w.tasks.iter().enumerate() {
         for i in 0..t.instances {
             let name = if t.instances > 1 { format!("{}-{i}", t.name) } else { t.name.clone() };
-            let s = Spawn { template: ti as TemplateId, name, delay_ns: Some(t.start_ns), parent: None };
-            if let Err(e) = runner::spawn(&shared, s) {
-                spawn_error = Some(e);
-                break 'spawn;
-            }
-            spawned += 1;
+            initial.push(Spawn {
+                template: ti as TemplateId,
+                name,
+                delay_ns: Some(t.start_ns),
+                parent: None,
+            });
         }
+    }
+    shared.objects.created().store(initial.len() as u64, Ordering::SeqCst);
+    let mut order: Vec<(u32, Spawn)> =
+        initial.into_iter().enumerate().map(|(id, s)| (id as u32, s)).collect();
+    order.sort_by_key(|(id, s)| (!shared.as_process[s.template as usize], *id));
+    let mut spawn_error = None;
+    let mut spawned = 0;
+    for (id, s) in order {
+        if let Err(e) = runner::spawn_as(&shared, s, id) {
+            spawn_error = Some(e);
+            break;
+        }
+        spawned += 1;
     }
     // The common start: once every initial thread and task process waits at the gate (forking many
     // processes from a large one takes milliseconds each), or after 10 s.
@@ -445,12 +483,10 @@ fn stop_all(shared: &Shared) -> Result<(), ExecError> {
             return Err(ExecError::System(format!("{live} thread(s) did not stop within 10 s")));
         }
         shared.objects.release_waiters(live);
-        for (_, tid, process) in shared.live_tids() {
-            if process {
-                sys::wake_process(tid);
-            } else {
-                sys::wake(tid);
-            }
+        // A task process's own thread is its first (tid = pid): the signal goes to it, not to a
+        // keeper thread of a forking one.
+        for (_, tid, tgid) in shared.live_tids() {
+            sys::wake(tgid, tid);
         }
         std::thread::sleep(std::time::Duration::from_millis(2));
     }

@@ -242,7 +242,7 @@ impl Objects {
             barriers: w.barriers.iter().map(|b| Barrier::new(a, b.parties)).collect(),
             events: w.events.iter().map(|_| Event::new(a)).collect(),
             devices: w.devices.iter().map(|_| PMutex::new(a)).collect(),
-            cells: ShmCells::new(w.counters.len() + 2 * w.pipes.len() + 2)?,
+            cells: ShmCells::new(w.counters.len() + 2 * w.pipes.len() + 3 + w.tasks.len())?,
             timers: w
                 .timers
                 .iter()
@@ -266,6 +266,17 @@ impl Objects {
     /// Initial tasks waiting at the start gate.
     pub fn ready(&self) -> &AtomicU64 {
         self.cells.cell(self.counters_len + 2 * self.pipes.len() + 1)
+    }
+
+    /// Task instances created so far, initial and forked, by this process or a task process: the
+    /// next instance's id and the count `--max-threads` bounds.
+    pub fn created(&self) -> &AtomicU64 {
+        self.cells.cell(self.counters_len + 2 * self.pipes.len() + 2)
+    }
+
+    /// Instances of template `t` forked so far (by any process), which numbers the next one.
+    pub fn forked(&self, t: u32) -> &AtomicU64 {
+        self.cells.cell(self.counters_len + 2 * self.pipes.len() + 3 + t as usize)
     }
 
     /// Counter `c`.

@@ -24,7 +24,6 @@ pub fn build(
 ) -> RunReport {
     results.sort_by_key(|r| r.id);
     let w = &shared.w;
-    let pid = sys::getpid() as u32;
     let mut all = Histogram::new();
     let tasks: Vec<TaskReport> = results
         .iter()
@@ -36,7 +35,7 @@ pub fn build(
                 id: r.id,
                 name: r.name.clone(),
                 template: spec.name.clone(),
-                tgid: if shared.as_process[r.template as usize] { r.tid as u32 } else { pid },
+                tgid: r.tgid as u32,
                 class: spec.class,
                 nice: spec.nice,
                 state: if r.exited_ns.is_some() { TaskState::Exited } else { TaskState::Running },

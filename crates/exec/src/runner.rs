@@ -21,6 +21,8 @@ pub struct TaskResult {
     pub id: u32,
     /// Kernel thread id.
     pub tid: i32,
+    /// Kernel thread-group (process) id: the executor's, or a task process's.
+    pub tgid: i32,
     /// The span the kernel counters cover, monotonic ns (from the first reading to the last).
     pub measured: (u64, u64),
     /// Instance name.
@@ -61,6 +63,21 @@ pub struct TaskResult {
 pub struct Children {
     live: Mutex<u32>,
     cv: Condvar,
+    /// In a task process: the task processes this thread forked and has not reaped yet, which it
+    /// reaps itself (`wait4`) as a forking program does.
+    unreaped: Mutex<Vec<Forked>>,
+}
+
+/// A task process forked by a task process, until its forker reaps it.
+pub struct Forked {
+    /// Instance id.
+    pub id: u32,
+    /// Process id.
+    pub pid: i32,
+    /// Its template.
+    pub template: TemplateId,
+    /// Instance name.
+    pub name: String,
 }
 
 impl Children {
@@ -78,7 +95,59 @@ impl Children {
         }
     }
 
-    fn wait(&self, stop: &std::sync::atomic::AtomicBool) -> bool {
+    /// Records a task process forked by this (task process's) thread, to be reaped by it.
+    fn add_forked(&self, f: Forked) {
+        if let Ok(mut u) = self.unreaped.lock() {
+            u.push(f);
+        }
+    }
+
+    /// Reaps this thread's task processes as they end (`wait4` on any child, as `wait()` does),
+    /// reporting each upstream; `false` if the run's stop interrupts it (`stop` given).
+    fn reap(&self, shared: &Arc<Shared>, stop: Option<&std::sync::atomic::AtomicBool>) -> bool {
+        loop {
+            if self.unreaped.lock().map(|u| u.is_empty()).unwrap_or(true) {
+                return true;
+            }
+            match crate::process::reap_any() {
+                Ok((pid, status, life_ns)) => {
+                    let f = self.unreaped.lock().ok().and_then(|mut u| {
+                        let i = u.iter().position(|f| f.pid == pid)?;
+                        Some(u.swap_remove(i))
+                    });
+                    if let Some(f) = f {
+                        crate::process::report_reaped(shared, &f, status, life_ns);
+                        self.done();
+                    }
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {
+                    if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+                        return false;
+                    }
+                }
+                Err(e) => {
+                    // No child left to wait for (ECHILD): those not reaped ended unseen.
+                    let lost = self.unreaped.lock().map(|mut u| std::mem::take(&mut *u)).unwrap_or_default();
+                    for f in lost {
+                        shared.fail(format!("task process `{}` (pid {}): wait4: {e}", f.name, f.pid));
+                        crate::process::finish_without_result(
+                            shared,
+                            &Spawn { template: f.template, name: f.name, delay_ns: None, parent: None },
+                            f.id,
+                        );
+                        self.done();
+                    }
+                    return true;
+                }
+            }
+        }
+    }
+
+    fn wait(&self, shared: &Arc<Shared>) -> bool {
+        let stop = shared.stop();
+        if !self.reap(shared, Some(stop)) {
+            return false;
+        }
         let Ok(mut n) = self.live.lock() else { return false };
         while *n > 0 {
             if stop.load(Ordering::Relaxed) {
@@ -92,10 +161,11 @@ impl Children {
         true
     }
 
-    /// Blocks until every child has ended, whether or not the run is stopping (at most 30 s): a
-    /// task process dies with the thread that forked it (`PR_SET_PDEATHSIG`), so its forker's
-    /// thread outlives it.
-    pub fn linger(&self) {
+    /// Blocks until every child has ended, whether or not the run is stopping (threads: at most
+    /// 30 s): a task process dies with the thread that forked it (`PR_SET_PDEATHSIG`), so its
+    /// forker's thread outlives it, and a task process's own children are reaped here.
+    pub fn linger(&self, shared: &Arc<Shared>) {
+        self.reap(shared, None);
         let deadline = now_ns() + 30_000_000_000;
         let Ok(mut n) = self.live.lock() else { return };
         while *n > 0 && now_ns() < deadline {
@@ -127,7 +197,12 @@ pub struct Spawn {
 
 /// Starts a thread for `s`; an error when the thread budget is exhausted or the OS refuses.
 pub fn spawn(shared: &Arc<Shared>, s: Spawn) -> Result<(), String> {
-    let id = shared.created.fetch_add(1, Ordering::SeqCst);
+    let id = shared.objects.created().fetch_add(1, Ordering::SeqCst) as u32;
+    spawn_as(shared, s, id)
+}
+
+/// Starts instance `id` (already counted in [`crate::objects::Objects::created`]) for `s`.
+pub fn spawn_as(shared: &Arc<Shared>, s: Spawn, id: u32) -> Result<(), String> {
     if id as usize >= shared.cfg.max_threads {
         return Err(format!(
             "more than {} threads (--max-threads): template `{}` would create another",
@@ -144,13 +219,26 @@ pub fn spawn(shared: &Arc<Shared>, s: Spawn) -> Result<(), String> {
     let builder = std::thread::Builder::new().name(os_name);
     let handle = if shared.as_process[s.template as usize] {
         // A task process is forked here, by the forking task's own thread, which pays for the fork
-        // as a forking program does; a keeper thread then waits for its result and its end.
+        // as a forking program does. The executor's keeper thread then reads what it reports and
+        // reaps it; a task process reaps its own children (`wait_children`, and at its end).
         let Some((pid, rd)) = crate::process::fork_task(shared, id, &s) else { return Ok(()) };
+        if rd < 0 {
+            if let Some(p) = &s.parent {
+                p.add_forked(Forked { id, pid, template: s.template, name: s.name });
+            }
+            return Ok(());
+        }
         builder.spawn(move || crate::process::keep(&sh, id, s, pid, rd))
     } else {
         builder.spawn(move || run_thread(&sh, id, s))
     }
     .map_err(|e| format!("cannot create a thread: {e}"))?;
+    if crate::upstream::active() {
+        // In a task process: the thread is left detached (its process waits for its children, which
+        // it reports, before it exits), and the handle list, whose lock another thread of the
+        // executor may have held when this process was forked, is not touched.
+        return Ok(());
+    }
     let mut handles = shared.handles.lock().map_err(|_| "poisoned".to_string())?;
     // Join the threads that have ended, as a program reaps its children: glibc reuses a joined
     // thread's stack, so the address space (whose mappings a process fork copies) stays the size
@@ -178,23 +266,42 @@ fn run_thread(shared: &Arc<Shared>, id: u32, s: Spawn) {
             for w in &r.warnings {
                 shared.warn(w.clone());
             }
+            if crate::upstream::active() {
+                // A thread of a task process: its CPU time is in its process's, not its task's
+                // (counted before its end is reported, which may let its process end).
+                crate::upstream::add_thread_ns(thread_self().run_ns);
+            }
             finish(shared, &s, id, r);
-            children.linger();
+            children.linger(shared);
         }
         Err(payload) => {
-            let why = payload
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default();
+            let why = panic_message(payload.as_ref());
             shared.fail(format!("task thread `{}` (tid {tid}) panicked: {why}", s.name));
             crate::process::finish_without_result(shared, &s, id);
         }
     }
 }
 
-/// The controller's side of a task's end: its result recorded, its parent and the run told.
+/// What a caught panic said (its message, if it was a string).
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
+/// The controller's side of a task's end: its result recorded, its parent and the run told (in a
+/// task process, the result goes upstream to the executor, which records it).
 pub(crate) fn finish(shared: &Arc<Shared>, s: &Spawn, id: u32, r: TaskResult) {
+    if crate::upstream::active() {
+        let result = Some(Box::new(r));
+        crate::upstream::send(&crate::upstream::Msg::Done { id, template: s.template, result });
+        if let Some(p) = &s.parent {
+            p.done();
+        }
+        return;
+    }
     shared.deregister(id, s.template);
     if let Ok(mut v) = shared.results.lock() {
         v.push(r);
@@ -290,6 +397,7 @@ pub(crate) fn task_body(
     let mut r = TaskResult {
         id,
         tid,
+        tgid: sys::getpid(),
         measured: (0, 0),
         name: s.name.clone(),
         template: s.template,
@@ -514,7 +622,7 @@ impl<'a> Interp<'a> {
                         }
                     }
                 }
-                Op::WaitChildren => self.children.wait(self.shared.stop()),
+                Op::WaitChildren => self.children.wait(self.shared),
                 Op::Io { device, service } => {
                     let t = self.rng.draw(service);
                     let d = &self.shared.objects.devices[device as usize];

@@ -285,17 +285,11 @@ pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
 }
 
-/// Sends [`WAKE_SIGNAL`] to thread `tid` of this process.
-pub fn wake(tid: i32) {
+/// Sends [`WAKE_SIGNAL`] to thread `tid` of thread group (process) `tgid`: this process's or a
+/// task process's, whose inherited handler of the signal does the same nothing.
+pub fn wake(tgid: i32, tid: i32) {
     // SAFETY: plain integer arguments; a vanished thread gives ESRCH, which is fine.
-    unsafe { libc::syscall(libc::SYS_tgkill, getpid(), tid, WAKE_SIGNAL) };
-}
-
-/// Interrupts whatever task process `pid` is blocked in (its inherited handler of the same signal
-/// does nothing), so it sees the stop.
-pub fn wake_process(pid: i32) {
-    // SAFETY: plain integer arguments; a process already gone gives ESRCH, which is fine.
-    unsafe { libc::kill(pid, WAKE_SIGNAL) };
+    unsafe { libc::syscall(libc::SYS_tgkill, tgid, tid, WAKE_SIGNAL) };
 }
 
 /// How a workload pipe is made real.

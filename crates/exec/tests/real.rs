@@ -74,9 +74,9 @@ fn a_10ms_timer_wakes_about_100_times_a_second_and_measures_its_latency() {
 fn tasks_are_processes_where_the_model_says_and_none_is_left_behind() {
     let _one = ONE_AT_A_TIME.lock();
     // `proc` (two instances) is a process per instance in the model; `thr` is threads; the two
-    // `locker` processes contend for one process-shared mutex; `forker` forks, which a task process
-    // cannot, so it runs as a thread with a warning, and its forked `child` is a process; `reader`
-    // is a process blocked reading a pipe nobody writes until the run's end stops it.
+    // `locker` processes contend for one process-shared mutex; `forker` is a process that forks
+    // `child`, a process of its own; `reader` is a process blocked reading a pipe nobody writes
+    // until the run's end stops it.
     let out = exec(
         r#"
         [[pipe]]
@@ -133,10 +133,14 @@ fn tasks_are_processes_where_the_model_says_and_none_is_left_behind() {
     assert_eq!(r.counters[0].value, 40);
     let last = l0.exited_ns.unwrap().max(l1.exited_ns.unwrap());
     assert!(last >= 40_000_000, "the critical sections did not overlap: the last ended at {last} ns");
-    assert_eq!(task(r, "forker").tgid, me);
-    assert!(out.warnings.iter().any(|w| w.contains("`forker`") && w.contains("fork")), "{:?}", out.warnings);
+    let forker = task(r, "forker");
+    assert!(forker.tgid != me, "the forker is a process");
+    assert!(out.warnings.is_empty(), "{:?}", out.warnings);
     let child = task(r, "child-0");
-    assert!(child.tgid != me && child.exited_ns.is_some(), "the forked child is a process and finished");
+    assert!(
+        child.tgid != me && child.tgid != forker.tgid && child.exited_ns.is_some(),
+        "the forked child is a process and finished"
+    );
     assert!(task(r, "forker").exited_ns.is_some(), "the forker saw its child end");
     let reader = task(r, "reader");
     assert!(reader.tgid != me && reader.exited_ns.is_none(), "stopped, not finished");
@@ -503,6 +507,103 @@ fn a_fifo_controller_leaves_its_tasks_normal_and_is_put_back() {
     assert_eq!(controller_policy, libc::SCHED_FIFO, "the controller runs as SCHED_FIFO");
     assert_eq!(probes, vec![libc::SCHED_OTHER; 2], "both task threads start as SCHED_OTHER");
     assert!(out.report.tasks.iter().all(|t| t.run_ns > 0));
+}
+
+#[test]
+fn a_forking_task_process_reports_what_it_forks_to_the_run() {
+    // `forker` is a task process. Each round it forks a process `middle`, which itself forks a
+    // process `leaf` and a thread `helper` of its own and waits for them, and `forker` waits. Every
+    // instance is in the report, named and numbered as the model numbers forks (across processes),
+    // with its own thread group and its own run time (a parent's is not its children's), and the run
+    // stops when all have ended (`all_done` counts what task processes fork).
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let out = exec(
+        r#"
+        stop = "all_done"
+        [[task]]
+        name = "forker"
+        ops = [ { loop = 3, ops = [ { fork = "middle" }, { wait_children = true } ] } ]
+        [[task]]
+        name = "middle"
+        instances = 0
+        ops = [ { fork = "leaf" }, { fork = "helper" }, { wait_children = true } ]
+        [[task]]
+        name = "leaf"
+        instances = 0
+        ops = [ { compute = "20ms" } ]
+        [[task]]
+        name = "helper"
+        instances = 0
+        threads = true
+        ops = [ { compute = "10ms" } ]
+        [[task]]
+        name = "hog"
+        threads = true
+        ops = [ { compute = "30ms" } ]
+        "#,
+        5_000,
+    );
+    let r = &out.report;
+    assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+    assert_eq!(r.stop_reason, "all_done", "the run ended when every task had, not at its duration");
+    let me = std::process::id();
+    let forker = task(r, "forker");
+    assert!(forker.tgid != me && forker.exited_ns.is_some());
+    for k in 0..3 {
+        let (middle, leaf, helper) =
+            (task(r, &format!("middle-{k}")), task(r, &format!("leaf-{k}")), task(r, &format!("helper-{k}")));
+        assert!(middle.tgid != forker.tgid && leaf.tgid != middle.tgid && leaf.tgid != me);
+        assert_eq!(helper.tgid, middle.tgid, "a thread forked by a task process is one of its threads");
+        assert!(leaf.exited_ns.is_some() && helper.exited_ns.is_some() && middle.exited_ns.is_some());
+        assert!(leaf.work_ns == 20_000_000 && helper.work_ns == 10_000_000);
+        // A leaf ran its 20 ms of calibrated work (with the VM's speed drift) and its exit.
+        assert!(leaf.run_ns > 10_000_000, "leaf-{k} ran {} ns", leaf.run_ns);
+        // The middle process's CPU time less its children's and its helper thread's: its own forks,
+        // waits and exit, far below the 10 ms its helper computed in it.
+        assert!(middle.run_ns < 5_000_000, "middle-{k} ran {} ns", middle.run_ns);
+        assert!(middle.exited_ns >= leaf.exited_ns, "middle-{k} waited for leaf-{k}");
+    }
+    assert!(forker.run_ns < 5_000_000, "the forker ran {} ns", forker.run_ns);
+    assert_eq!(r.tasks.len(), 11, "forker, hog, and three rounds of three");
+    // Every task process was reaped: this process has no child left.
+    // SAFETY: a non-blocking wait for any child.
+    let left = unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) };
+    assert!(left <= 0, "a child was left: {left}");
+}
+
+#[test]
+fn a_forking_task_process_stopped_by_the_run_leaves_nothing_behind() {
+    // The run ends while `forker`'s children sleep and it waits for them: the stop reaches them
+    // (they are registered with the run from the process that forked them), everything ends, and
+    // the run takes its duration, not the sleeps' 10 s.
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let start = std::time::Instant::now();
+    let out = exec(
+        r#"
+        [[task]]
+        name = "forker"
+        ops = [ { fork = "sleeper" }, { fork = "napper" }, { wait_children = true } ]
+        [[task]]
+        name = "sleeper"
+        instances = 0
+        ops = [ { sleep = "10s" } ]
+        [[task]]
+        name = "napper"
+        instances = 0
+        threads = true
+        ops = [ { sleep = "10s" } ]
+        "#,
+        300,
+    );
+    assert!(start.elapsed() < std::time::Duration::from_secs(5), "took {:?}", start.elapsed());
+    let r = &out.report;
+    assert_eq!(r.stop_reason, "duration");
+    for name in ["forker", "sleeper-0", "napper-0"] {
+        assert!(task(r, name).exited_ns.is_none(), "{name} was stopped, not finished");
+    }
+    // SAFETY: a non-blocking wait for any child.
+    let left = unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) };
+    assert!(left <= 0, "a child was left: {left}");
 }
 
 #[test]

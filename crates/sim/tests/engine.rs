@@ -289,6 +289,18 @@ fn a_timer_on_an_idle_cpu_wakes_its_task_after_the_timer_exit() {
     assert_eq!(e1 - e0, 10 * 43_000);
 }
 
+/// One CPU with no idle exit, switch, scheduler or cache-refill cost: run times are the work and
+/// the kernel-path costs a test sets.
+fn one_cpu_without_costs() -> Machine {
+    let mut m = Machine::flat(1);
+    m.costs.idle_exit_ns = 0;
+    m.costs.context_switch_ns = 0;
+    m.costs.sched_base_ns = 0;
+    m.costs.sched_per_task_ns = 0;
+    m.costs.refill_evicted_ns = 0;
+    m
+}
+
 #[test]
 fn a_blocked_task_pays_the_resume_cost_of_its_absence() {
     // One CPU, a sleeper computing 1 ms and sleeping 2 ms five times. The curve gives 10 us after
@@ -305,12 +317,7 @@ fn a_blocked_task_pays_the_resume_cost_of_its_absence() {
         w.stop(StopWhen::AllDone);
         w.build().unwrap()
     };
-    let mut m = Machine::flat(1);
-    m.costs.idle_exit_ns = 0;
-    m.costs.context_switch_ns = 0;
-    m.costs.sched_base_ns = 0;
-    m.costs.sched_per_task_ns = 0;
-    m.costs.refill_evicted_ns = 0;
+    let mut m = one_cpu_without_costs();
     let alone_before = task(&run(&m, &build(false), "eevdf", 1_000 * MS), "sleeper").run_ns;
     let shared_before = run(&m, &build(true), "eevdf", 1_000 * MS);
     m.costs.resume_after_ns = vec![MS, 3 * MS];
@@ -324,6 +331,36 @@ fn a_blocked_task_pays_the_resume_cost_of_its_absence() {
     assert_eq!(task(&shared, "sleeper").work_ns, 5 * MS);
     let hog = task(&shared, "hog");
     assert_eq!((hog.run_ns, hog.work_ns), (100 * MS, 100 * MS));
+}
+
+#[test]
+fn a_forking_process_pays_process_forks_and_its_own_exit() {
+    // One CPU, no other cost. `parent` (a process of its own, as it is neither `threads` nor in a
+    // named process, though it forks) forks two process children and one thread child, waits, and
+    // ends: 2 x fork_process_ns + fork_ns, and exit_process_ns at its own end. Each process child
+    // computes 1 ms and pays exit_process_ns; the thread child pays no process exit.
+    let mut w = WorkloadBuilder::new("forks");
+    let first = w.next_template();
+    w.task("parent", P::new().fork(first + 1).fork(first + 1).fork(first + 2).wait_children().build());
+    w.task("proc", P::new().compute(MS).build()).instances = 0;
+    let t = w.task("thread", P::new().compute(MS).build());
+    t.instances = 0;
+    t.threads = true;
+    w.stop(StopWhen::AllDone);
+    let w = w.build().unwrap();
+    assert!(w.tasks[0].own_process(), "a forking template is a process of its own");
+    let mut m = one_cpu_without_costs();
+    m.costs.fork_ns = Some(7_000);
+    m.costs.fork_process_ns = Some(100_000);
+    m.costs.exit_process_ns = Some(30_000);
+    let r = run(&m, &w, "eevdf", 1_000 * MS);
+    assert_eq!(r.summary.nr_exited, 4);
+    assert_eq!(task(&r, "parent").run_ns, 2 * 100_000 + 7_000 + 30_000);
+    let runs = |template: &str| -> Vec<u64> {
+        r.tasks.iter().filter(|t| t.template == template).map(|t| t.run_ns).collect()
+    };
+    assert_eq!(runs("proc"), vec![MS + 30_000; 2]);
+    assert_eq!(runs("thread"), vec![MS]);
 }
 
 #[test]

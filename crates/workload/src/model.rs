@@ -323,13 +323,10 @@ impl TaskSpec {
     }
 
     /// Whether each instance runs as a process of its own: neither `threads` nor in a named
-    /// `process`, and no `fork` or `wait_children` in its program (`schedlab exec` runs such a
-    /// template as threads, a task process's children being processes it would have to track). The
-    /// machine's process fork and exit costs apply to these.
+    /// `process` (`schedlab exec` forks each such instance as a process, which may fork in turn).
+    /// The machine's process fork and exit costs apply to these.
     pub fn own_process(&self) -> bool {
-        !self.threads
-            && self.process.is_none()
-            && !self.program.ops.iter().any(|op| matches!(op, Op::Fork(_) | Op::WaitChildren))
+        !self.threads && self.process.is_none()
     }
 }
 
