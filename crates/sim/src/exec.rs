@@ -3,8 +3,10 @@
 //!
 //! Operations that take no time (lock when free, unlock, send into room, signal, fork...) run back to
 //! back at one instant; the interpreter stops at the first op that needs CPU time (compute, spin), that
-//! blocks, yields or exits. Hand-offs are direct: a waiter that is granted a mutex, bytes from a pipe or
-//! a barrier release has its op completed at wake time, so it never re-checks or re-blocks.
+//! blocks, yields or exits. Pipe and barrier hand-offs are direct: a waiter that is granted bytes from
+//! a pipe or a barrier release has its op completed at wake time, so it never re-checks or re-blocks.
+//! A mutex is not handed off: as glibc's, a woken waiter tries again and may block again
+//! ([`SyncMutex`]).
 
 use crate::sim::{RunError, Sim, Step};
 use schedlab_core::{CpuId, Ns, TaskId, TaskState, WaitKind};
@@ -15,10 +17,17 @@ use std::collections::VecDeque;
 /// no op that takes time).
 const MAX_OPS_PER_INSTANT: u32 = 1_000_000;
 
-/// A mutex with FIFO hand-off.
+/// A mutex as glibc's (`nptl/lowlevellock.c`, the futex word 0 free / 1 held / 2 held with
+/// possible waiters): a free lock is taken at once, by whoever tries first (no hand-off: a woken
+/// waiter retries and may find it taken again, as the unlocker or another task can barge in); a
+/// held one marks the word contended and waits in FIFO order; an unlock of a contended word wakes
+/// one waiter, an unlock of an uncontended one wakes nobody. A woken waiter and a condition waiter
+/// taking its mutex again take it marked contended (`__lll_lock_wait`, `lll_cond_lock`).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct SyncMutex {
     pub owner: Option<TaskId>,
+    /// The futex word is 2: held, and someone waited since it was taken.
+    pub contended: bool,
     pub waiters: VecDeque<TaskId>,
 }
 
@@ -129,14 +138,11 @@ impl<'a> Sim<'a> {
                 Some(o) if o != t => contended(c.mutex_wait_ns),
                 _ => 0,
             },
-            Op::Unlock(m) if !self.mutexes[m as usize].waiters.is_empty() => contended(c.mutex_wake_ns),
+            // Charged after the mutex is free (the op itself): glibc frees the word, then wakes.
+            Op::Unlock(_) => 0,
             Op::CondWait { mutex, .. } => {
                 // The wait also releases the mutex, waking its first waiter if any.
-                let release = if self.mutexes[mutex as usize].waiters.is_empty() {
-                    0
-                } else {
-                    contended(c.mutex_wake_ns)
-                };
+                let release = self.unlock_cost(mutex);
                 c.cond_wait_ns.unwrap_or(call) + release
             }
             Op::Suspend(_) => c.cond_wait_ns.unwrap_or(call),
@@ -163,9 +169,13 @@ impl<'a> Sim<'a> {
     }
 
     /// What `t`, which has just blocked, waits for: the kind of the op it blocked in (every blocking
-    /// op has advanced the program counter past itself).
+    /// op but a contended `Lock`, which is tried again, has advanced the program counter past
+    /// itself).
     pub(crate) fn wait_kind(&self, t: TaskId) -> WaitKind {
         let tk = &self.tasks[t.idx()];
+        if tk.lock_retry || tk.relock.is_some() {
+            return WaitKind::Futex;
+        }
         let ops = &self.w.tasks[tk.template as usize].program.ops;
         match tk.pc.checked_sub(1).and_then(|i| ops.get(i as usize)) {
             Some(Op::Sleep { .. } | Op::Timer { .. }) => WaitKind::Sleep,
@@ -232,6 +242,15 @@ impl<'a> Sim<'a> {
                     t,
                     format!("ran {MAX_OPS_PER_INSTANT} ops without using time (a loop with no compute, sleep or blocking op?)"),
                 );
+            }
+            if let Some(m) = self.tasks[t.idx()].relock.take() {
+                // A signalled condition waiter takes its mutex again before going on
+                // (`lll_cond_lock`); if it is held, it waits for it. A failed try's kernel time is
+                // not charged (the condition wait's cost covered one wait).
+                if !self.retry_lock(t, m) {
+                    self.tasks[t.idx()].relock = Some(m);
+                    return Step::Block;
+                }
             }
             let pc = self.tasks[t.idx()].pc;
             let Some(&op) = ops.get(pc as usize) else {
@@ -313,20 +332,25 @@ impl<'a> Sim<'a> {
                     return Step::Yield;
                 }
                 Op::Lock(m) => {
-                    self.tasks[t.idx()].pc += 1;
+                    if self.mutexes[m as usize].owner == Some(t) {
+                        return self.fail_workload(
+                            t,
+                            format!("locks mutex `{}` it already holds", self.w.mutexes[m as usize]),
+                        );
+                    }
+                    // The first try is the fast path (0 -> 1); a woken waiter's retry marks it 2.
+                    let retry = std::mem::take(&mut self.tasks[t.idx()].lock_retry);
                     let mx = &mut self.mutexes[m as usize];
-                    match mx.owner {
-                        None => mx.owner = Some(t),
-                        Some(o) if o == t => {
-                            return self.fail_workload(
-                                t,
-                                format!("locks mutex `{}` it already holds", self.w.mutexes[m as usize]),
-                            )
-                        }
-                        Some(_) => {
-                            mx.waiters.push_back(t);
-                            return Step::Block;
-                        }
+                    if mx.owner.is_none() {
+                        mx.owner = Some(t);
+                        mx.contended |= retry;
+                        self.tasks[t.idx()].pc += 1;
+                    } else {
+                        // Wait, and try the same op again when woken.
+                        mx.contended = true;
+                        mx.waiters.push_back(t);
+                        self.tasks[t.idx()].lock_retry = true;
+                        return Step::Block;
                     }
                 }
                 Op::Unlock(m) => {
@@ -336,8 +360,15 @@ impl<'a> Sim<'a> {
                             format!("unlocks mutex `{}` it does not hold", self.w.mutexes[m as usize]),
                         );
                     }
+                    // `lll_unlock`: the word is freed first, then a contended one's futex_wake
+                    // runs, so the mutex is free while the unlocker pays for the wake.
+                    let cost = self.unlock_cost(m);
                     self.tasks[t.idx()].pc += 1;
                     self.release_mutex(m, t, cpu);
+                    if cost > 0 {
+                        self.tasks[t.idx()].syscall_left = cost;
+                        return Step::Run;
+                    }
                 }
                 Op::CondWait { cond, mutex } => {
                     if self.mutexes[mutex as usize].owner != Some(t) {
@@ -579,24 +610,50 @@ impl<'a> Sim<'a> {
         self.block_until(t, at + slack)
     }
 
-    /// Unlocks mutex `m` held by `t`, handing it to the first waiter.
+    /// Unlocks mutex `m` held by `t`: free, and if its word was contended, its first waiter woken
+    /// to retry (`lll_unlock`: a `futex_wake` of one).
     fn release_mutex(&mut self, m: u32, t: TaskId, cpu: CpuId) {
         let mx = &mut self.mutexes[m as usize];
-        mx.owner = mx.waiters.pop_front();
-        if let Some(w) = mx.owner {
-            self.wake(w, cpu, Some(t), false);
+        mx.owner = None;
+        if std::mem::take(&mut mx.contended) {
+            if let Some(w) = mx.waiters.pop_front() {
+                self.wake(w, cpu, Some(t), false);
+            }
         }
     }
 
-    /// A condition waiter `w` was signalled: it gets mutex `m` now if free, else queues for it.
-    fn reacquire(&mut self, w: TaskId, m: u32, waker: TaskId, cpu: CpuId) {
-        let mx = &mut self.mutexes[m as usize];
-        if mx.owner.is_none() {
-            mx.owner = Some(w);
-            self.wake(w, cpu, Some(waker), false);
-        } else {
-            mx.waiters.push_back(w);
+    /// The kernel time of unlocking mutex `m`: a `futex_wake` if its word is contended (the
+    /// calibrated wake if it wakes a waiter, a bare system call if none waits), else none. Without
+    /// the per-kind costs (`mutex_wake_ns` unset) mutex calls cost nothing.
+    fn unlock_cost(&self, m: u32) -> Ns {
+        let mx = &self.mutexes[m as usize];
+        let c = &self.machine.costs;
+        match (mx.contended, mx.waiters.is_empty(), c.mutex_wake_ns) {
+            (true, false, Some(wake)) => wake,
+            (true, true, Some(_)) => c.syscall_ns,
+            _ => 0,
         }
+    }
+
+    /// `t` tries to take mutex `m` after waiting (woken from its queue, or signalled on a condition):
+    /// it takes it if free, marked contended; else it marks it contended and waits again (`false`).
+    fn retry_lock(&mut self, t: TaskId, m: u32) -> bool {
+        let mx = &mut self.mutexes[m as usize];
+        mx.contended = true;
+        if mx.owner.is_none() {
+            mx.owner = Some(t);
+            true
+        } else {
+            mx.waiters.push_back(t);
+            false
+        }
+    }
+
+    /// A condition waiter `w` was signalled: it wakes and takes mutex `m` again when it runs
+    /// (waiting for it if held then).
+    fn reacquire(&mut self, w: TaskId, m: u32, waker: TaskId, cpu: CpuId) {
+        self.tasks[w.idx()].relock = Some(m);
+        self.wake(w, cpu, Some(waker), false);
     }
 
     /// Serves blocked readers and writers of a pipe in FIFO order while bytes or room allow.

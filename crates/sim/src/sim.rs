@@ -229,6 +229,12 @@ pub(crate) struct Task {
     pub waiting_children: bool,
     /// A spin-then-sleep barrier released this task while it spun.
     pub barrier_released: bool,
+    /// Woken from a mutex's wait queue, it retries the lock (glibc's `__lll_lock_wait`), and takes it
+    /// marked contended: the `Lock` op at `pc` again (`true`), or, for a signalled condition waiter,
+    /// the mutex here before its next op.
+    pub lock_retry: bool,
+    /// The mutex a signalled condition waiter must take again before its next op.
+    pub relock: Option<u32>,
     /// What the task waits for while blocked (the op it blocked in).
     pub wait: WaitKind,
     pub nr_yields: u64,

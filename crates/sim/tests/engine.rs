@@ -191,7 +191,8 @@ fn each_kind_of_call_pays_its_own_kernel_time_by_what_it_does() {
     // Per-kind costs (issue 30), distinct so each charge shows in the totals. On 8 CPUs (each task
     // its own, so the order of events is the programs' own):
     // * `holder` locks m free (nothing), computes 10 ms and unlocks with `waiter` queued (a wake);
-    //   `waiter` (from 1 ms) locks m held (a wait), then unlocks it free (nothing);
+    //   `waiter` (from 1 ms) locks m held (a wait), and, woken, takes it marked contended (as glibc's
+    //   waiter does), so its unlock makes a `futex_wake` that wakes nobody (a plain call);
     // * `reader` reads the empty pipe (a wait); `writer` computes 2 ms and sends to the blocked
     //   reader (a wake), then sends again into room with no reader (a plain call);
     // * `poster` computes 3 ms and posts `s` with `taker` waiting (a futex wake); `taker` waits on
@@ -226,7 +227,7 @@ fn each_kind_of_call_pays_its_own_kernel_time_by_what_it_does() {
     let r = run(&m, &build(), "cfs", 1_000 * MS);
     let run_ns = |n: &str| task(&r, n).run_ns;
     assert_eq!(run_ns("holder"), 10 * MS + 20_000, "its compute and one mutex wake");
-    assert_eq!(run_ns("waiter"), 30_000, "one mutex wait; the free unlock is not charged");
+    assert_eq!(run_ns("waiter"), 30_000 + 1_000, "one mutex wait, and a futex_wake for nobody");
     assert_eq!(run_ns("reader"), 13_000, "one pipe wait");
     assert_eq!(run_ns("writer"), 2 * MS + 7_000 + 1_000, "a pipe wake and a plain write");
     assert_eq!(run_ns("poster"), 3 * MS + 5_000, "a futex wake");
@@ -331,6 +332,35 @@ fn a_blocked_task_pays_the_resume_cost_of_its_absence() {
     assert_eq!(task(&shared, "sleeper").work_ns, 5 * MS);
     let hog = task(&shared, "hog");
     assert_eq!((hog.run_ns, hog.work_ns), (100 * MS, 100 * MS));
+}
+
+#[test]
+fn a_mutex_is_taken_by_whoever_tries_first_not_handed_to_its_waiter() {
+    // glibc's mutex: `a` (CPU 0) holds `m` for 1 ms while `b` (CPU 1) waits for it. `a` unlocks,
+    // which wakes `b`, and locks again at once: the lock is free, so `a` takes it (no hand-off),
+    // and `b`, woken, finds it held and waits again. `a` ends its second 1 ms hold at 2 ms without
+    // ever blocking; `b` blocks twice and gets `m` at `a`'s second unlock. With a hand-off, `b`
+    // would hold it from 1 ms and `a` would block until 2 ms and end at 3 ms.
+    let mut w = WorkloadBuilder::new("barging");
+    let m = w.mutex("m");
+    let a = w.task("a", P::new().lock(m).compute(MS).unlock(m).lock(m).compute(MS).unlock(m).build());
+    a.cpus = Some(vec![0]);
+    let b = w.task("b", P::new().sleep(100_000).lock(m).compute(MS).unlock(m).build());
+    b.cpus = Some(vec![1]);
+    w.stop(StopWhen::AllDone);
+    let w = w.build().unwrap();
+    let mut m2 = Machine::flat(2);
+    m2.costs = one_cpu_without_costs().costs;
+    m2.costs.wakeup_ipi_ns = 0;
+    m2.costs.timer_exit_ns = None;
+    let r = run(&m2, &w, "eevdf", 1_000 * MS);
+    let (a, b) = (task(&r, "a"), task(&r, "b"));
+    assert_eq!(a.exited_ns, Some(2 * MS), "a barged in and held m from 1 to 2 ms");
+    // Voluntary switches count each task's last one, at its exit, as Linux does.
+    assert_eq!(a.nvcsw, 1, "a never waited for m");
+    assert_eq!(b.exited_ns, Some(3 * MS), "b got m at a's second unlock");
+    // The 100 us sleep, the wait from 0.1 ms, the wait again after its wakeup at 1 ms, the exit.
+    assert_eq!(b.nvcsw, 4);
 }
 
 #[test]

@@ -136,8 +136,9 @@ impl Activity {
 
 /// One operation of a task's program.
 ///
-/// Blocking semantics (what the engine implements): `Lock` blocks while another task owns the mutex
-/// and ownership is handed to waiters in FIFO order on `Unlock`; `Recv` blocks until `bytes` are in
+/// Blocking semantics (what the engine implements): `Lock` blocks while another task owns the mutex;
+/// `Unlock` frees it and wakes the first waiter (if any waited since it was taken), which tries
+/// again and may find it taken (glibc's mutex, no hand-off); `Recv` blocks until `bytes` are in
 /// the pipe and `Send` until `bytes` fit, both served in FIFO order with the bytes handed over at wake
 /// time; `Barrier` blocks until `parties` tasks have arrived; `CondWait` releases the mutex, waits for a
 /// `Signal`/`Broadcast`, then re-acquires the mutex; `Io` queues on the device (FIFO, one request at a
