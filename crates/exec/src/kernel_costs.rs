@@ -93,6 +93,8 @@ pub struct KernelCosts {
     /// A task process's exit as a run counts it (from `wait4`: the result's write and the
     /// teardown of its address space).
     pub exit_process_ns: u64,
+    /// The libc's condition variables quiesce before switching groups ([`cond_quiesces`]).
+    pub cond_quiesce: bool,
 }
 
 /// Rounds of each block/wake measurement.
@@ -235,6 +237,66 @@ fn cond_costs(waiter_cpu: u32, waker_cpu: u32) -> std::io::Result<(u64, u64)> {
         |_, _| {},
     ))
 }
+
+/// The condition-variable micro-workload of [`cond_quiesces`]: on the last CPU, two waiters at
+/// nice 8, each computing 1.2 ms after every wakeup, behind ten nice-0 hogs (so a woken waiter
+/// waits tens of milliseconds for the CPU); on CPU 0, alone, a dispatcher that broadcasts every
+/// 4 ms.
+const QUIESCE_WORKLOAD: &str = r#"
+name = "calibrate-cond-quiesce"
+[[mutex]]
+name = "m"
+[[cond]]
+name = "c"
+[[task]]
+name = "dispatch"
+cpus = [0]
+ops = [ { loop = "forever", ops = [ { sleep = "4ms" }, { lock = "m" }, { broadcast = "c" }, { unlock = "m" } ] } ]
+[[task]]
+name = "waiter"
+instances = 2
+nice = 8
+cpus = [LAST]
+ops = [ { loop = "forever", ops = [ { lock = "m" }, { wait = "c", mutex = "m" }, { unlock = "m" }, { compute = "1200us" } ] } ]
+[[task]]
+name = "hog"
+instances = 10
+cpus = [LAST]
+ops = [ { loop = "forever", ops = [ { compute = "10ms" } ] } ]
+"#;
+
+/// Whether a broadcast (or signal) that switches a condition's groups first waits until the
+/// waiters signalled earlier have run, as glibc 2.25-2.40 do (`__condvar_quiesce_and_switch_g1`
+/// waits for the old group's `__g_refs`, which a signalled waiter drops only when it runs; glibc
+/// 2.41 removed the wait). Found by behaviour, not by version (a distribution may carry the
+/// change back): the executor runs [`QUIESCE_WORKLOAD`] for a second, and the dispatcher's
+/// voluntary switches beyond its sleeps are the calls that blocked. With quiescence a broadcast
+/// blocks whenever one waiter is back while the other, woken, still waits for the CPU (about once
+/// per waiter cycle, 13 times a second here); without, it never blocks (its mutex is held for
+/// microseconds at a time).
+pub fn cond_quiesces() -> std::io::Result<bool> {
+    Ok(dispatcher_blocks(2)? >= QUIESCE_MIN_BLOCKS)
+}
+
+/// The blocked calls of [`QUIESCE_WORKLOAD`]'s dispatcher in a second, with `waiters` waiters.
+fn dispatcher_blocks(waiters: u32) -> std::io::Result<u64> {
+    let err = |e: String| std::io::Error::other(format!("the condition-variable probe: {e}"));
+    let last = sys::nr_cpus().saturating_sub(1);
+    let text = QUIESCE_WORKLOAD
+        .replace("LAST", &last.to_string())
+        .replace("instances = 2", &format!("instances = {waiters}"));
+    let w = schedlab_workload::parse_toml("calibrate-cond-quiesce", &text).map_err(|e| err(e.to_string()))?;
+    let cfg = crate::ExecConfig { duration_ns: 1_000_000_000, trace_migrations: false, ..Default::default() };
+    let report = crate::run(&w, &cfg).map_err(|e| err(e.to_string()))?.report;
+    let d =
+        report.tasks.iter().find(|t| t.template == "dispatch").ok_or_else(|| err("no dispatcher".into()))?;
+    // Each sleep is one voluntary switch and one timed wakeup; the run's stop may add one.
+    Ok(d.nvcsw.saturating_sub(d.wakeup_latency.count + 1))
+}
+
+/// The fewest blocked calls in [`cond_quiesces`]'s second that mean quiescence (with it, 10-15;
+/// without, 0).
+const QUIESCE_MIN_BLOCKS: u64 = 4;
 
 /// A semaphore the waiter takes while it is empty.
 struct SemCase {
@@ -447,6 +509,7 @@ pub fn measure() -> std::io::Result<KernelCosts> {
         fork_ns: fork_cost(),
         fork_process_ns,
         exit_process_ns,
+        cond_quiesce: cond_quiesces()?,
     })
 }
 
@@ -468,6 +531,31 @@ mod tests {
         let spun = thread_cpu_ns() - c1;
         assert!(slept < 1_000_000, "sleeping 5 ms cost {slept} ns of CPU time");
         assert!(spun >= 2_500_000, "spinning 5 ms cost only {spun} ns of CPU time");
+    }
+
+    /// The running glibc's version, `(major, minor)`.
+    fn glibc_version() -> (u32, u32) {
+        extern "C" {
+            fn gnu_get_libc_version() -> *const libc::c_char;
+        }
+        // SAFETY: glibc returns a static NUL-terminated string.
+        let v = unsafe { std::ffi::CStr::from_ptr(gnu_get_libc_version()) }.to_string_lossy().into_owned();
+        let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+        (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+    }
+
+    #[test]
+    fn the_condition_quiescence_probe_matches_the_glibc_release() {
+        // glibc 2.25 to 2.40 wait for the old group to quiesce; 2.41 removed it. (A distribution
+        // that carried the removal back would fail this: the probe is right, the version wrong.)
+        let v = glibc_version();
+        let expect = ((2, 25)..(2, 41)).contains(&v);
+        let (one, two) = (dispatcher_blocks(1).expect("probe"), dispatcher_blocks(2).expect("probe"));
+        // With one waiter there is never a second group to switch to while the first is busy:
+        // the dispatcher's calls do not block on any glibc, so the probe's signal is the second
+        // waiter's.
+        assert!(one < QUIESCE_MIN_BLOCKS, "one waiter: {one} blocked calls");
+        assert_eq!(two >= QUIESCE_MIN_BLOCKS, expect, "glibc {v:?}: {two} blocked calls with two waiters");
     }
 
     #[test]

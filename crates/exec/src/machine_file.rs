@@ -448,8 +448,16 @@ impl Calibration {
              timer_slack_ns = {slack}\n\
              syscall_ns = {syscall}\n\
              {paths}\
+             {quiesce}\
              {resume}\
              {refill}",
+            quiesce = if k.cond_quiesce {
+                "# A broadcast that switches a condition's groups waited for a woken waiter to run: the\n\
+                 # libc's condition variables quiesce their old group first (glibc 2.25-2.40).\n\
+                 cond_quiesce = true\n"
+            } else {
+                ""
+            },
             switch = c.context_switch_ns,
             idle_exit = c.idle_exit_ns,
             ipi = c.wakeup_ipi_ns,
@@ -526,6 +534,7 @@ mod tests {
                 fork_ns: 12_000,
                 fork_process_ns: 300_000,
                 exit_process_ns: 200,
+                cond_quiesce: true,
             },
         }
     }
@@ -604,6 +613,11 @@ mod tests {
             [Some(1_500), Some(3_250), Some(2_500), Some(1_750), Some(1_200)]
         );
         assert_eq!((c.fork_process_ns, c.exit_process_ns), (Some(300_000), Some(500)));
+        assert!(c.cond_quiesce, "the probe's finding is kept");
+        let mut fixed = sample();
+        fixed.paths.cond_quiesce = false;
+        let m2 = schedlab_sim::Machine::from_toml("fixed.toml", &fixed.to_toml()).unwrap();
+        assert!(!m2.costs.cond_quiesce, "no key: glibc 2.41's condition variables");
         assert_eq!((m.costs.timer_slack_ns, m.costs.syscall_ns), (50_000, 500), "half the 1000 ns pipe pair");
         assert_eq!(m.costs.refill_llc_ns, 6_000, "twice the 3 us extra: half speed while refilling");
         // The resume curve: the growth over the shortest absence, per kind of CPU, floored at 0.

@@ -31,6 +31,39 @@ pub(crate) struct SyncMutex {
     pub waiters: VecDeque<TaskId>,
 }
 
+/// A condition variable as glibc's nptl keeps it since 2.25 (nptl/pthread_cond_wait.c,
+/// pthread_cond_common.c): waiters join the second group, G2; a signal goes to a not yet signalled
+/// waiter of the first group, G1, and when G1 has none left and G2 has waiters, the signaller
+/// switches the groups (`__condvar_quiesce_and_switch_g1`). Before glibc 2.41 the switch first
+/// waits until every signalled waiter of the old G1 has left its futex wait, that is has run
+/// (`__g_refs`): a signaller can block until waiters it woke earlier get a CPU
+/// (`CostModel::cond_quiesce`). Without that, the groups give FIFO order.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SyncCond {
+    /// G1's waiters not yet signalled, oldest first, with their mutexes.
+    pub g1: VecDeque<(TaskId, u32)>,
+    /// Waiters that arrived since the last switch (G2).
+    pub g2: VecDeque<(TaskId, u32)>,
+    /// G1's waiters signalled out of their futex wait that have not run since (each holds a
+    /// group reference).
+    pub refs: u32,
+    /// Signallers blocked until `refs` is 0.
+    pub quiescers: Vec<TaskId>,
+}
+
+impl SyncCond {
+    /// A signal or broadcast must wait for the old G1 to empty before switching groups: no
+    /// unsignalled waiter in G1, some in G2, and signalled G1 waiters yet to run.
+    pub fn must_quiesce(&self, quiesce: bool) -> bool {
+        quiesce && self.g1.is_empty() && !self.g2.is_empty() && self.refs > 0
+    }
+
+    /// Waiters a signal or broadcast finds: any waiter not yet signalled.
+    pub fn has_waiters(&self) -> bool {
+        !(self.g1.is_empty() && self.g2.is_empty())
+    }
+}
+
 /// A pipe: bytes in flight and FIFO queues of blocked readers and writers.
 #[derive(Clone, Debug)]
 pub(crate) struct Pipe {
@@ -140,14 +173,19 @@ impl<'a> Sim<'a> {
             },
             // Charged after the mutex is free (the op itself): glibc frees the word, then wakes.
             Op::Unlock(_) => 0,
-            Op::CondWait { mutex, .. } => {
-                // The wait also releases the mutex, waking its first waiter if any.
-                let release = self.unlock_cost(mutex);
-                c.cond_wait_ns.unwrap_or(call) + release
-            }
+            // Charged in the op, after the mutex is released (`__pthread_cond_wait_common`).
+            Op::CondWait { .. } => 0,
             Op::Suspend(_) => c.cond_wait_ns.unwrap_or(call),
-            Op::Signal(cv) if !self.conds[cv as usize].is_empty() => contended(c.cond_wake_ns),
-            Op::Broadcast(cv) => self.conds[cv as usize].len() as Ns * contended(c.cond_wake_ns),
+            Op::Signal(cv) | Op::Broadcast(cv) if self.conds[cv as usize].must_quiesce(c.cond_quiesce) => {
+                // Wakes what is left of G1 (a broadcast), then waits for the old G1 to empty.
+                let left = if matches!(op, Op::Broadcast(_)) { self.conds[cv as usize].g1.len() } else { 0 };
+                left as Ns * contended(c.cond_wake_ns) + contended(c.futex_wait_ns)
+            }
+            Op::Signal(cv) if self.conds[cv as usize].has_waiters() => contended(c.cond_wake_ns),
+            Op::Broadcast(cv) => {
+                let cond = &self.conds[cv as usize];
+                (cond.g1.len() + cond.g2.len()) as Ns * contended(c.cond_wake_ns)
+            }
             Op::Resume(e) => self.suspended[e as usize].len() as Ns * contended(c.cond_wake_ns),
             Op::SemWait(x) if self.semaphores[x as usize].count == 0 => contended(c.futex_wait_ns),
             Op::SemPost(x) if !self.semaphores[x as usize].waiters.is_empty() => contended(c.futex_wake_ns),
@@ -173,7 +211,7 @@ impl<'a> Sim<'a> {
     /// itself).
     pub(crate) fn wait_kind(&self, t: TaskId) -> WaitKind {
         let tk = &self.tasks[t.idx()];
-        if tk.lock_retry || tk.relock.is_some() {
+        if tk.lock_retry || tk.relock.is_some() || tk.quiesce {
             return WaitKind::Futex;
         }
         let ops = &self.w.tasks[tk.template as usize].program.ops;
@@ -242,6 +280,27 @@ impl<'a> Sim<'a> {
                     t,
                     format!("ran {MAX_OPS_PER_INSTANT} ops without using time (a loop with no compute, sleep or blocking op?)"),
                 );
+            }
+            if std::mem::take(&mut self.tasks[t.idx()].cond_sleep) && self.tasks[t.idx()].relock.is_none() {
+                // Back from a condition wait's kernel entry, not signalled meanwhile: sleep.
+                return Step::Block;
+            }
+            if let Some(cv) = self.tasks[t.idx()].cond_ref.take() {
+                // A signalled waiter, back from its futex wait, drops its group reference
+                // (`__condvar_dec_grefs`); the last one wakes the signallers waiting for the
+                // group to empty, with a futex_wake.
+                let cond = &mut self.conds[cv as usize];
+                cond.refs -= 1;
+                if cond.refs == 0 && !cond.quiescers.is_empty() {
+                    for q in std::mem::take(&mut self.conds[cv as usize].quiescers) {
+                        self.wake(q, cpu, Some(t), false);
+                    }
+                    let cost = self.machine.costs.futex_wake_ns.unwrap_or(0);
+                    if cost > 0 {
+                        self.tasks[t.idx()].syscall_left = cost;
+                        return Step::Run;
+                    }
+                }
             }
             if let Some(m) = self.tasks[t.idx()].relock.take() {
                 // A signalled condition waiter takes its mutex again before going on
@@ -380,21 +439,50 @@ impl<'a> Sim<'a> {
                             ),
                         );
                     }
+                    // glibc (2.25+) registers the waiter on the condition, releases the mutex
+                    // (`__pthread_mutex_unlock_usercnt`, waking a waiter of a contended one), and
+                    // only then enters the kernel in `futex_wait`: the mutex is free while the
+                    // waiter pays for its unlock's wake and its wait. A signal meanwhile finds it
+                    // registered; the futex then does not sleep (`cond_sleep` is taken back).
+                    let cost = self.unlock_cost(mutex)
+                        + self.machine.costs.cond_wait_ns.unwrap_or(self.machine.costs.syscall_ns);
                     self.tasks[t.idx()].pc += 1;
-                    self.conds[cond as usize].push_back((t, mutex));
+                    self.conds[cond as usize].g2.push_back((t, mutex));
                     self.release_mutex(mutex, t, cpu);
-                    return Step::Block;
-                }
-                Op::Signal(c) => {
-                    self.tasks[t.idx()].pc += 1;
-                    if let Some((w, m)) = self.conds[c as usize].pop_front() {
-                        self.reacquire(w, m, t, cpu);
+                    if cost == 0 {
+                        return Step::Block;
                     }
+                    let tk = &mut self.tasks[t.idx()];
+                    tk.cond_sleep = true;
+                    tk.syscall_left = cost;
+                    return Step::Run;
                 }
-                Op::Broadcast(c) => {
+                Op::Signal(c) | Op::Broadcast(c) => {
+                    // A signaller woken from a quiescence wait does the whole call again.
+                    self.tasks[t.idx()].quiesce = false;
+                    let all = matches!(op, Op::Broadcast(_));
+                    if all {
+                        // Step 1 of `__pthread_cond_broadcast`: signal what is left of G1.
+                        while let Some((w, m)) = self.conds[c as usize].g1.pop_front() {
+                            self.reacquire(w, m, c, t, cpu);
+                        }
+                    }
+                    let quiesce = self.machine.costs.cond_quiesce;
+                    let cond = &mut self.conds[c as usize];
+                    if cond.must_quiesce(quiesce) {
+                        cond.quiescers.push(t);
+                        self.tasks[t.idx()].quiesce = true;
+                        return Step::Block;
+                    }
+                    if cond.g1.is_empty() {
+                        // Switch: the old G2 becomes G1 (a new G2 starts empty).
+                        std::mem::swap(&mut cond.g1, &mut cond.g2);
+                    }
                     self.tasks[t.idx()].pc += 1;
-                    while let Some((w, m)) = self.conds[c as usize].pop_front() {
-                        self.reacquire(w, m, t, cpu);
+                    let n = if all { self.conds[c as usize].g1.len() } else { 1 };
+                    for _ in 0..n {
+                        let Some((w, m)) = self.conds[c as usize].g1.pop_front() else { break };
+                        self.reacquire(w, m, c, t, cpu);
                     }
                 }
                 Op::SemWait(x) => {
@@ -649,11 +737,17 @@ impl<'a> Sim<'a> {
         }
     }
 
-    /// A condition waiter `w` was signalled: it wakes and takes mutex `m` again when it runs
-    /// (waiting for it if held then).
-    fn reacquire(&mut self, w: TaskId, m: u32, waker: TaskId, cpu: CpuId) {
+    /// A waiter `w` of condition `cv` was signalled: it wakes and takes mutex `m` again when it
+    /// runs (waiting for it if held then).
+    fn reacquire(&mut self, w: TaskId, m: u32, cv: u32, waker: TaskId, cpu: CpuId) {
         self.tasks[w.idx()].relock = Some(m);
-        self.wake(w, cpu, Some(waker), false);
+        if self.views[w.idx()].state == TaskState::Blocked {
+            // Out of its futex wait, it holds a reference to its group until it runs.
+            self.tasks[w.idx()].cond_ref = Some(cv);
+            self.conds[cv as usize].refs += 1;
+            self.wake(w, cpu, Some(waker), false);
+        }
+        // Else it is still entering its wait (`cond_sleep`): it finds the signal and goes on.
     }
 
     /// Serves blocked readers and writers of a pipe in FIFO order while bytes or room allow.

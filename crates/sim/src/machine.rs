@@ -97,6 +97,14 @@ pub struct CostModel {
     /// Per task woken by a `signal`, `broadcast`, `resume` or barrier release.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cond_wake_ns: Option<Ns>,
+    /// Condition variables quiesce before switching groups, as glibc 2.25-2.40 do
+    /// (`__condvar_quiesce_and_switch_g1` waits on `__g_refs`): a signal or broadcast that finds
+    /// no unsignalled waiter in G1 but some in G2 first waits, in a futex wait
+    /// (`futex_wait_ns`), until every waiter it or an earlier call signalled out of G1 has run
+    /// (docs/validation.md). glibc 2.41 removed the wait. `schedlab calibrate` finds out which the
+    /// machine's libc does. Default: false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cond_quiesce: bool,
     /// A semaphore wait that blocks (a futex wait).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub futex_wait_ns: Option<Ns>,
@@ -161,6 +169,7 @@ impl Default for CostModel {
             mutex_wake_ns: None,
             cond_wait_ns: None,
             cond_wake_ns: None,
+            cond_quiesce: false,
             futex_wait_ns: None,
             futex_wake_ns: None,
             timer_exit_ns: None,

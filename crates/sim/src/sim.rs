@@ -235,6 +235,15 @@ pub(crate) struct Task {
     pub lock_retry: bool,
     /// The mutex a signalled condition waiter must take again before its next op.
     pub relock: Option<u32>,
+    /// In a condition wait's kernel entry, registered on the condition with its mutex released:
+    /// it sleeps when the entry's time is paid unless signalled meanwhile (`relock` set).
+    pub cond_sleep: bool,
+    /// Signalled out of a condition's futex wait, it holds a reference to that condition's group
+    /// until it runs (glibc's `__g_refs`).
+    pub cond_ref: Option<u32>,
+    /// Blocked in a signal or broadcast until the condition's old group empties; the op runs again
+    /// when woken.
+    pub quiesce: bool,
     /// What the task waits for while blocked (the op it blocked in).
     pub wait: WaitKind,
     pub nr_yields: u64,
@@ -305,7 +314,7 @@ pub struct Sim<'a> {
     pub(crate) views: Vec<TaskInfo>,
     pub(crate) groups: Vec<GroupInfo>,
     pub(crate) mutexes: Vec<SyncMutex>,
-    pub(crate) conds: Vec<VecDeque<(TaskId, u32)>>,
+    pub(crate) conds: Vec<crate::exec::SyncCond>,
     pub(crate) pipes: Vec<Pipe>,
     pub(crate) barriers: Vec<Barrier>,
     pub(crate) devices: Vec<Device>,
@@ -486,7 +495,7 @@ impl<'a> Sim<'a> {
             views: Vec::new(),
             groups,
             mutexes: workload.mutexes.iter().map(|_| SyncMutex::default()).collect(),
-            conds: workload.conds.iter().map(|_| VecDeque::new()).collect(),
+            conds: workload.conds.iter().map(|_| Default::default()).collect(),
             pipes: workload.pipes.iter().map(|p| Pipe::new(p.capacity)).collect(),
             barriers: workload.barriers.iter().map(|b| Barrier::new(b.parties)).collect(),
             devices: workload.devices.iter().map(|_| Device::default()).collect(),

@@ -364,6 +364,80 @@ fn a_mutex_is_taken_by_whoever_tries_first_not_handed_to_its_waiter() {
 }
 
 #[test]
+fn a_condition_waiter_releases_its_mutex_before_its_kernel_entry_and_keeps_a_signal_sent_meanwhile() {
+    // glibc's `pthread_cond_wait`: `w` registers on `c`, releases `m`, then pays its 100 us
+    // kernel entry (`cond_wait_ns`). `t` locks `m` at 10 us and `s` at 50 us, both free: neither
+    // blocks. `s`'s signal at 50 us finds `w` registered but not yet asleep, so `w`'s futex does
+    // not sleep: at 100 us it retakes `m` and computes 1 ms, ending at 1.1 ms, its exit its only
+    // voluntary switch. Charged before the release (the mutex held through the entry), `t` and
+    // `s` would wait for `m` until 100 us; a signal dropped for a waiter not yet asleep would
+    // leave `w` waiting for ever.
+    let mut w = WorkloadBuilder::new("cond-entry");
+    let (m, c) = (w.mutex("m"), w.cond("c"));
+    w.task("w", P::new().lock(m).cond_wait(c, m).unlock(m).compute(MS).build()).cpus = Some(vec![0]);
+    w.task("t", P::new().compute(10_000).lock(m).compute(5_000).unlock(m).build()).cpus = Some(vec![1]);
+    w.task("s", P::new().compute(50_000).lock(m).signal(c).unlock(m).build()).cpus = Some(vec![2]);
+    w.stop(StopWhen::AllDone);
+    let w = w.build().unwrap();
+    let mut m3 = Machine::flat(3);
+    m3.costs = one_cpu_without_costs().costs;
+    m3.costs.wakeup_ipi_ns = 0;
+    m3.costs.timer_exit_ns = None;
+    m3.costs.cond_wait_ns = Some(100_000);
+    let r = run(&m3, &w, "eevdf", 1_000 * MS);
+    let (wt, t, s) = (task(&r, "w"), task(&r, "t"), task(&r, "s"));
+    assert_eq!(t.exited_ns, Some(15_000), "t took the released m at once");
+    assert_eq!(s.exited_ns, Some(50_000), "s took m and signalled without waiting");
+    assert_eq!((t.nvcsw, s.nvcsw), (1, 1), "only their exits");
+    assert_eq!(wt.exited_ns, Some(100_000 + MS), "the signal during the entry was kept");
+    assert_eq!(wt.nvcsw, 1, "w never slept on c");
+    assert_eq!(wt.run_ns, 100_000 + MS);
+}
+
+#[test]
+fn a_broadcast_that_switches_groups_waits_for_the_signalled_waiters_to_run() {
+    // glibc 2.25-2.40 (`cond_quiesce`). `a` (CPU 1) and `b` (CPU 2) wait on `c`. From 0.1 ms a
+    // FIFO hog holds CPU 1 until 10.1 ms. The first broadcast, at 1 ms, switches the groups and
+    // wakes both: `b` runs and waits again (now in the second group); `a` cannot run, so it still
+    // holds its reference to the first group. The second broadcast, at 2 ms, must switch groups to
+    // reach `b` and waits, holding `m`, until `a` has run, at 10.1 ms; the caster ends then, after
+    // two voluntary switches (the wait and its exit). Without quiescence it ends at 2 ms.
+    let build = || {
+        let mut w = WorkloadBuilder::new("quiesce");
+        let (m, c) = (w.mutex("m"), w.cond("c"));
+        w.task("a", P::new().lock(m).cond_wait(c, m).unlock(m).build()).cpus = Some(vec![1]);
+        let hog = w.task("hog", P::new().compute(10 * MS).build());
+        hog.cpus = Some(vec![1]);
+        hog.class = schedlab_core::SchedClass::Fifo;
+        hog.rt_priority = 1;
+        hog.start_ns = 100_000;
+        let wait = |b: P| b.lock(m).cond_wait(c, m).unlock(m);
+        w.task("b", wait(wait(P::new())).build()).cpus = Some(vec![2]);
+        let cast = |b: P| b.compute(MS).lock(m).broadcast(c).unlock(m);
+        w.task("caster", cast(cast(P::new())).build()).cpus = Some(vec![0]);
+        w.stop(StopWhen::AllDone);
+        w.build().unwrap()
+    };
+    let mut m4 = Machine::flat(4);
+    m4.costs = one_cpu_without_costs().costs;
+    m4.costs.wakeup_ipi_ns = 0;
+    m4.costs.timer_exit_ns = None;
+    let free = run(&m4, &build(), "eevdf", 20 * MS);
+    m4.costs.cond_quiesce = true;
+    let quiesced = run(&m4, &build(), "eevdf", 20 * MS);
+    let caster = |r: &_| {
+        let t = task(r, "caster");
+        (t.exited_ns, t.nvcsw)
+    };
+    assert_eq!(caster(&free), (Some(2 * MS), 1));
+    assert_eq!(caster(&quiesced), (Some(10 * MS + 100_000), 2));
+    // Both runs end with every waiter woken: `a` once, `b` twice.
+    for r in [&free, &quiesced] {
+        assert_eq!((task(r, "a").exited_ns.is_some(), task(r, "b").exited_ns.is_some()), (true, true));
+    }
+}
+
+#[test]
 fn a_forking_process_pays_process_forks_and_its_own_exit() {
     // One CPU, no other cost. `parent` (a process of its own, as it is neither `threads` nor in a
     // named process, though it forks) forks two process children and one thread child, waits, and
