@@ -387,8 +387,16 @@ pub fn bench_cmd(args: BenchArgs) -> Result<()> {
         return instructions_cmd(&args, &chosen, &exe);
     }
     let baseline_path = args.baseline.clone().unwrap_or("benchmarks/baseline.json".into());
-    let baseline: Option<Baseline> = read_baseline(&baseline_path)?;
+    let baseline: Option<Baseline> = if args.baseline.is_some() {
+        Some(
+            read_baseline(&baseline_path)?
+                .with_context(|| format!("--baseline {baseline_path}: no such file"))?,
+        )
+    } else {
+        read_baseline(&baseline_path)?
+    };
     let mut results = Vec::new();
+    let mut pairs: Vec<(f64, f64)> = Vec::new();
     let mut out = format!(
         "{:<28} {:>7} {:>6} {:>9} {:>12} {:>8} {:>12} {:>10} {:>9}\n",
         "case", "tasks", "CPUs", "sim s", "events", "wall s", "events/s", "peak MiB", "vs base*"
@@ -403,10 +411,11 @@ pub fn bench_cmd(args: BenchArgs) -> Result<()> {
             bail!("bench case {}: {}", c.name, String::from_utf8_lossy(&o.stderr).trim());
         }
         let r: CaseResult = serde_json::from_slice(&o.stdout).context("bench case output")?;
-        let change = baseline
-            .as_ref()
-            .and_then(|b| b.results.iter().find(|x| x.name == r.name))
-            .map_or("-".to_string(), |b| change_pct(r.speed(), b.speed()));
+        let base = baseline.as_ref().and_then(|b| b.results.iter().find(|x| x.name == r.name));
+        if let Some(b) = base {
+            pairs.push((pct(r.speed(), b.speed()), pct(b.reference_s, r.reference_s)));
+        }
+        let change = base.map_or("-".to_string(), |b| change_pct(r.speed(), b.speed()));
         out.push_str(&format!(
             "{:<28} {:>7} {:>6} {:>9.3} {:>12} {:>8.3} {:>12.0} {:>10.1} {:>9}\n",
             r.name,
@@ -425,11 +434,20 @@ pub fn bench_cmd(args: BenchArgs) -> Result<()> {
         eprint!("\r{:60}\r", "");
     }
     out.push_str(&memory_lines(&results));
-    if let Some(b) = &baseline {
-        out.push_str(&format!(
-            "* speed (1 / wall time) scaled by the machine's momentary speed (a reference loop), against {} ({})\n",
-            baseline_path, b.machine
-        ));
+    match &baseline {
+        Some(b) => {
+            out.push_str(&format!(
+                "* speed (1 / wall time) scaled by the machine's momentary speed (a reference loop), against {} ({})\n",
+                baseline_path, b.machine
+            ));
+            if let Some(v) = verdict(&pairs, &b.machine) {
+                out.push_str(&v);
+                out.push('\n');
+            }
+        }
+        None => out.push_str(&format!(
+            "* no baseline to compare with: {baseline_path} is not here (run from the project root, or pass --baseline FILE)\n"
+        )),
     }
     crate::emit(&out);
     if let Some(path) = &args.save {
@@ -544,6 +562,55 @@ fn instructions_cmd(args: &BenchArgs, chosen: &[&Case], exe: &std::path::Path) -
 /// The change from `base` to `new` in percent with one decimal and its sign; a change that rounds to
 /// zero is `+0.0 %` whichever side of zero it fell (callgrind's counts of one case can differ by a
 /// few instructions between runs, in library routines whose cost depends on address alignment).
+/// The change from `base` to `new`, percent.
+fn pct(new: f64, base: f64) -> f64 {
+    if base > 0.0 && new > 0.0 {
+        (new / base - 1.0) * 100.0
+    } else {
+        0.0
+    }
+}
+
+/// How far a case's scaled speed moves between runs of the same code here (docs/performance.md:
+/// up to 12 % on the tick-driven cases), percent.
+const NOISE_PCT: f64 = 12.0;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// One line on the "vs base" column as a whole, from each compared case's `(scaled speed change,
+/// reference-loop speed change)` against the baseline, both percent: whether the cases are slower or
+/// faster beyond the noise, and whether the machine's own speed explains the wall times.
+fn verdict(pairs: &[(f64, f64)], baseline_machine: &str) -> Option<String> {
+    if pairs.is_empty() {
+        return None;
+    }
+    let change = median(pairs.iter().map(|p| p.0).collect());
+    let machine = median(pairs.iter().map(|p| p.1).collect());
+    let slower = pairs.iter().filter(|p| p.0 < 0.0).count();
+    let machine_text = format!(
+        "this machine's reference loop runs {machine:+.1} % against the baseline's ({baseline_machine})"
+    );
+    let line = if slower == pairs.len() && change <= -NOISE_PCT {
+        format!(
+            "verdict: every case is slower than the baseline, {change:+.1} % (median) after scaling by the machine's speed, more than the +-{NOISE_PCT:.0} % noise: the code regressed, or this machine differs from the baseline's in more than speed (caches, memory); {machine_text}"
+        )
+    } else if slower == pairs.len() {
+        format!(
+            "verdict: every case is slower than the baseline in scaled speed, but by {change:+.1} % (median), within the +-{NOISE_PCT:.0} % noise; the machine's speed explains the rest of the wall time ({machine_text})"
+        )
+    } else if change >= NOISE_PCT {
+        format!("verdict: faster than the baseline, {change:+.1} % (median) after scaling by the machine's speed; {machine_text}")
+    } else if change <= -NOISE_PCT {
+        format!("verdict: slower than the baseline, {change:+.1} % (median) after scaling by the machine's speed; {machine_text}")
+    } else {
+        format!("verdict: as fast as the baseline within the +-{NOISE_PCT:.0} % noise ({change:+.1} % median); {machine_text}")
+    };
+    Some(line)
+}
+
 fn change_pct(new: f64, base: f64) -> String {
     let pct = ((new / base - 1.0) * 1000.0).round() / 10.0;
     format!("{:+.1} %", if pct == 0.0 { 0.0 } else { pct })
@@ -565,6 +632,23 @@ mod tests {
             peak_rss_kib,
             reference_s: 0.0,
         }
+    }
+
+    #[test]
+    fn the_verdict_separates_a_slow_machine_from_slow_code() {
+        // Every case slower in scaled speed by 20-30 %: the code (the machine's speed is already
+        // divided out, whatever the reference loop says).
+        let v = verdict(&[(-20.0, -40.0), (-25.0, -41.0), (-30.0, -39.0)], "vm").unwrap();
+        assert!(v.contains("every case is slower") && v.contains("the code regressed"), "{v}");
+        assert!(v.contains("-25.0 % (median)") && v.contains("-40.0 %"), "{v}");
+        // Every case slower in wall time on a machine 40 % slower, but only 2-5 % after scaling:
+        // the machine explains it.
+        let v = verdict(&[(-2.0, -40.0), (-5.0, -41.0), (-3.0, -39.0)], "vm").unwrap();
+        assert!(v.contains("within the +-12 % noise") && v.contains("machine's speed explains"), "{v}");
+        assert!(!v.contains("regressed"), "{v}");
+        let v = verdict(&[(15.0, 0.0), (20.0, 0.0), (-1.0, 0.0)], "vm").unwrap();
+        assert!(v.starts_with("verdict: faster"), "{v}");
+        assert_eq!(verdict(&[], "vm"), None);
     }
 
     #[test]

@@ -76,9 +76,24 @@ pub fn metrics(first: &Value) -> Vec<Metric> {
         ("energy [J]", Better::Lower, |r| r["summary"]["energy_uj"].as_f64().map(|x| x / 1e6)),
     ];
     for (name, better, f) in list {
-        m.push(Metric { name: name.into(), better, get: Box::new(f) });
+        let real_too = !NOT_MEASURED_FOR_REAL.contains(&name);
+        m.push(Metric {
+            name: name.into(),
+            better,
+            get: Box::new(move |r| if real_too || r["source"] != "real" { f(r) } else { None }),
+        });
     }
     m
+}
+
+/// The metrics a real run (`exec`, `vm-test`) does not measure: its report leaves them at 0
+/// (docs/exec.md: the kernel's longest run-queue wait, its scheduling overhead and the energy are
+/// not read), so a comparison shows them as `-` rather than a 100 % drop.
+pub const NOT_MEASURED_FOR_REAL: [&str; 3] = ["longest wait [ms]", "sched overhead [%]", "energy [J]"];
+
+/// The CPU count of a report's machine.
+pub fn nr_cpus_of(v: &Value) -> Option<u64> {
+    v["machine"]["nr_cpus"].as_u64()
 }
 
 /// A simulated run's report in the JSON form the metrics read.
@@ -105,7 +120,11 @@ pub fn load_report(path: &str) -> anyhow::Result<Value> {
 pub fn label_of(v: &Value, path: &str) -> String {
     let source = v["source"].as_str().unwrap_or("file");
     let stem = std::path::Path::new(path).file_stem().and_then(|s| s.to_str()).unwrap_or(path);
-    format!("{stem} ({source})")
+    if stem == source {
+        stem.to_string()
+    } else {
+        format!("{stem} ({source})")
+    }
 }
 
 /// A metric summarised over the seeds.
@@ -260,9 +279,69 @@ fn num(x: f64) -> String {
     }
 }
 
+/// Splits a grid's columns (`widths[0]` the metric names, `base` the baseline's) into blocks of at
+/// most `width` characters of text (two spaces of margin and two between columns): all of them in
+/// their own order if they fit, else blocks that each start with the metric names and the baseline
+/// and take the other columns in order while they fit (at least one each).
+fn column_blocks(widths: &[usize], base: Option<usize>, width: usize) -> Vec<Vec<usize>> {
+    let line = |cols: &[usize]| {
+        2 + cols.iter().map(|&j| widths[j]).sum::<usize>() + 2 * cols.len().saturating_sub(1)
+    };
+    let all: Vec<usize> = (0..widths.len()).collect();
+    if line(&all) <= width {
+        return vec![all];
+    }
+    let fixed: Vec<usize> = std::iter::once(0).chain(base).collect();
+    let mut blocks: Vec<Vec<usize>> = Vec::new();
+    for j in (1..widths.len()).filter(|j| !fixed.contains(j)) {
+        match blocks.last_mut() {
+            Some(b) if b.len() > fixed.len() && line(&[b.as_slice(), &[j]].concat()) > width => {
+                blocks.push([fixed.as_slice(), &[j]].concat())
+            }
+            Some(b) => b.push(j),
+            None => blocks.push([fixed.as_slice(), &[j]].concat()),
+        }
+    }
+    if blocks.is_empty() {
+        blocks.push(fixed);
+    }
+    blocks
+}
+
+/// A difference against the baseline as printed: a percentage, or from ten times the baseline on
+/// a ratio (`x31`), which reads at a glance where `+2967550.0 %` does not.
+pub fn diff_text(diff_pct: f64) -> String {
+    if diff_pct >= 900.0 {
+        let ratio = 1.0 + diff_pct / 100.0;
+        if ratio >= 100.0 {
+            format!("x{ratio:.0}")
+        } else {
+            format!("x{ratio:.1}")
+        }
+    } else {
+        format!("{diff_pct:+.1} %")
+    }
+}
+
 impl Comparison {
     /// The side-by-side table.
     pub fn table(&self) -> String {
+        let mut out = self.table_header();
+        out.push_str(&self.columns(usize::MAX));
+        out
+    }
+
+    /// The table fitted to `width` columns of text: the policies are split into as few groups as
+    /// fit, each printed as a block with the metric names (`schedlab compare` without `--wide`
+    /// fits 100 columns). The baseline is in every block, first, so each difference has its base
+    /// beside it.
+    pub fn table_width(&self, width: usize) -> String {
+        let mut out = self.table_header();
+        out.push_str(&self.columns(width));
+        out
+    }
+
+    fn table_header(&self) -> String {
         let mut out = format!(
             "compare: {} on {}, {} s, seed{} {}, baseline {}\n",
             self.workload,
@@ -273,10 +352,25 @@ impl Comparison {
             self.baseline,
         );
         if self.seeds.len() > 1 {
-            out.push_str("  values: mean ±95 % CI; (diff vs baseline %), ~ = inside the noise\n");
+            out.push_str(
+                "  values: mean ±95 % CI; (diff vs baseline %, or xN from ten times), ~ = inside the noise\n",
+            );
         } else {
-            out.push_str("  values: one run each (deterministic); (diff vs baseline %)\n");
+            out.push_str(
+                "  values: one run each (deterministic); (diff vs baseline %, or xN from ten times)\n",
+            );
         }
+        out
+    }
+
+    /// The grid column (1 + cell index) of the baseline policy.
+    fn baseline_column(&self) -> Option<usize> {
+        self.rows.first().and_then(|r| r.cells.iter().position(|c| c.policy == self.baseline)).map(|b| b + 1)
+    }
+
+    /// The value grid: a header line and one line per metric, the policies in blocks that fit
+    /// `width` (one block when `usize::MAX`).
+    fn columns(&self, width: usize) -> String {
         let mut grid: Vec<Vec<String>> = Vec::new();
         let mut head = vec!["metric".to_string()];
         head.extend(self.rows.first().map_or(vec![], |r| r.cells.iter().map(|c| c.policy.clone()).collect()));
@@ -290,7 +384,7 @@ impl Comparison {
                     Some(st) => num(st.mean),
                 };
                 if let Some(d) = c.diff_pct {
-                    s.push_str(&format!(" ({d:+.1} %{})", if c.within_noise { " ~" } else { "" }));
+                    s.push_str(&format!(" ({}{})", diff_text(d), if c.within_noise { " ~" } else { "" }));
                 }
                 line.push(s);
             }
@@ -299,9 +393,17 @@ impl Comparison {
         let widths: Vec<usize> = (0..grid[0].len())
             .map(|j| grid.iter().map(|l| l[j].chars().count()).max().unwrap_or(0))
             .collect();
-        for l in &grid {
-            let cells: Vec<String> = l.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
-            out.push_str(&format!("  {}\n", cells.join("  ").trim_end()));
+        let blocks = column_blocks(&widths, self.baseline_column(), width);
+        let mut out = String::new();
+        for (i, block) in blocks.iter().enumerate() {
+            if i > 0 {
+                out.push('\n');
+            }
+            for l in &grid {
+                let cells: Vec<String> =
+                    block.iter().map(|&j| format!("{:<w$}", l[j], w = widths[j])).collect();
+                out.push_str(&format!("  {}\n", cells.join("  ").trim_end()));
+            }
         }
         out
     }
@@ -332,6 +434,53 @@ impl Comparison {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wide_tables_split_into_blocks_that_fit_each_with_the_baseline() {
+        // Metric names 10 wide, five policies 20 wide, the baseline third: 2 + 10 + 5 x 22 = 122.
+        let widths = [10, 20, 20, 20, 20, 20];
+        assert_eq!(column_blocks(&widths, Some(3), 122), vec![vec![0, 1, 2, 3, 4, 5]], "fits: own order");
+        // In 80: the names, the baseline and two others (2 + 10 + 3 x 22 = 78) per block.
+        assert_eq!(column_blocks(&widths, Some(3), 80), vec![vec![0, 3, 1, 2], vec![0, 3, 4, 5]]);
+        // Too narrow for even one more column: still one other column per block.
+        assert_eq!(
+            column_blocks(&widths, Some(1), 20),
+            vec![vec![0, 1, 2], vec![0, 1, 3], vec![0, 1, 4], vec![0, 1, 5]]
+        );
+    }
+
+    #[test]
+    fn large_differences_read_as_ratios() {
+        assert_eq!(diff_text(12.34), "+12.3 %");
+        assert_eq!(diff_text(-99.0), "-99.0 %");
+        assert_eq!(diff_text(899.0), "+899.0 %");
+        assert_eq!(diff_text(900.0), "x10.0");
+        assert_eq!(diff_text(3_000_000.0), "x30001");
+    }
+
+    #[test]
+    fn a_real_run_shows_what_it_does_not_measure_as_missing() {
+        let report = |source: &str| {
+            serde_json::json!({
+                "source": source,
+                "summary": { "max_wait_ns": 0, "energy_uj": 0, "busy_ns": 10, "idle_ns": 0, "overhead_ns": 0,
+                             "work_per_sec": 1.5 }
+            })
+        };
+        let (real, sim) = (report("real"), report("simulated"));
+        for m in metrics(&sim) {
+            let unmeasured = NOT_MEASURED_FOR_REAL.contains(&m.name.as_str());
+            match m.name.as_str() {
+                "longest wait [ms]" | "sched overhead [%]" | "energy [J]" | "work done [CPUs]" => {
+                    assert!((m.get)(&sim).is_some(), "{}", m.name);
+                    assert_eq!((m.get)(&real).is_none(), unmeasured, "{}", m.name);
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(label_of(&real, "out/real.json"), "real");
+        assert_eq!(label_of(&real, "vm-results/cfs.json"), "cfs (real)");
+    }
 
     #[test]
     fn mean_sd_and_the_95_percent_interval() {

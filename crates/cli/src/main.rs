@@ -206,6 +206,9 @@ impl LimitArgs {
 /// `fifo`/`rr` baselines.
 const DEFAULT_COMPARE_POLICIES: &str = "eevdf,cfs,o1,rsdl,linux24,bfs,ule,4bsd,htfs,vtrr";
 
+/// The text width `compare` fits its table to without `--wide`.
+const COMPARE_WIDTH: usize = 100;
+
 #[derive(clap::Args)]
 struct CompareArgs {
     /// Policy specs separated by commas (commas inside `[...]` belong to a spec), e.g.
@@ -216,9 +219,10 @@ struct CompareArgs {
     /// The policy the others are compared with (default: eevdf if listed, else the first).
     #[arg(long)]
     baseline: Option<String>,
-    /// Machine preset or machine TOML file.
-    #[arg(long, default_value = "xeon-e5520-2s")]
-    machine: String,
+    /// Machine preset or machine TOML file. Default: xeon-e5520-2s; with --with, a machine of the
+    /// real run's CPU count must be named (a preset or the file `schedlab calibrate` writes).
+    #[arg(long)]
+    machine: Option<String>,
     /// Built-in workload, workload TOML file or rt-app JSON file.
     #[arg(long, default_value = "demo")]
     workload: String,
@@ -238,6 +242,10 @@ struct CompareArgs {
     /// workload run on a real kernel under the same policy; repeatable.
     #[arg(long)]
     with: Vec<String>,
+    /// Print the table in one block however wide, instead of fitting 100 columns (blocks of
+    /// policies, each with the metric names and the baseline).
+    #[arg(long)]
+    wide: bool,
     /// Write the comparison as JSON (schema `schedlab.compare/1`) to this file.
     #[arg(long)]
     json: Option<String>,
@@ -570,8 +578,42 @@ fn check_writable(path: &str) -> Result<()> {
 }
 
 fn compare_cmd(args: CompareArgs) -> Result<()> {
+    // The reports to add as columns, read first: a real run decides which machines make sense.
+    let mut with = Vec::new();
+    for path in &args.with {
+        with.push((path, compare::load_report(path).with_context(|| "--with")?));
+    }
+    let machine = match &args.machine {
+        Some(m) => m.clone(),
+        None => {
+            let default = "xeon-e5520-2s";
+            let cpus = schedlab_cli::resolve::load_machine(default, None, None)?.topology.nr_cpus() as u64;
+            for (path, v) in &with {
+                match compare::nr_cpus_of(v) {
+                    Some(n) if n != cpus => bail!(
+                        "--with {path}: a run on {n} CPUs ({}), but the default machine {default} has {cpus}: name the machine to simulate with --machine (a preset of {n} CPUs, or the file `schedlab calibrate` writes for this machine)",
+                        v["machine"]["name"].as_str().unwrap_or("?")
+                    ),
+                    _ => {}
+                }
+            }
+            default.to_string()
+        }
+    };
+    if args.machine.is_some() && !with.is_empty() {
+        let cpus = schedlab_cli::resolve::load_machine(&machine, None, args.governor.as_deref())?
+            .topology
+            .nr_cpus() as u64;
+        for (path, v) in &with {
+            if let Some(n) = compare::nr_cpus_of(v).filter(|&n| n != cpus) {
+                eprintln!(
+                    "warning: --with {path} ran on {n} CPUs; the simulated machine {machine} has {cpus}"
+                );
+            }
+        }
+    }
     let req = schedlab_cli::api::CompareRequest {
-        machine: args.machine.clone(),
+        machine,
         governor: args.governor.clone(),
         workload: args.workload.clone(),
         policies: split_specs(&args.policies),
@@ -598,8 +640,7 @@ fn compare_cmd(args: CompareArgs) -> Result<()> {
     }
     let schedlab_cli::api::Simulated { policies, baseline, mut reports, seeds } = sim;
     let mut policies = policies;
-    for path in &args.with {
-        let v = compare::load_report(path).with_context(|| "--with")?;
+    for (path, v) in with {
         policies.push(compare::label_of(&v, path));
         reports.push(vec![v]);
     }
@@ -612,7 +653,7 @@ fn compare_cmd(args: CompareArgs) -> Result<()> {
         std::fs::write(path, cmp.csv()).with_context(|| format!("cannot write {path}"))?;
     }
     if !args.quiet {
-        emit(&cmp.table());
+        emit(&if args.wide { cmp.table() } else { cmp.table_width(COMPARE_WIDTH) });
     }
     Ok(())
 }

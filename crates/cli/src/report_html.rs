@@ -43,13 +43,29 @@ fn step(span: f64) -> f64 {
     }
 }
 
-/// A tick label: at most two decimals, without trailing zeros ("0.5", "1.25", "2").
-fn fmt_tick(v: f64) -> String {
-    if v.abs() >= 1000.0 || v == v.trunc() {
-        return format!("{v:.0}");
+/// A tick label for a tick at `v` on an axis stepped by `st` (from [`step`]: 1, 2 or 5 times a power
+/// of ten): as many decimals as the step needs and no more ("0.5", "1.25" is never a tick, "0.002",
+/// "2", "2500").
+fn fmt_tick(v: f64, st: f64) -> String {
+    let decimals = if st >= 1.0 { 0 } else { (-st.log10().floor()).clamp(0.0, 15.0) as usize };
+    let s = format!("{v:.decimals$}");
+    let s = if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s };
+    if s == "-0" {
+        "0".into()
+    } else {
+        s
     }
-    let s = format!("{v:.2}");
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// The ticks of an axis from `lo` to `hi` every `st`: each at a whole multiple of the step (not
+/// accumulated, so no rounding drift), with its label.
+fn ticks(lo: f64, hi: f64, st: f64) -> Vec<(f64, String)> {
+    let first = (lo / st).ceil() as i64;
+    (first..)
+        .map(|k| k as f64 * st)
+        .take_while(|&v| v <= hi + st * 1e-9)
+        .map(|v| (v, fmt_tick(v, st)))
+        .collect()
 }
 
 /// An SVG plot area with linear axes.
@@ -132,11 +148,10 @@ impl Plot {
         );
         for (lo, hi, horizontal) in [(self.x0, self.x1, true), (self.y0, self.y1, false)] {
             let st = if !horizontal && self.int_y { step(hi - lo).max(1.0).round() } else { step(hi - lo) };
-            let mut v = (lo / st).ceil() * st;
             if horizontal && !self.x_ticks {
                 continue;
             }
-            while v <= hi + st * 1e-9 {
+            for (v, l) in ticks(lo, hi, st) {
                 if horizontal {
                     let x = self.sx(v);
                     let _ = write!(
@@ -144,7 +159,6 @@ impl Plot {
                         r#"<line x1="{x}" y1="{by}" x2="{x}" y2="{y2}" class="axis"/><text x="{x}" y="{ty}" text-anchor="middle">{l}</text>"#,
                         y2 = by + 4.0,
                         ty = by + 16.0,
-                        l = fmt_tick(v)
                     );
                 } else {
                     let y = self.sy(v);
@@ -155,10 +169,8 @@ impl Plot {
                         x3 = W - MR,
                         tx = bx - 6.0,
                         ty = y + 4.0,
-                        l = fmt_tick(v)
                     );
                 }
-                v += st;
             }
         }
         let _ = write!(
@@ -547,8 +559,24 @@ mod tests {
         assert_eq!(step(10.0), 2.0);
         assert_eq!(step(1.0), 0.2);
         assert_eq!(step(1000.0), 200.0);
-        let labels: Vec<String> = [0.5, 1.25, 2.0, 0.05, 2500.0, -1.5].map(fmt_tick).to_vec();
-        assert_eq!(labels, ["0.5", "1.25", "2", "0.05", "2500", "-1.5"]);
+        let labels: Vec<String> =
+            [(0.5, 0.5), (1.2, 0.2), (2.0, 1.0), (0.05, 0.05), (2500.0, 500.0), (-1.5, 0.5)]
+                .map(|(v, st)| fmt_tick(v, st))
+                .to_vec();
+        assert_eq!(labels, ["0.5", "1.2", "2", "0.05", "2500", "-1.5"]);
         assert_eq!(esc("a<b & \"c\""), "a&lt;b &amp; &quot;c&quot;");
+    }
+
+    #[test]
+    fn ticks_of_a_few_milliseconds_in_seconds_are_told_apart() {
+        // Cumulative run times of 0-4.3 ms plotted in seconds: a step of 1 ms, labelled with three
+        // decimals (two decimals labelled every tick "0").
+        let st = step(0.0043);
+        assert_eq!(st, 0.001);
+        let labels: Vec<String> = ticks(0.0, 0.0043, st).into_iter().map(|(_, l)| l).collect();
+        assert_eq!(labels, ["0", "0.001", "0.002", "0.003", "0.004"]);
+        // A step of 0.2 from -0.4: no drift ("0.6000000001"), no "-0".
+        let labels: Vec<String> = ticks(-0.4, 1.0, 0.2).into_iter().map(|(_, l)| l).collect();
+        assert_eq!(labels, ["-0.4", "-0.2", "0", "0.2", "0.4", "0.6", "0.8", "1"]);
     }
 }

@@ -95,14 +95,15 @@ pub fn sweep_cmd(args: SweepArgs) -> Result<()> {
     let (rows, csv_path, json_path) = plan.write_results(&out, done)?;
     let failed: Vec<&Row> = rows.iter().filter(|r| r.status != "ok").collect();
     if !args.quiet {
+        let n = |k: usize, one: &str, many: &str| format!("{k} {}", if k == 1 { one } else { many });
         let mut text = format!(
-            "sweep {}: {} runs ({} machine x {} workload x {} policy x {} seed), {} run now on {} threads in {:.1} s, {} from an earlier sweep\n",
+            "sweep {}: {} runs ({} x {} x {} x {}), {} run now on {} threads in {:.1} s, {} from an earlier sweep\n",
             g.name,
             plan.cells.len(),
-            g.machines.len(),
-            g.workloads.len(),
-            g.policies.len(),
-            g.seeds.len(),
+            n(g.machines.len(), "machine", "machines"),
+            n(g.workloads.len(), "workload", "workloads"),
+            n(g.policies.len(), "policy", "policies"),
+            n(g.seeds.len(), "seed", "seeds"),
             pending.len(),
             jobs,
             start.elapsed().as_secs_f64(),

@@ -29,8 +29,8 @@ use std::time::{Duration, Instant};
 #[derive(clap::Args, Debug)]
 pub struct VmTestArgs {
     /// Policies to load with schedlab-scx, comma-separated (the kernel's own EEVDF always runs
-    /// first as the baseline).
-    #[arg(long, value_delimiter = ',', default_value = "cfs,ule,htfs")]
+    /// first as the baseline). `--policies` is the same option, as `compare` and `replay` spell it.
+    #[arg(long, visible_alias = "policies", value_delimiter = ',', default_value = "cfs,ule,htfs")]
     pub policy: Vec<String>,
     /// Workload run by `schedlab exec` in the VM: a built-in, a workload TOML or an rt-app JSON file.
     #[arg(long, default_value = "vm/mixed.toml")]

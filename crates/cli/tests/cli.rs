@@ -691,15 +691,27 @@ fn bench_counts_instructions_under_callgrind() {
 
 #[test]
 fn compare_without_policies_runs_the_default_set_with_eevdf_as_baseline() {
-    let (ok, out, err) =
-        schedlab(&["compare", "--workload", "hogs[n=4]", "--machine", "up", "--duration", "200ms"]);
+    let args = ["compare", "--workload", "hogs[n=4]", "--machine", "up", "--duration", "200ms"];
+    let (ok, out, err) = schedlab(&[&args[..], &["--wide"]].concat());
     assert!(ok, "stderr: {err}");
     assert!(out.contains("baseline eevdf"), "{out}");
+    let default_set = ["eevdf", "cfs", "o1", "rsdl", "linux24", "bfs", "ule", "4bsd", "htfs", "vtrr"];
     let header = out.lines().find(|l| l.trim_start().starts_with("metric")).expect("a header row");
     let columns: Vec<&str> = header.split_whitespace().skip(1).collect();
-    assert_eq!(
-        columns,
-        ["eevdf", "cfs", "o1", "rsdl", "linux24", "bfs", "ule", "4bsd", "htfs", "vtrr"],
-        "{header}"
-    );
+    assert_eq!(columns, default_set, "{header}");
+    // Without --wide the same table fits 100 columns, in blocks that each start with the baseline
+    // and together hold every policy once.
+    let (ok, fitted, err) = schedlab(&args);
+    assert!(ok, "stderr: {err}");
+    assert!(fitted.lines().all(|l| l.chars().count() <= 100), "{fitted}");
+    let headers: Vec<Vec<&str>> = fitted
+        .lines()
+        .filter(|l| l.trim_start().starts_with("metric"))
+        .map(|l| l.split_whitespace().skip(1).collect())
+        .collect();
+    assert!(headers.len() >= 2, "{fitted}");
+    assert!(headers.iter().all(|h| h[0] == "eevdf"), "{fitted}");
+    let mut others: Vec<&str> = headers.iter().flat_map(|h| h[1..].iter().copied()).collect();
+    others.insert(0, "eevdf");
+    assert_eq!(others, default_set, "{fitted}");
 }

@@ -43,7 +43,7 @@ switches = "summary.nr_switches"
     let out = d.join("out");
     let (ok, text, err) = schedlab(&["sweep", &grid, "-o", out.to_str().unwrap(), "--jobs", "2"]);
     assert!(ok, "{err}");
-    assert!(text.contains("8 runs (1 machine x 2 workload x 2 policy x 2 seed), 8 run now"), "{text}");
+    assert!(text.contains("8 runs (1 machine x 2 workloads x 2 policies x 2 seeds), 8 run now"), "{text}");
     let json: serde_json::Value = serde_json::from_str(&read(&out.join("results.json"))).unwrap();
     assert_eq!(json["schema"], "schedlab.sweep/1");
     let rows = json["rows"].as_array().unwrap();

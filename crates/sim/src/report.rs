@@ -762,15 +762,21 @@ impl RunReport {
         } else {
             row("longest wait (runnable)", fmt_ns(s.max_wait_ns));
             row("scheduler decisions", format!("{} ({} tasks examined)", s.nr_decisions, s.nr_examined));
-            row("balancing", format!("{} calls, {} migrations", s.nr_balance_calls, s.nr_balance_migrations));
+            row(
+                "balancing",
+                format!(
+                    "{} chances (the policy's hook at busy ticks, before idling, for idle CPUs), {} migrations",
+                    s.nr_balance_calls, s.nr_balance_migrations
+                ),
+            );
             row("overhead", format!("{} of CPU time", fmt_ns(s.overhead_ns)));
             row("energy", format!("{:.3} J", s.energy_uj as f64 / 1e6));
         }
         let f = &s.fairness;
         row(
-            "fairness (eq. 4, Jain)",
+            "fairness, nice-weighted",
             format!(
-                "unfairness {} over {} tasks, Jain {:.4}",
+                "run time per unit of weight differs by up to {} between two of the {} tasks (seed 000 eq. 4); Jain index {:.4} (1 = equal, 1/n = one task takes all)",
                 fmt_ns(f.unfairness_ns),
                 f.nr_tasks,
                 f.jain_index
