@@ -263,7 +263,9 @@ pub fn replay_cmd(args: ReplayArgs) -> Result<()> {
     names.extend(policies.iter().cloned());
     let json: Vec<Vec<serde_json::Value>> =
         reports.iter().map(|runs| runs.iter().map(crate::compare::to_json).collect()).collect();
-    let cmp = crate::compare::compare(&names, 0, &json, &[args.seed]);
+    let mut cmp = crate::compare::compare(&names, 0, &json, &[args.seed]);
+    // The table's machine is the one the replays ran on (the recording's is in the first line).
+    cmp.machine = machine.name.clone();
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&cmp).context("cannot serialise the comparison")?;
         std::fs::write(path, text + "\n").with_context(|| format!("cannot write {path}"))?;

@@ -469,6 +469,11 @@ fn trace_stats_of_the_public_trace_is_a_schema_valid_report_and_a_replay_table()
     assert!(ok && out.is_empty(), "{out}{err}");
     let (ok, out, err) = schedlab(&["replay", trappy, "--policies", "eevdf,ule", "--bursts", "spin"]);
     assert!(ok, "{err}");
+    // One machine, named once: the replays' machine in both the first line and the table's.
+    let first = out.lines().next().unwrap_or("");
+    let table = out.lines().find(|l| l.starts_with("compare:")).unwrap_or("");
+    let machine = first.rsplit(" on ").next().and_then(|m| m.split(" (").next()).unwrap_or("?");
+    assert!(table.contains(&format!(" on {machine},")), "{first}\n{table}");
     // Spin bursts replay the recorded CPU time exactly: no error under either policy.
     assert!(out.contains("eevdf                mean |error| 0.00 %, largest 0.00 %"), "{out}");
     assert!(out.contains("ule                  mean |error| 0.00 %"), "{out}");
