@@ -32,6 +32,9 @@
 //!   is charged or counted.
 //! * **Exit**: `put_prev(cpu, t, Exited)`, then `task_exit(t)`.
 //! * **Yield**: `yield_task(cpu, t)`, then the schedule above with `put_prev(cpu, t, Yielded)`.
+//! * **Renice** (a task's own `nice` op, or a change seen by the sched_ext adapter): the engine
+//!   stores the new level in `ctx.task(t).nice`, then calls `set_nice(t, old_nice)`; a CPU it
+//!   returns is rescheduled.
 //! * **Tick** (every 1/HZ on each busy CPU; idle CPUs are tickless): `tick(cpu, curr)`; `true` asks
 //!   for a reschedule, done after balancing. Then `balance(cpu, Periodic)`. If the ticking CPU has at
 //!   least two tasks and some CPUs are idle, `balance(idle_cpu, NohzIdle)` runs for each idle CPU in
@@ -251,6 +254,21 @@ pub trait SchedPolicy {
 
     /// `t` has exited (after `put_prev(.., Exited)`).
     fn task_exit(&mut self, _ctx: &Ctx, _t: TaskId) {}
+
+    /// The nice level of the live task `t` changed (`setpriority(2)`, `nice(2)`: Linux's
+    /// `set_user_nice`, FreeBSD's `sched_nice`). `ctx.task(t).nice` is already the new level;
+    /// `old_nice` was the level before. `t` may be running, queued or blocked (never new or exited).
+    /// The policy updates whatever it derived from the old level (a weight, a static priority, a
+    /// share) the way its source does, keeping the task's history (vruntime, lag, sleep average,
+    /// interactivity score). Return the CPU to reschedule, if any: usually the one `t` runs or is
+    /// queued on (Linux's `prio_changed` rescheduling its runqueue), but a global-queue policy may
+    /// name another (BFS's `try_preempt`). The engine then puts that CPU's running task back and
+    /// asks `pick_next` again (an idle CPU just picks). The default does nothing: right for
+    /// policies that read the nice level whenever they need it (Linux 2.4's `sys_setpriority` only
+    /// stores `p->nice`).
+    fn set_nice(&mut self, _ctx: &Ctx, _t: TaskId, _old_nice: i8) -> Option<CpuId> {
+        None
+    }
 
     /// Tasks examined since the last call (the engine charges decision cost from it), then reset.
     fn take_examined(&mut self) -> u64 {

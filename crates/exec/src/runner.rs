@@ -579,6 +579,14 @@ impl<'a> Interp<'a> {
                     self.shared.objects.events[e as usize].resume();
                     true
                 }
+                Op::Nice(nice) => {
+                    // `who` 0 is the calling thread: Linux keeps a nice level per thread.
+                    if let Err(e) = sys::set_nice(0, nice as i32) {
+                        let msg = format!("{}: setpriority(nice {nice}): {e}", self.r.name);
+                        self.r.warnings.push(msg);
+                    }
+                    true
+                }
                 Op::SetCpus(l) => {
                     let cpus = &self.shared.w.cpu_lists[l as usize];
                     if let Err(e) = sys::set_affinity(0, cpus) {

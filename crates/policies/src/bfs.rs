@@ -671,6 +671,45 @@ impl SchedPolicy for Bfs {
         std::mem::take(&mut self.states[woken.idx()].preempts)
     }
 
+    /// `set_user_nice`: an RT task only stores the level. Otherwise a queued task leaves the queue,
+    /// its deadline moves by the difference of the two levels' deadline offsets
+    /// (`adjust_deadline`), and it is queued again at the tail; a lower nice then tries to preempt
+    /// (`try_preempt`: an idle CPU, or the one running the worst task). A running task's deadline
+    /// is adjusted on its CPU too (`reset_rq_task`), and a higher nice reschedules it.
+    fn set_nice(&mut self, ctx: &Ctx, t: TaskId, old_nice: i8) -> Option<CpuId> {
+        let info = ctx.task(t);
+        if info.class.is_rt() {
+            return None;
+        }
+        let queued = self.states[t.idx()].queued;
+        if queued {
+            if let Some(i) = self.queue.iter().position(|&x| x == t) {
+                self.queue.remove(i);
+            }
+        }
+        let (new_diff, old_diff) = (self.deadline_diff(info.nice), self.deadline_diff(old_nice));
+        let adjust = |d: Ns| (d + new_diff).saturating_sub(old_diff);
+        let st = &mut self.states[t.idx()];
+        st.deadline = adjust(st.deadline);
+        if queued {
+            self.enqueue_task(ctx, t);
+            if info.nice >= old_nice {
+                return None;
+            }
+            // try_preempt decides where the task goes; it does not make it lose its stickiness.
+            let sticky = self.states[t.idx()].sticky;
+            let (target, preempts) = self.try_preempt(ctx, t, false);
+            self.states[t.idx()].sticky = sticky;
+            return preempts.then_some(target);
+        }
+        if info.state == schedlab_core::TaskState::Running {
+            let rq = &mut self.rqs[info.cpu.idx()];
+            rq.deadline = adjust(rq.deadline);
+            return (info.nice > old_nice).then_some(info.cpu);
+        }
+        None
+    }
+
     fn take_examined(&mut self) -> u64 {
         std::mem::take(&mut self.nr_examined)
     }

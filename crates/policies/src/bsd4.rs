@@ -647,6 +647,22 @@ impl SchedPolicy for Bsd4 {
         self.nr_examined += examined;
     }
 
+    /// `sched_nice`: `resetpriority` + `resetpriority_thread` with the new nice; the thread's
+    /// `estcpu` is kept. A queued thread whose list changes goes to the tail of its new one; one
+    /// that now beats the thread running on its CPU reschedules it (`maybe_resched` from the
+    /// re-add). Simplification: the kernel's `maybe_resched` compares with the thread that called
+    /// `setpriority`, which the model does not have; a running thread's own renice never
+    /// reschedules (its priority equals the caller's).
+    fn set_nice(&mut self, ctx: &Ctx, t: TaskId, _old_nice: i8) -> Option<CpuId> {
+        self.resetpriority(ctx, t);
+        if ctx.task(t).state != TaskState::Runnable {
+            return None;
+        }
+        let cpu = ctx.task(t).cpu;
+        let curr = ctx.cpu(cpu).curr?;
+        (self.tds[t.idx()].pri < self.tds[curr.idx()].pri).then_some(cpu)
+    }
+
     fn task_exit(&mut self, ctx: &Ctx, t: TaskId) {
         // sched_exit_thread: the parent is charged the child's estcpu.
         let c = self.tds[t.idx()].estcpu;

@@ -25,6 +25,8 @@ pub mod pmqs;
 mod prandom;
 pub mod registry;
 pub mod rsdl;
+#[cfg(test)]
+mod tests_renice;
 pub mod testworld;
 pub mod ule;
 pub mod vtrr;

@@ -334,6 +334,15 @@ impl<F: SchedPolicy> SchedPolicy for LinuxClasses<F> {
         self.fair.balance(ctx, cpu, kind, out);
     }
 
+    fn set_nice(&mut self, ctx: &Ctx, t: TaskId, old_nice: i8) -> Option<CpuId> {
+        // set_user_nice: an RT task only stores the level; it counts once the task is fair again.
+        if is_rt(ctx, t) {
+            return None;
+        }
+        // A fair task's priority never preempts an RT task running on its CPU.
+        self.fair.set_nice(ctx, t, old_nice).filter(|&c| !ctx.cpu(c).curr.is_some_and(|r| is_rt(ctx, r)))
+    }
+
     fn task_exit(&mut self, ctx: &Ctx, t: TaskId) {
         if !is_rt(ctx, t) {
             self.fair.task_exit(ctx, t);

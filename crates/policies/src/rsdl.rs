@@ -208,7 +208,12 @@ impl Rsdl {
 
     /// The balancer's weight: the CPU entitlement of the task's nice level, 128 for nice 0.
     fn load_weight(ctx: &Ctx, t: TaskId, rr: Ns) -> u64 {
-        let nice = if ctx.task(t).class.is_rt() { -20 } else { ctx.task(t).nice };
+        Self::weight_at(ctx, t, ctx.task(t).nice, rr)
+    }
+
+    /// [`Rsdl::load_weight`] of `t` at nice level `nice`.
+    fn weight_at(ctx: &Ctx, t: TaskId, nice: i8, rr: Ns) -> u64 {
+        let nice = if ctx.task(t).class.is_rt() { -20 } else { nice };
         LOAD_SCALE * levels(nice) as u64 * rr_quota(nice, rr) / (20 * rr)
     }
 
@@ -392,6 +397,22 @@ impl SchedPolicy for Rsdl {
         let rq = &mut self.q.rqs[cpu.idx()];
         rq.nr_running -= 1;
         rq.load -= w;
+    }
+
+    /// `set_user_nice`: the static priority and the load weight of the new level; a queued or
+    /// running task's weight moves in its CPU's raw weighted load at once. Simplification: the
+    /// task keeps its place, quota and level in the staircase until its next queueing, where the
+    /// new static priority decides its levels (RSDL's design document: the static priority is
+    /// read at every queueing); no reschedule is asked for.
+    fn set_nice(&mut self, ctx: &Ctx, t: TaskId, old_nice: i8) -> Option<CpuId> {
+        let info = ctx.task(t);
+        self.tds[t.idx()].static_prio = (120 + info.nice.clamp(-20, 19) as i64) as usize;
+        if matches!(info.state, schedlab_core::TaskState::Runnable | schedlab_core::TaskState::Running) {
+            let (old, new) = (Self::weight_at(ctx, t, old_nice, self.rr), Self::load_weight(ctx, t, self.rr));
+            let rq = &mut self.q.rqs[info.cpu.idx()];
+            rq.load = rq.load - old + new;
+        }
+        None
     }
 
     fn pick_next(&mut self, ctx: &Ctx, cpu: CpuId) -> Option<Dispatch> {

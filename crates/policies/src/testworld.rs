@@ -122,6 +122,13 @@ impl TestWorld {
         cpu
     }
 
+    /// Changes the nice level of `t` as the engine does (`set_user_nice`): the new level in the
+    /// task's facts, then `set_nice`. Returns the CPU the policy asks to reschedule.
+    pub fn renice(&mut self, p: &mut dyn SchedPolicy, t: TaskId, nice: i8) -> Option<CpuId> {
+        let old = std::mem::replace(&mut self.tasks[t.idx()].nice, nice);
+        p.set_nice(&self.ctx(), t, old)
+    }
+
     /// Advances the clock by `ns`, calling `tick` on every busy CPU at each tick boundary crossed;
     /// returns the CPUs whose tick asked for a reschedule (the test decides what to do).
     pub fn advance(&mut self, p: &mut dyn SchedPolicy, ns: Ns) -> Vec<CpuId> {

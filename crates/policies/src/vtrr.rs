@@ -445,6 +445,23 @@ impl SchedPolicy for Vtrr {
         }
     }
 
+    /// A share change, built from the paper's two dynamic operations: a queued client leaves and
+    /// joins again with the share of its new nice level, keeping its lead and counter as a client
+    /// that left and returned; a running client is charged at its old share first. A sleeping
+    /// client takes its new share when it joins. (The paper's own interface for changing a share
+    /// is not modelled; docs/policies/vtrr.md.)
+    fn set_nice(&mut self, ctx: &Ctx, t: TaskId, _old_nice: i8) -> Option<CpuId> {
+        if !self.clients[t.idx()].queued {
+            return None;
+        }
+        if ctx.task(t).state == schedlab_core::TaskState::Running {
+            self.charge(ctx.now, t);
+        }
+        self.leave(t);
+        self.join(ctx, t);
+        None
+    }
+
     fn dequeue(&mut self, _ctx: &Ctx, _cpu: CpuId, _t: TaskId, _why: DequeueReason) {
         // Only migrations dequeue, and the queue is global: the client keeps its place.
     }

@@ -117,7 +117,7 @@ pub struct ShadowStats {
     pub nr_cpu_fixups: u64,
     /// Affinity changes seen (`sched_setaffinity` on a known task).
     pub nr_affinity_changes: u64,
-    /// Nice level changes seen (`setpriority` on a known task; the task is created again).
+    /// Nice level changes seen (`setpriority` on a known task; passed to `SchedPolicy::set_nice`).
     pub nr_nice_changes: u64,
 }
 
@@ -296,9 +296,7 @@ impl Shadow {
             return self.new_task(host, kt);
         };
         self.extra[t.idx()].enq_cnt = kt.enq_cnt;
-        if self.refresh_facts(host, t, kt) {
-            return self.new_task(host, kt);
-        }
+        self.refresh_facts(host, t, kt);
         if kt.stop_ts > kt.start_ts {
             let tk = &mut self.tasks[t.idx()];
             tk.sum_exec_ns += kt.stop_ts - kt.start_ts;
@@ -454,38 +452,31 @@ impl Shadow {
 
     /// The kernel re-enqueues a task whose affinity or nice level changes; its message shows the
     /// new CPU count and weight. An affinity that no longer holds the task's CPU moves it, as
-    /// `sched_setaffinity` does (`move_queued_task`). The policies read a task's nice level when it
-    /// is created (the simulator never changes it), so a new nice level retires the task and
-    /// creates it again with its new facts: its weight is right from then on, but its history in
-    /// the policy (vruntime, sleep average, interactivity score) starts over, where Linux's
-    /// `set_user_nice` would keep it. Returns whether the task was created again.
-    fn refresh_facts(&mut self, host: &mut dyn Host, t: TaskId, kt: &KernelTask) -> bool {
+    /// `sched_setaffinity` does (`move_queued_task`). A new nice level reaches the policy through
+    /// [`SchedPolicy::set_nice`] (Linux's `set_user_nice`, FreeBSD's `sched_nice`), so the task
+    /// keeps its history in the policy (vruntime, lag, sleep average, interactivity score); a CPU
+    /// the policy names is rescheduled.
+    fn refresh_facts(&mut self, host: &mut dyn Host, t: TaskId, kt: &KernelTask) {
         let info = &self.tasks[t.idx()];
         let affinity_changed = kt.nr_cpus_allowed != 0 && kt.nr_cpus_allowed != info.allowed.count() as u64;
         let nice_changed = kt.weight != 0 && kt.weight != scx_weight_of_nice(info.nice);
         if !(affinity_changed || nice_changed) {
-            return false;
+            return;
         }
-        let Some(facts) = host.task_facts(kt.pid) else { return false };
+        let Some(facts) = host.task_facts(kt.pid) else { return };
         let nice = facts.nice.unwrap_or_else(|| nice_of_weight(kt.weight));
-        if nice != self.tasks[t.idx()].nice {
+        let old_nice = self.tasks[t.idx()].nice;
+        if nice != old_nice {
             self.stats.nr_nice_changes += 1;
-            let cpu = self.tasks[t.idx()].cpu;
-            match self.tasks[t.idx()].state {
-                TaskState::Running => {
-                    self.put_prev(cpu, t, SwitchReason::Exited);
-                    self.slots[cpu.idx()].needs_pick = true;
+            self.tasks[t.idx()].nice = nice;
+            if let Some(c) = self.policy.set_nice(ctx!(self), t, old_nice) {
+                if c.idx() < self.cpus.len() {
+                    match self.cpus[c.idx()].curr {
+                        Some(_) => self.slots[c.idx()].resched = true,
+                        None => self.slots[c.idx()].needs_pick = true,
+                    }
                 }
-                TaskState::Runnable => {
-                    self.policy.dequeue(ctx!(self), cpu, t, DequeueReason::Migrate);
-                    self.cpus[cpu.idx()].nr_running -= 1;
-                    self.set_state(t, TaskState::Exited);
-                }
-                _ => self.set_state(t, TaskState::Exited),
             }
-            self.policy.task_exit(ctx!(self), t);
-            self.by_pid.remove(&kt.pid);
-            return true;
         }
         if affinity_changed {
             let mut allowed = facts.allowed.and(&self.topo.all());
@@ -510,7 +501,6 @@ impl Shadow {
                 }
             }
         }
-        false
     }
 
     fn allowed_or_fixed(&mut self, t: TaskId, chosen: CpuId) -> CpuId {

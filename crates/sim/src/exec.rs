@@ -146,7 +146,7 @@ impl<'a> Sim<'a> {
                 c.fork_process_ns.or(c.fork_ns).unwrap_or(call)
             }
             Op::Fork(_) => c.fork_ns.unwrap_or(call),
-            Op::Io { .. } | Op::WaitChildren | Op::SetCpus(_) => call,
+            Op::Io { .. } | Op::WaitChildren | Op::SetCpus(_) | Op::Nice(_) => call,
             Op::Send { pipe, bytes } => {
                 let p = &self.pipes[pipe as usize];
                 if !(p.writers.is_empty() && p.used + bytes <= p.capacity) {
@@ -389,6 +389,16 @@ impl<'a> Sim<'a> {
                     self.tasks[t.idx()].pc += 1;
                     self.tasks[t.idx()].nr_yields += 1;
                     return Step::Yield;
+                }
+                Op::Nice(nice) => {
+                    self.tasks[t.idx()].pc += 1;
+                    if let Some(c) = self.renice(t, nice) {
+                        // resched_curr: on this CPU at once, on another through an IPI.
+                        if self.cpu_views[c.idx()].curr.is_some() {
+                            self.cpus[c.idx()].need_resched = true;
+                        }
+                        self.kick(c, cpu);
+                    }
                 }
                 Op::Lock(m) => {
                     if self.mutexes[m as usize].owner == Some(t) {

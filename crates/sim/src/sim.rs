@@ -1372,6 +1372,18 @@ impl<'a> Sim<'a> {
         self.preempt_check(to, t, WakeKind::Migration, initiator);
     }
 
+    /// Sets the nice level of `t` (`set_user_nice`): a level it has already changes nothing, as in
+    /// Linux; otherwise the policy hears of the change ([`SchedPolicy::set_nice`]). Returns the CPU
+    /// the policy asks to reschedule.
+    pub(crate) fn renice(&mut self, t: TaskId, nice: i8) -> Option<CpuId> {
+        let old = self.views[t.idx()].nice;
+        if old == nice {
+            return None;
+        }
+        self.views[t.idx()].nice = nice;
+        self.policy.set_nice(ctx!(self), t, old)
+    }
+
     /// Moves the running task `t` off `cpu`, which it may no longer use, to the first CPU it may use
     /// (Linux `set_cpus_allowed_ptr`: `cpumask_any_and(active, new_mask)`, through the stopper).
     fn move_running(&mut self, cpu: CpuId, t: TaskId) {

@@ -1109,3 +1109,41 @@ fn ticks_fall_at_the_configured_phase() {
     let err = Sim::new(&m, &w, p.as_mut(), "test", cfg).err().expect("a phase of a whole tick is refused");
     assert!(err.to_string().contains("not below the tick"), "{err}");
 }
+
+/// Run-time ratio of a nice-0 hog to a hog at nice 5 on one CPU: set at creation, or by the task's
+/// own `nice` op as its first step.
+fn nice_ratio(spec: &str, by_op: bool) -> f64 {
+    let mut w = WorkloadBuilder::new("renice");
+    w.task("nice0", P::new().forever(|b| b.compute(10 * MS)).build());
+    if by_op {
+        w.task("nice5", P::new().nice(5).forever(|b| b.compute(10 * MS)).build());
+    } else {
+        w.task("nice5", P::new().forever(|b| b.compute(10 * MS)).build()).nice = 5;
+    }
+    let r = run(&Machine::preset("up").unwrap(), &w.build().unwrap(), spec, 10_000 * MS);
+    task(&r, "nice0").run_ns as f64 / task(&r, "nice5").run_ns as f64
+}
+
+/// A renice reaches the policy (`SchedPolicy::set_nice`): a hog that renices itself to 5 as its
+/// first step gets, over 10 s, the share a hog created at nice 5 gets, under every policy (CFS and
+/// EEVDF: the weight ratio 1024 / 335). Without the hook the reniced hog kept its nice-0 weight
+/// (ratio 1.0 under CFS). Not ELSC: its reniced hog settles at 1.27 against 1.38 (open, issue 31).
+#[test]
+fn a_task_renicing_itself_gets_the_share_of_its_new_level_under_every_policy() {
+    for info in schedlab_policies::policies() {
+        if matches!(info.name, "fifo" | "elsc") {
+            continue; // FIFO has no nice levels (the nice-5 hog never runs)
+        }
+        let (set, by_op) = (nice_ratio(info.name, false), nice_ratio(info.name, true));
+        assert!(
+            (by_op / set - 1.0).abs() < 0.01,
+            "{}: created at nice 5 {set:.4}, reniced {by_op:.4}",
+            info.name
+        );
+    }
+    let want = 1024.0 / 335.0;
+    for spec in ["cfs", "eevdf"] {
+        let ratio = nice_ratio(spec, true);
+        assert!((ratio / want - 1.0).abs() < 0.01, "{spec}: ratio {ratio:.4}, want {want:.4}");
+    }
+}

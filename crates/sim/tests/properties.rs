@@ -73,6 +73,8 @@ enum Simple {
     Count,
     /// Raw CPU numbers, taken modulo the machine's CPU count; empty = all CPUs.
     SetCpus(Vec<u32>),
+    /// `setpriority` on itself.
+    Nice(i8),
 }
 
 /// A group of tasks that can always complete.
@@ -161,6 +163,7 @@ fn simple() -> impl Strategy<Value = Simple> {
         1 => (1u64..=500_000).prop_map(Simple::Io),
         1 => Just(Simple::Count),
         1 => prop_oneof![Just(Vec::new()), cpu_list()].prop_map(Simple::SetCpus),
+        1 => (-20i8..=19).prop_map(Simple::Nice),
     ]
 }
 
@@ -368,6 +371,7 @@ fn add_simple(
                 let l = w.cpu_list(cpus_of(raw, ncpus));
                 p.set_cpus(l)
             }
+            Simple::Nice(n) => p.nice(*n),
         };
     }
     (p, work, spin, counts)

@@ -123,6 +123,10 @@ impl ProgramBuilder {
     pub fn set_cpus(self, list: CpuListId) -> Self {
         self.op(Op::SetCpus(list))
     }
+    /// Change the task's own nice level (-20..=19).
+    pub fn nice(self, nice: i8) -> Self {
+        self.op(Op::Nice(nice))
+    }
     /// Exit.
     pub fn exit(self) -> Self {
         self.op(Op::Exit)

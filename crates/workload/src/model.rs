@@ -179,6 +179,9 @@ pub enum Op {
     },
     /// `sched_yield()`.
     Yield,
+    /// Change the task's own nice level (`setpriority(PRIO_PROCESS, gettid(), nice)`), -20..=19.
+    /// The policy keeps the task's history (Linux's `set_user_nice`, FreeBSD's `sched_nice`).
+    Nice(i8),
     /// Lock a mutex.
     Lock(MutexId),
     /// Unlock a mutex the task owns.
@@ -586,6 +589,9 @@ impl Workload {
                 }
                 Op::Suspend(e) | Op::Resume(e) if e >= n(&self.events) => return bad("event", e),
                 Op::SetCpus(l) if l as usize >= self.cpu_lists.len() => return bad("CPU list", l),
+                Op::Nice(v) if !(-20..=19).contains(&v) => {
+                    return Err(format!("op {i}: nice {v} is outside -20..=19"))
+                }
                 Op::Compute { work: d }
                 | Op::Spin { time: d }
                 | Op::Sleep { time: d }

@@ -750,7 +750,7 @@ struct Names {
 }
 
 const VERBS: &str = "compute, spin, sleep, timer, yield, lock, unlock, wait, signal, broadcast, sem_wait, \
-sem_post, suspend, resume, cpus, count, send, recv, barrier, fork, wait_children, io, loop, exit";
+sem_post, suspend, resume, cpus, nice, count, send, recv, barrier, fork, wait_children, io, loop, exit";
 
 /// What op parsing needs besides the op: the name tables and the CPU lists being collected.
 struct OpCx<'a> {
@@ -909,6 +909,10 @@ fn parse_op(t: &toml::Table, path: &str, cx: &mut OpCx, out: &mut Vec<Op>) -> Re
             let list = cpu_list(&t["cpus"]).map_err(|m| (key("cpus"), m))?;
             Op::SetCpus(cx.list_id(list))
         }
+        "nice" => match t["nice"] {
+            toml::Value::Integer(n) if (-20..=19).contains(&n) => Op::Nice(n as i8),
+            _ => return Err((key("nice"), "expected a nice level, an integer in -20..=19".into())),
+        },
         "loop" => {
             let count = loop_count(&t["loop"]).map_err(|m| (key("loop"), m))?;
             let body = match t.get("ops") {
@@ -987,6 +991,19 @@ ops = [
         assert_eq!(e.line, 4, "{e}");
         assert!(e.to_string().contains("nicety"), "{e}");
         assert!(e.to_string().starts_with("bad.toml:4:"), "{e}");
+    }
+
+    #[test]
+    fn a_nice_op_is_read_written_and_checked() {
+        let w =
+            parse_toml("n.toml", "[[task]]\nname = \"a\"\nops = [ { nice = -3 }, { compute = \"1ms\" } ]\n")
+                .unwrap();
+        assert_eq!(w.tasks[0].program.ops[0], Op::Nice(-3));
+        let again = parse_toml("again.toml", &crate::toml_write::to_toml(&w)).unwrap();
+        assert_eq!(again.tasks[0].program.ops[0], Op::Nice(-3));
+        let e = err("[[task]]\nname = \"a\"\nops = [\n  { nice = 20 },\n]\n");
+        assert_eq!(e.line, 4, "{e}");
+        assert!(e.key.ends_with("nice") && e.to_string().contains("-20..=19"), "{e}");
     }
 
     #[test]

@@ -68,6 +68,7 @@ fn write_ops(out: &mut String, w: &Workload, ops: &[Op], from: usize, to: usize,
                 format!("{{ timer = {}{mode}{r} }}", qd(period_ns))
             }
             Op::Yield => "{ yield = true }".into(),
+            Op::Nice(n) => format!("{{ nice = {n} }}"),
             Op::Lock(m) => format!("{{ lock = {} }}", q(&w.mutexes[m as usize])),
             Op::Unlock(m) => format!("{{ unlock = {} }}", q(&w.mutexes[m as usize])),
             Op::CondWait { cond, mutex } => {

@@ -649,6 +649,10 @@ impl Cfs {
             // old/new weight; a queued entity's relative virtual deadline likewise.
             if !on_rq {
                 s.vlag = div_s64((s.vlag as i64) as i128 * old_weight as i128, weight);
+                if s.rel_deadline {
+                    // 6.12.y and 6.18: a deadline kept relative by PLACE_REL_DEADLINE scales too.
+                    s.deadline = div_s64((s.deadline as i64) as i128 * old_weight as i128, weight);
+                }
             } else {
                 let rel = s.deadline.wrapping_sub(s.vruntime) as i64;
                 let rel = div_s64(rel as i128 * old_weight as i128, weight);
@@ -848,6 +852,17 @@ impl Cfs {
         }
         self.scratch = path;
         picked
+    }
+
+    /// `set_next_task_fair`: the queued task `t` becomes its CPU's current task again, every level
+    /// of its hierarchy included (after `put_prev_task` and a requeue, as `set_user_nice` does).
+    pub(crate) fn set_next_task(&mut self, t: TaskId, now: Ns) {
+        let mut cur = Some(self.task_se[t.idx()]);
+        while let Some(se) = cur {
+            let rq = self.ses[se as usize].cfs_rq;
+            self.set_next_entity(rq, se, now, true);
+            cur = self.ses[se as usize].parent;
+        }
     }
 
     /// `put_prev_entity` for every level (`put_prev_task_fair`).

@@ -147,6 +147,27 @@ impl Cfs {
         self.pelt_task_update(t, now, 1, 1, running, w);
     }
 
+    /// `reweight_entity`'s load averages: `t`'s signal, brought to now (queued or sleeping as
+    /// `queued` says) at its old weight, is re-weighted on the CPU it is attached to (only its own
+    /// average, when attached nowhere).
+    pub(crate) fn pelt_reweight(&mut self, t: TaskId, queued: bool, old_weight: u64, weight: u64, now: Ns) {
+        self.pelt_reserve(t);
+        let attached = self.pelt_attached[t.idx()];
+        let load = u64::from(queued);
+        let running = queued && self.pelt_task_running(t);
+        if attached != DETACHED {
+            self.pelt_update_cpu(CpuId(attached), now);
+        }
+        self.pelt_task_update(t, now, load, load, running, old_weight);
+        let mut task = self.pelt_task[t.idx()];
+        if attached == DETACHED {
+            task.load_avg = weight * task.load_sum / task.divider();
+        } else {
+            self.pelt_cpu[attached as usize].reweight(&mut task, old_weight, weight);
+        }
+        self.pelt_task[t.idx()] = task;
+    }
+
     /// `task_dead_fair` -> `remove_entity_load_avg`: an exited task's load leaves its CPU.
     pub(crate) fn pelt_exit(&mut self, t: TaskId, now: Ns) {
         let Some(&old) = self.pelt_attached.get(t.idx()) else { return };

@@ -52,6 +52,7 @@ mod load_avg;
 pub mod math;
 mod newidle66;
 mod pelt;
+mod renice;
 pub(crate) mod select;
 mod select66;
 mod shares;
@@ -653,6 +654,11 @@ impl Cfs {
         self.sched_slice(self.task_se[t.idx()])
     }
 
+    /// The load weight of task `t`'s entity.
+    pub fn weight_of(&self, t: TaskId) -> u64 {
+        self.ses[self.task_se[t.idx()] as usize].weight
+    }
+
     /// The vruntime of task `t` (absolute while queued or running).
     pub fn vruntime_of(&self, t: TaskId) -> u64 {
         self.ses[self.task_se[t.idx()] as usize].vruntime
@@ -1026,6 +1032,10 @@ impl SchedPolicy for Cfs {
             BalanceKind::NewlyIdle if self.eevdf => self.newidle_balance_66(ctx, cpu, out),
             BalanceKind::NewlyIdle => self.idle_balance(ctx, cpu, out),
         }
+    }
+
+    fn set_nice(&mut self, ctx: &Ctx, t: TaskId, old_nice: i8) -> Option<CpuId> {
+        self.renice_fair(ctx, t, old_nice).then_some(ctx.task(t).cpu)
     }
 
     fn task_exit(&mut self, ctx: &Ctx, t: TaskId) {

@@ -171,6 +171,18 @@ impl Avg {
         self.runnable_sum += task.runnable_sum;
     }
 
+    /// `reweight_entity`'s load-average part on this runqueue's signal: the task's load average is
+    /// taken out at its old weight (`dequeue_load_avg`), recomputed from its load sum at the new
+    /// weight, and added back (`enqueue_load_avg`).
+    pub(crate) fn reweight(&mut self, task: &mut Avg, old_weight: u64, weight: u64) {
+        self.load_avg = self.load_avg.saturating_sub(task.load_avg);
+        self.load_sum =
+            self.load_sum.saturating_sub(old_weight * task.load_sum).max(self.load_avg * MIN_DIVIDER);
+        task.load_avg = weight * task.load_sum / task.divider();
+        self.load_avg += task.load_avg;
+        self.load_sum += weight * task.load_sum;
+    }
+
     /// `detach_entity_load_avg`: removes a task's signal, never below zero, keeping each sum at least
     /// its average times the smallest divider as the kernel does.
     pub(crate) fn detach(&mut self, task: &Avg, weight: u64) {

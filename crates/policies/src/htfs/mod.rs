@@ -889,6 +889,42 @@ impl SchedPolicy for Htfs {
         self.enqueue_up(d, ctx.now);
     }
 
+    /// A new nice level. The thesis does not describe one, so the task's entity is reweighted the
+    /// way its group entities are (`update_shares`, after CFS's `reweight_entity`): the sums it is
+    /// counted in (its dual runqueue's weight, its group's, its CPU's load) follow the new weight,
+    /// and its boosted-weight level moves by as many levels as its weight's own level did (the
+    /// boost it earned is kept, as are its vruntime, kind and average load); a queued entity goes
+    /// to the priority queue of its new level. No reschedule.
+    fn set_nice(&mut self, ctx: &Ctx, t: TaskId, _old_nice: i8) -> Option<CpuId> {
+        let w = Self::weight_of(ctx, t);
+        let e = self.ents[t.idx()];
+        if e.weight == w {
+            return None;
+        }
+        let se = Se::Task(t);
+        let balancect = self.duals[e.dual].balancect;
+        if e.queued {
+            self.dequeue_se(se, e.kind, e.level);
+        }
+        let info = ctx.task(t);
+        if matches!(info.state, schedlab_core::TaskState::Runnable | schedlab_core::TaskState::Running)
+            && !self.premoved[t.idx()]
+        {
+            let c = &mut self.cpus[info.cpu.idx()];
+            c.load = c.load - e.weight + w;
+        }
+        let shift = initial_level(w) as i64 - initial_level(e.weight) as i64;
+        let ent = &mut self.ents[t.idx()];
+        ent.set_weight(w);
+        ent.level = (e.level as i64 + shift).clamp(0, BWEIGHTS.len() as i64 - 1) as usize;
+        if e.queued {
+            self.enqueue_se(e.dual, se, e.enq_at);
+            self.duals[e.dual].balancect = balancect;
+            self.update_shares(e.dual);
+        }
+        None
+    }
+
     fn dequeue(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId, _why: DequeueReason) {
         if self.premoved[t.idx()] {
             return; // pull_task moved it already; `enqueue(.., Migrated)` follows

@@ -632,6 +632,47 @@ impl SchedPolicy for O1 {
         self.q.rebalance(ctx, cpu, idle, newly, &view, out);
     }
 
+    /// 2.6.22 `set_user_nice`: an RT task only stores the level. Otherwise a queued task leaves its
+    /// array and its CPU's raw weighted load, takes the new static priority, load weight and
+    /// `effective_prio` (its bonus kept), and is queued again at the tail of its new list in the
+    /// same array (the running task, which 2.6.22 keeps queued, likewise: it goes to the tail when
+    /// it stops). Its remaining slice is kept; the next one follows the new level. The CPU is
+    /// rescheduled when the priority rose, or fell for the running task.
+    fn set_nice(&mut self, ctx: &Ctx, t: TaskId, _old_nice: i8) -> Option<CpuId> {
+        let info = ctx.task(t);
+        let static_prio = (120 + info.nice.clamp(-20, 19) as i64) as usize;
+        if info.class.is_rt() {
+            self.tasks[t.idx()].static_prio = static_prio;
+            return None;
+        }
+        let cpu = info.cpu;
+        let running = info.state == TaskState::Running;
+        let queued = running || info.state == TaskState::Runnable;
+        let old_weight = Self::load_weight(&self.tasks[t.idx()], ctx, t);
+        let in_array = self.tasks[t.idx()].queued;
+        if in_array {
+            self.dequeue_array(cpu, t);
+        }
+        let old_prio = self.tasks[t.idx()].prio;
+        let st = &mut self.tasks[t.idx()];
+        st.static_prio = static_prio;
+        st.prio = Self::effective_prio(ctx, t, st);
+        let (new_prio, expired) = (st.prio, st.expired);
+        if running {
+            st.requeue = true;
+        }
+        if !queued {
+            return None;
+        }
+        let new_weight = Self::load_weight(&self.tasks[t.idx()], ctx, t);
+        let rq = &mut self.q.rqs[cpu.idx()];
+        rq.load = rq.load - old_weight + new_weight;
+        if in_array {
+            self.enqueue_array(cpu, t, expired, false);
+        }
+        (new_prio < old_prio || (new_prio > old_prio && running)).then_some(cpu)
+    }
+
     fn task_exit(&mut self, ctx: &Ctx, t: TaskId) {
         // sched_exit: a child still in its first slice returns it; the parent absorbs some sleep_avg.
         let Some(p) = ctx.task(t).parent else { return };

@@ -897,6 +897,50 @@ impl SchedPolicy for Ule {
         self.unplan();
     }
 
+    /// `sched_nice` (FreeBSD 10.4): `sched_priority` recomputes the user priority with the new
+    /// nice (the interactivity score and the run-tick part are the thread's own history, kept),
+    /// then `sched_prio` -> `sched_thread_priority` applies it: a queued thread whose priority
+    /// improves is taken off its run queue and added again (`sched_rem`, `sched_add`) and may
+    /// preempt; a queued thread whose priority worsens keeps its slot (the kernel only changes
+    /// `td_priority`); the running thread's new priority only updates its CPU's `tdq_lowpri`; a
+    /// sleeping thread loses any `static_boost`. Simplification: the re-add stays on the thread's
+    /// CPU, where the kernel's `sched_add` would run `sched_pickcpu` again.
+    fn set_nice(&mut self, ctx: &Ctx, t: TaskId, _old_nice: i8) -> Option<CpuId> {
+        if self.threads[t.idx()].class != Class::Timeshare {
+            return None;
+        }
+        self.sched_priority(ctx, t);
+        let prio = self.threads[t.idx()].user_pri;
+        let old = self.threads[t.idx()].pri;
+        if prio == old {
+            return None;
+        }
+        let cpu = ctx.task(t).cpu;
+        match ctx.task(t).state {
+            TaskState::Runnable if prio < old && self.threads[t.idx()].loc.is_some() => {
+                self.dequeue(ctx, cpu, t, DequeueReason::Migrate);
+                self.threads[t.idx()].pri = prio;
+                self.tdq_add(cpu, t);
+                let curr = ctx.cpu(cpu).curr?;
+                let cpri = self.threads[curr.idx()].pri;
+                should_preempt(prio, cpri, true, self.p.preempt_thresh as u8).then_some(cpu)
+            }
+            TaskState::Running => {
+                self.threads[t.idx()].pri = prio;
+                if prio < self.lowpri[cpu.idx()] {
+                    self.lowpri[cpu.idx()] = prio;
+                } else if self.lowpri[cpu.idx()] == old {
+                    self.set_lowpri(cpu, Some(t));
+                }
+                None
+            }
+            _ => {
+                self.threads[t.idx()].pri = prio;
+                None
+            }
+        }
+    }
+
     fn task_exit(&mut self, ctx: &Ctx, t: TaskId) {
         // sched_exit_thread: the parent is charged the child's run time (not its sleep).
         let Some(p) = ctx.task(t).parent else { return };
