@@ -56,7 +56,24 @@ pub struct VmTestArgs {
     /// Seconds after which the VM is stopped and the test fails.
     #[arg(long, default_value_t = 900)]
     pub timeout: u64,
+    /// Run the guest on QEMU's instruction counting: each instruction takes 2^SHIFT ns of guest
+    /// time (`-icount shift=SHIFT,sleep=off`), so the guest sees a machine of fixed speed however
+    /// slowly or unevenly the host emulates it (idle time passes at once). 0 to 10; 4 is 62.5
+    /// million instructions per guest second.
+    #[arg(long, value_name = "SHIFT")]
+    pub icount: Option<u32>,
+    /// Run the workload this many times under each scheduler, in one boot (the repeats are named
+    /// `<run>-r2`, `<run>-r3`...), to see the run-to-run spread.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: u32,
+    /// First measure the guest with `schedlab calibrate` (under the kernel's own scheduler) and
+    /// bring back its machine file as OUT/guest-machine.toml, for simulating the guest.
+    #[arg(long)]
+    pub calibrate: bool,
 }
+
+/// The name the guest's `schedlab calibrate` result travels under in the serial log.
+const CALIBRATE: &str = "calibrate";
 
 /// The name of the run under the kernel's own scheduler.
 pub const BASELINE: &str = "kernel";
@@ -103,6 +120,15 @@ pub fn vm_test_cmd(args: VmTestArgs) -> Result<()> {
     if !(1..=64).contains(&args.cpus) {
         bail!("--cpus: must be 1 to 64, got {}", args.cpus);
     }
+    if args.icount.is_some_and(|s| s > 10) {
+        bail!(
+            "--icount: the shift must be 0 to 10 (2^SHIFT ns per instruction), got {}",
+            args.icount.unwrap_or(0)
+        );
+    }
+    if !(1..=20).contains(&args.repeat) {
+        bail!("--repeat: must be 1 to 20, got {}", args.repeat);
+    }
     let workload_src = std::fs::read(&args.workload).with_context(|| {
         format!("--workload {}: cannot read it (a file is needed: it is copied into the VM)", args.workload)
     })?;
@@ -128,17 +154,21 @@ pub fn vm_test_cmd(args: VmTestArgs) -> Result<()> {
             fetch_kernel(&cache)?
         }
     };
-    let mut runs = vec![Run { name: BASELINE.into(), policy: None }];
-    for p in &args.policy {
-        let name = file_safe(p);
-        if runs.iter().any(|r| r.name == name) {
-            bail!("--policy: {p} is named twice");
+    let mut runs = Vec::new();
+    for rep in 1..=args.repeat {
+        let suffix = if rep == 1 { String::new() } else { format!("-r{rep}") };
+        runs.push(Run { name: format!("{BASELINE}{suffix}"), policy: None });
+        for p in &args.policy {
+            let name = format!("{}{suffix}", file_safe(p));
+            if runs.iter().any(|r| r.name == name) {
+                bail!("--policy: {p} is named twice");
+            }
+            runs.push(Run { name, policy: Some(p.clone()) });
         }
-        runs.push(Run { name, policy: Some(p.clone()) });
     }
     let ext = Path::new(&args.workload).extension().and_then(|e| e.to_str()).unwrap_or("toml");
     let workload_name = format!("workload.{ext}");
-    let init = init_script(&runs, &workload_name, &args.duration);
+    let init = init_script(&runs, &workload_name, &args.duration, args.calibrate);
     let initrd = out.join("initrd.cpio");
     eprintln!("vm-test: writing the initramfs {}", initrd.display());
     let me = std::env::current_exe().context("cannot find the schedlab binary itself")?;
@@ -160,7 +190,7 @@ pub fn vm_test_cmd(args: VmTestArgs) -> Result<()> {
         args.duration
     );
     let timeout = Duration::from_secs(args.timeout);
-    let mut serial = boot(&qemu, &kernel, &initrd, args.cpus, timeout, &serial_path)?;
+    let mut serial = boot(&qemu, &kernel, &initrd, args.cpus, args.icount, timeout, &serial_path)?;
     if let Some(line) = patching_oops(&serial) {
         // Once only: a second such crash fails the runs it cut short, below.
         let first = out.join("serial-1.log");
@@ -172,10 +202,23 @@ pub fn vm_test_cmd(args: VmTestArgs) -> Result<()> {
             line.trim(),
             first.display()
         );
-        serial = boot(&qemu, &kernel, &initrd, args.cpus, timeout, &serial_path)?;
+        serial = boot(&qemu, &kernel, &initrd, args.cpus, args.icount, timeout, &serial_path)?;
     }
     let outcomes = parse_serial(&serial);
     let mut failures = Vec::new();
+    if args.calibrate {
+        match outcomes.iter().find(|o| o.name == CALIBRATE).and_then(|o| o.report.as_ref()) {
+            Some(machine) => {
+                let path = out.join("guest-machine.toml");
+                std::fs::write(&path, machine).with_context(|| format!("cannot write {}", path.display()))?;
+                println!("guest machine file (schedlab calibrate in the VM): {}", path.display());
+            }
+            None => failures.push(format!(
+                "calibrate: no machine file came back from the guest (see {})",
+                serial_path.display()
+            )),
+        }
+    }
     let mut table = String::from(
         "run          sched_ext   ops                            workload   scheduler exit   after      nice0/nice5\n",
     );
@@ -422,7 +465,7 @@ fn run_ok(cmd: &mut Command, what: &str) -> Result<()> {
 }
 
 /// The `/init` of the VM.
-fn init_script(runs: &[Run], workload: &str, duration: &str) -> String {
+fn init_script(runs: &[Run], workload: &str, duration: &str, calibrate: bool) -> String {
     let mut s = String::from(
         r#"#!/bin/sh
 # Written by `schedlab vm-test`.
@@ -467,6 +510,15 @@ run() {
 }
 "#,
     );
+    if calibrate {
+        s.push_str(&format!(
+            "say run {CALIBRATE} state=\"$(state)\"\n\
+             /bin/schedlab calibrate -o /tmp/{CALIBRATE}.toml > /tmp/exec-{CALIBRATE}.log 2>&1\n\
+             say run {CALIBRATE} exec-exit=$?\n\
+             sed \"s/^/SCHEDLAB-VM exec {CALIBRATE}: /\" /tmp/exec-{CALIBRATE}.log\n\
+             say begin {CALIBRATE}\nbase64 /tmp/{CALIBRATE}.toml 2>/dev/null\nsay end {CALIBRATE}\n"
+        ));
+    }
     for r in runs {
         s.push_str(&format!("run {} '{}'\n", r.name, r.policy.as_deref().unwrap_or("")));
     }
@@ -747,14 +799,19 @@ fn boot(
     kernel: &Path,
     initrd: &Path,
     cpus: u32,
+    icount: Option<u32>,
     timeout: Duration,
     serial_path: &Path,
 ) -> Result<String> {
     let log = std::fs::File::create(serial_path)
         .with_context(|| format!("cannot write {}", serial_path.display()))?;
-    let mut child = Command::new(qemu)
-        .args(["-accel", "tcg", "-cpu", "max", "-m", "1G", "-nographic", "-no-reboot"])
-        .args(["-smp", &cpus.to_string()])
+    let mut cmd = Command::new(qemu);
+    cmd.args(["-accel", "tcg", "-cpu", "max", "-m", "1G", "-nographic", "-no-reboot"])
+        .args(["-smp", &cpus.to_string()]);
+    if let Some(shift) = icount {
+        cmd.args(["-icount", &format!("shift={shift},sleep=off")]);
+    }
+    let mut child = cmd
         .arg("-kernel")
         .arg(kernel)
         .arg("-initrd")
@@ -805,6 +862,25 @@ mod tests {
         assert_eq!(base64_decode("YQ==").unwrap(), b"a");
         assert_eq!(base64_decode("abc"), None);
         assert!(base64_decode("a*==").is_none());
+    }
+
+    /// `--calibrate` runs `schedlab calibrate` in the guest before the runs and sends its machine
+    /// file back the way reports travel; `--repeat` names each repeat of a run apart.
+    #[test]
+    fn the_guest_calibration_travels_back_and_repeats_are_named_apart() {
+        let runs = [
+            Run { name: BASELINE.into(), policy: None },
+            Run { name: "cfs-r2".into(), policy: Some("cfs".into()) },
+        ];
+        let init = init_script(&runs, "workload.toml", "4s", true);
+        let cal = init.find("/bin/schedlab calibrate -o /tmp/calibrate.toml").expect("calibrate step");
+        assert!(cal < init.find("run kernel ''").expect("baseline run"), "{init}");
+        assert!(init.contains("run cfs-r2 'cfs'"), "{init}");
+        assert!(!init_script(&runs, "workload.toml", "4s", false).contains("calibrate"));
+        let log = "SCHEDLAB-VM run calibrate state=disabled\nSCHEDLAB-VM run calibrate exec-exit=0\n\
+                   SCHEDLAB-VM begin calibrate\nbmFtZSA9ICJ2bSIK\nSCHEDLAB-VM end calibrate\n";
+        let o = parse_serial(log);
+        assert_eq!((o[0].name.as_str(), o[0].report.as_deref()), ("calibrate", Some("name = \"vm\"\n")));
     }
 
     #[test]

@@ -49,6 +49,30 @@ fn two_pinned_hogs_at_nice_0_and_5_share_the_cpu_1024_to_335() {
     assert_eq!(r.summary.nr_migrations, 0, "pinned");
 }
 
+/// The `nice` op is `setpriority` on the calling thread: a hog that renices itself to 5 as its
+/// first step gets the real kernel's nice-5 share against a nice-0 hog (without the call: 1.0).
+#[test]
+fn a_hog_renicing_itself_to_5_gets_the_nice_5_share_from_the_kernel() {
+    let _one = ONE_AT_A_TIME.lock();
+    let out = exec(
+        r#"
+        [[task]]
+        name = "n0"
+        cpus = [0]
+        ops = [ { loop = "forever", ops = [ { compute = "10ms" } ] } ]
+        [[task]]
+        name = "reniced"
+        cpus = [0]
+        ops = [ { nice = 5 }, { loop = "forever", ops = [ { compute = "10ms" } ] } ]
+        "#,
+        2000,
+    );
+    assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+    let (a, b) = (task(&out.report, "n0").run_ns as f64, task(&out.report, "reniced").run_ns as f64);
+    let want = 1024.0 / 335.0;
+    assert!(((a / b) / want - 1.0).abs() < 0.05, "run times {a} and {b}: ratio {:.3}, want {want:.3}", a / b);
+}
+
 #[test]
 fn a_10ms_timer_wakes_about_100_times_a_second_and_measures_its_latency() {
     let _one = ONE_AT_A_TIME.lock();

@@ -1110,9 +1110,9 @@ fn ticks_fall_at_the_configured_phase() {
     assert!(err.to_string().contains("not below the tick"), "{err}");
 }
 
-/// Run-time ratio of a nice-0 hog to a hog at nice 5 on one CPU: set at creation, or by the task's
-/// own `nice` op as its first step.
-fn nice_ratio(spec: &str, by_op: bool) -> f64 {
+/// Run-time ratio of a nice-0 hog to a hog at nice 5 on one CPU over `secs` seconds: set at
+/// creation, or by the task's own `nice` op as its first step.
+fn nice_ratio(spec: &str, by_op: bool, secs: u64) -> f64 {
     let mut w = WorkloadBuilder::new("renice");
     w.task("nice0", P::new().forever(|b| b.compute(10 * MS)).build());
     if by_op {
@@ -1120,30 +1120,33 @@ fn nice_ratio(spec: &str, by_op: bool) -> f64 {
     } else {
         w.task("nice5", P::new().forever(|b| b.compute(10 * MS)).build()).nice = 5;
     }
-    let r = run(&Machine::preset("up").unwrap(), &w.build().unwrap(), spec, 10_000 * MS);
+    let r = run(&Machine::preset("up").unwrap(), &w.build().unwrap(), spec, secs * 1000 * MS);
     task(&r, "nice0").run_ns as f64 / task(&r, "nice5").run_ns as f64
 }
 
 /// A renice reaches the policy (`SchedPolicy::set_nice`): a hog that renices itself to 5 as its
 /// first step gets, over 10 s, the share a hog created at nice 5 gets, under every policy (CFS and
 /// EEVDF: the weight ratio 1024 / 335). Without the hook the reniced hog kept its nice-0 weight
-/// (ratio 1.0 under CFS). Not ELSC: its reniced hog settles at 1.27 against 1.38 (open, issue 31).
+/// (ratio 1.0 under CFS). ELSC settles slowly and into one of two cycles by how it started (1.339
+/// created at nice 5, 1.326 reniced, the same at 40 s and at 80 s; its 10-s ratios are 1.381 and
+/// 1.273), so it is compared over 40 s with 1.5 %.
 #[test]
 fn a_task_renicing_itself_gets_the_share_of_its_new_level_under_every_policy() {
     for info in schedlab_policies::policies() {
-        if matches!(info.name, "fifo" | "elsc") {
-            continue; // FIFO has no nice levels (the nice-5 hog never runs)
+        if info.name == "fifo" {
+            continue; // no nice levels: the nice-5 hog never runs
         }
-        let (set, by_op) = (nice_ratio(info.name, false), nice_ratio(info.name, true));
+        let (secs, slack) = if info.name == "elsc" { (40, 0.015) } else { (10, 0.01) };
+        let (set, by_op) = (nice_ratio(info.name, false, secs), nice_ratio(info.name, true, secs));
         assert!(
-            (by_op / set - 1.0).abs() < 0.01,
+            (by_op / set - 1.0).abs() < slack,
             "{}: created at nice 5 {set:.4}, reniced {by_op:.4}",
             info.name
         );
     }
     let want = 1024.0 / 335.0;
     for spec in ["cfs", "eevdf"] {
-        let ratio = nice_ratio(spec, true);
+        let ratio = nice_ratio(spec, true, 10);
         assert!((ratio / want - 1.0).abs() < 0.01, "{spec}: ratio {ratio:.4}, want {want:.4}");
     }
 }
