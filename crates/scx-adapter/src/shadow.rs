@@ -166,6 +166,11 @@ pub struct Shadow {
     /// Rounds in a row with no message and no order.
     quiet_rounds: u32,
     messages_since_round: bool,
+    /// CLOCK_MONOTONIC minus the kernel side's clock (`scx_bpf_now`, the runqueue clock of the
+    /// messages' `start_ts` and `stop_ts`): the least gap seen between a message's arrival and the
+    /// stop time it reports for a task whose kernel slice ended (it stopped just before it was sent).
+    /// `None` until such a message came.
+    bpf_clock_offset: Option<i64>,
     /// Diagnostic notes of the decisions made without a message (kept only when tracing).
     notes: Option<Vec<String>>,
 }
@@ -223,6 +228,7 @@ impl Shadow {
             nr_queued: 0,
             quiet_rounds: 0,
             messages_since_round: false,
+            bpf_clock_offset: None,
             notes: None,
         };
         s.policy.init(ctx!(s));
@@ -297,6 +303,10 @@ impl Shadow {
         };
         self.extra[t.idx()].enq_cnt = kt.enq_cnt;
         self.refresh_facts(host, t, kt);
+        if !kt.wakeup && kt.stop_ts > 0 {
+            let gap = self.now as i64 - kt.stop_ts as i64;
+            self.bpf_clock_offset = Some(self.bpf_clock_offset.map_or(gap, |o| o.min(gap)));
+        }
         if kt.stop_ts > kt.start_ts {
             let tk = &mut self.tasks[t.idx()];
             tk.sum_exec_ns += kt.stop_ts - kt.start_ts;
@@ -308,6 +318,7 @@ impl Shadow {
                 if kt.wakeup {
                     // It blocked while running and has woken up since.
                     self.stats.nr_blocked_found_wakeup += 1;
+                    self.ticks_before_block(cpu, t, kt.stop_ts);
                     self.put_prev(cpu, t, SwitchReason::Blocked);
                     self.wakeup(t);
                 } else {
@@ -538,6 +549,28 @@ impl Shadow {
                 }
             }
             None => self.slots[cpu.idx()].needs_pick = true,
+        }
+    }
+
+    /// The ticks that fell on `cpu` while `t` ran there before it blocked at `stop_ts` (kernel
+    /// clock): the kernel's tick charges the task running at each tick, also one that blocks before
+    /// its kernel slice ends and so never comes back without `SCX_ENQ_WAKEUP`. Without this, the
+    /// tick a short runner (a pipe ping-pong) was running at was dropped at the CPU's next pick, and
+    /// tick-driven accounting (4BSD's `estcpu`, slices counted in ticks) never saw such tasks.
+    fn ticks_before_block(&mut self, cpu: CpuId, t: TaskId, stop_ts: u64) {
+        let Some(offset) = self.bpf_clock_offset else { return };
+        let stop = ((stop_ts as i64).saturating_add(offset).max(0) as Ns).min(self.now);
+        let mut ticks = 0;
+        while self.slots[cpu.idx()].next_tick <= stop && ticks < 8 {
+            self.stats.nr_ticks += 1;
+            // Its reschedule request is moot: it has blocked.
+            let _ = self.policy.tick(ctx!(self), cpu, t);
+            self.slots[cpu.idx()].next_tick += self.tick_ns;
+            ticks += 1;
+        }
+        if ticks > 0 {
+            self.balance(cpu, BalanceKind::Periodic);
+            self.nohz_balance(cpu);
         }
     }
 

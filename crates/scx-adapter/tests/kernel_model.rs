@@ -397,3 +397,52 @@ fn a_task_pinned_after_it_started_runs_only_where_it_may_and_a_nice_change_takes
     // running every 50 us (60,000 rounds).
     assert!(st.nr_idle_picks < 10_000, "{st:?}");
 }
+
+/// A host that knows one runnable nice-0 thread of pid 1 that may use every CPU.
+struct OneThread;
+
+impl Host for OneThread {
+    fn task_facts(&mut self, pid: i32) -> Option<TaskFacts> {
+        Some(TaskFacts {
+            tgid: pid as u32,
+            allowed: Topology::flat(1).all(),
+            nice: Some(0),
+            class: SchedClass::Normal,
+        })
+    }
+    fn is_alive(&mut self, _pid: i32) -> bool {
+        true
+    }
+    fn is_runnable(&mut self, _pid: i32) -> Option<bool> {
+        Some(true)
+    }
+}
+
+/// The kernel's tick charges whichever task runs at it, also one that blocks before its kernel
+/// slice ends (it comes back only with `SCX_ENQ_WAKEUP`). HZ 250: a thread dispatched at 0 comes
+/// back at its slice end (4 ms, reported 0.05 ms later: the clock offset learnt), runs again,
+/// blocks at 13.5 ms and wakes at 14 ms. The ticks at 8 and 12 ms fell while it ran: three ticks
+/// in all, where the adapter used to count only the first.
+#[test]
+fn ticks_that_fell_before_a_task_blocked_are_charged_to_it() {
+    let ms = NSEC_PER_MSEC;
+    let mut s = shadow("cfs", 1, 0);
+    let mut orders = Vec::new();
+    let msg = |wakeup: bool, start_ts: u64, stop_ts: u64, enq_cnt: u64| KernelTask {
+        pid: 1,
+        cpu: 0,
+        wakeup,
+        start_ts,
+        stop_ts,
+        weight: scx_weight_of_nice(0),
+        nr_cpus_allowed: 1,
+        enq_cnt,
+    };
+    s.queued(&mut OneThread, 0, &msg(true, 0, 0, 1)).unwrap();
+    s.schedule(&mut OneThread, 0, &[CpuId(0)], &mut orders).unwrap();
+    assert_eq!(orders.len(), 1, "{orders:?}");
+    s.queued(&mut OneThread, 4 * ms + 50_000, &msg(false, 0, 4 * ms, 2)).unwrap();
+    assert_eq!(s.stats().nr_ticks, 1);
+    s.queued(&mut OneThread, 14 * ms, &msg(true, 4 * ms + 50_000, 13 * ms + 500_000, 3)).unwrap();
+    assert_eq!(s.stats().nr_ticks, 3, "{:?}", s.stats());
+}
