@@ -270,6 +270,15 @@ pub trait SchedPolicy {
         None
     }
 
+    /// Task group `g` was created after `init`: `ctx.groups[g]` is new (its parent is older), and
+    /// groups are only ever added, in order. Linux makes a group's per-CPU runqueues and entities
+    /// when the cgroup is created (`sched_create_group`, `alloc_fair_sched_group`,
+    /// `online_fair_sched_group`); a policy with group scheduling does the same here. The engine
+    /// never calls it (a workload's groups exist before `init`); the sched_ext adapter does, as it
+    /// meets the cgroups of the machine's threads. The default does nothing: right for policies
+    /// without group scheduling.
+    fn group_new(&mut self, _ctx: &Ctx, _g: crate::GroupId) {}
+
     /// Tasks examined since the last call (the engine charges decision cost from it), then reset.
     fn take_examined(&mut self) -> u64 {
         0

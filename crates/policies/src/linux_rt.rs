@@ -334,6 +334,10 @@ impl<F: SchedPolicy> SchedPolicy for LinuxClasses<F> {
         self.fair.balance(ctx, cpu, kind, out);
     }
 
+    fn group_new(&mut self, ctx: &Ctx, g: schedlab_core::GroupId) {
+        self.fair.group_new(ctx, g);
+    }
+
     fn set_nice(&mut self, ctx: &Ctx, t: TaskId, old_nice: i8) -> Option<CpuId> {
         // set_user_nice: an RT task only stores the level; it counts once the task is fair again.
         if is_rt(ctx, t) {

@@ -50,6 +50,18 @@ struct Args {
     /// List the policies and exit.
     #[arg(long)]
     list: bool,
+    /// The sched_ext watchdog: the kernel ejects the scheduler when a runnable task has not run
+    /// for this long (ms, 1 to 30000, the kernel's limit; default scx_rustland_core's 5000).
+    #[arg(long)]
+    watchdog_ms: Option<u32>,
+}
+
+/// `--watchdog-ms`, read by the loader in src/bpf.rs (build.rs adds the line that reads it).
+static WATCHDOG_MS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// The watchdog timeout to give the kernel, if `--watchdog-ms` set one.
+pub fn watchdog_ms() -> Option<u32> {
+    Some(WATCHDOG_MS.load(std::sync::atomic::Ordering::Relaxed)).filter(|&ms| ms > 0)
 }
 
 fn main() {
@@ -78,6 +90,14 @@ fn run(args: &Args) -> Result<()> {
     }
     if !(10..=10_000).contains(&args.hz) {
         bail!("--hz: must be 10 to 10000, got {}", args.hz);
+    }
+    if let Some(ms) = args.watchdog_ms {
+        if !(1..=30_000).contains(&ms) {
+            bail!(
+                "--watchdog-ms: must be 1 to 30000 (the kernel's SCX_WATCHDOG_MAX_TIMEOUT is 30 s), got {ms}"
+            );
+        }
+        WATCHDOG_MS.store(ms, std::sync::atomic::Ordering::Relaxed);
     }
     let policy =
         schedlab_policies::create(&args.policy).with_context(|| format!("--policy {}", args.policy))?;
@@ -265,7 +285,7 @@ fn print_stats(bpf: &mut BpfScheduler, shadow: &Shadow, elapsed: Ns) {
     let mut line = format!(
         "schedlab-scx: t={:.1}s tasks={} queued={} messages={} new={} wakeups={} dispatches={} continues={} \
          preempt_dispatches={} ticks={} tick_resched={} blocked_found_idle={} exits={} migrations={} \
-         affinity_changes={} nice_changes={} idle_picks={} \
+         affinity_changes={} nice_changes={} groups={} group_moves={} idle_picks={} \
          kernel_user_dispatches={} kernel_dispatches={} cancel={} bounce={} failed={} congested={}",
         elapsed as f64 / 1e9,
         shadow.nr_tasks(),
@@ -283,6 +303,8 @@ fn print_stats(bpf: &mut BpfScheduler, shadow: &Shadow, elapsed: Ns) {
         s.nr_migrations,
         s.nr_affinity_changes,
         s.nr_nice_changes,
+        s.nr_groups,
+        s.nr_group_moves,
         s.nr_idle_picks,
         kernel[0],
         kernel[1],

@@ -28,6 +28,16 @@ pub trait Host {
     /// Whether thread `pid` is runnable (running or waiting for a CPU): `Some(false)` if it sleeps,
     /// `None` if it no longer exists.
     fn is_runnable(&mut self, pid: i32) -> Option<bool>;
+    /// The task group (cgroup of the `cpu` controller) thread `pid` is in, as a path below the
+    /// hierarchy's root (`/schedlab-7/fibo`; `/` is the root), or `None` if unknown. The default
+    /// knows none: every task stays in the root group.
+    fn task_group(&mut self, _pid: i32) -> Option<String> {
+        None
+    }
+    /// The CPU shares of the group at `path` (1024 for the default weight).
+    fn group_shares(&mut self, _path: &str) -> u64 {
+        1024
+    }
 }
 
 /// The running Linux kernel.
@@ -66,6 +76,55 @@ impl Host for LinuxHost {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
         task_state_runnable(&stat)
     }
+
+    fn task_group(&mut self, pid: i32) -> Option<String> {
+        cgroup_of(&std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?)
+    }
+
+    fn group_shares(&mut self, path: &str) -> u64 {
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        let rel = path.trim_start_matches('/');
+        for line in mounts.lines() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let [_, dir, fstype, opts, ..] = f[..] else { continue };
+            let read = |file: &str| -> Option<u64> {
+                std::fs::read_to_string(Path::new(dir).join(rel).join(file)).ok()?.trim().parse().ok()
+            };
+            if fstype == "cgroup2" {
+                if let Some(w) = read("cpu.weight") {
+                    return shares_of_weight(w);
+                }
+            } else if fstype == "cgroup" && opts.split(',').any(|o| o == "cpu") {
+                if let Some(s) = read("cpu.shares") {
+                    return s.max(2);
+                }
+            }
+        }
+        1024
+    }
+}
+
+/// The group path in a `/proc/PID/cgroup` text: the cgroup v1 hierarchy with the `cpu` controller
+/// if there is one, else the unified (v2) one (`0::/path`); `None` if neither is listed.
+pub fn cgroup_of(text: &str) -> Option<String> {
+    let mut unified = None;
+    for line in text.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
+        if ctrls.split(',').any(|c| c == "cpu") {
+            return Some(path.to_string());
+        }
+        if ctrls.is_empty() {
+            unified = Some(path.to_string());
+        }
+    }
+    unified
+}
+
+/// CPU shares for a cgroup v2 `cpu.weight`: the kernel's `sched_weight_from_cgroup`
+/// (`DIV_ROUND_CLOSEST_ULL(weight * 1024, 100)`; weight 100 is 1024 shares).
+pub fn shares_of_weight(weight: u64) -> u64 {
+    (weight * 1024 + 50) / 100
 }
 
 /// Reads the state letter of a `/proc/PID/stat` line (after the command name, which may hold spaces
@@ -220,6 +279,25 @@ mod tests {
         assert_eq!(parse_cpu_list("3-1"), None);
         assert_eq!(parse_cpu_list("x"), None);
         assert_eq!(parse_cpu_list("0-5000"), None);
+    }
+
+    /// `/proc/PID/cgroup` as cgroup v1 with the cpu controller (this project's machine) and as
+    /// cgroup v2 (the VM) write it; the weights of v2 as the kernel converts them.
+    #[test]
+    fn a_threads_group_is_its_cpu_cgroup() {
+        let v1 = "12:pids:/user.slice\n4:cpu,cpuacct:/schedlab-9/fibo\n0::/user.slice/session-1.scope\n";
+        assert_eq!(cgroup_of(v1).as_deref(), Some("/schedlab-9/fibo"));
+        assert_eq!(cgroup_of("0::/schedlab-7/sysbench\n").as_deref(), Some("/schedlab-7/sysbench"));
+        assert_eq!(cgroup_of("0::/\n").as_deref(), Some("/"));
+        assert_eq!(cgroup_of("garbage"), None);
+        assert_eq!(
+            (shares_of_weight(100), shares_of_weight(1), shares_of_weight(10_000)),
+            (1024, 10, 102_400)
+        );
+        // This process's own group is readable, and the real thread reads as the same group.
+        let own = LinuxHost.task_group(std::process::id() as i32);
+        assert!(own.as_deref().is_some_and(|p| p.starts_with('/')), "{own:?}");
+        assert!(LinuxHost.group_shares(own.as_deref().unwrap_or("/")) >= 2);
     }
 
     #[test]

@@ -41,8 +41,14 @@
 //! * *Wakee facts*: the kernel does not say who woke a task, nor whether the wakeup was synchronous,
 //!   so `WakeInfo` names the CPU the task last ran on, no waker, and `sync = false`.
 //! * *Classes*: real-time tasks never reach sched_ext (the kernel's RT class runs them), so every
-//!   task is SCHED_NORMAL, SCHED_BATCH or SCHED_IDLE as `sched_getscheduler` says; task groups
-//!   are not read (every task is in the root group).
+//!   task is SCHED_NORMAL, SCHED_BATCH or SCHED_IDLE as `sched_getscheduler` says.
+//! * *Task groups* are the cgroups of the `cpu` controller, read from `/proc/PID/cgroup` (the v1
+//!   `cpu` hierarchy, else the unified one) with their `cpu.weight` (or v1 `cpu.shares`): each
+//!   cgroup is made a group, parents first, when the first of its threads is met
+//!   (`SchedPolicy::group_new`), and a thread's cgroup is read again at its first message at least
+//!   50 ms after the last reading: a thread written into another cgroup moves there (a queued task
+//!   leaves and rejoins its CPU's queue, as `sched_move_task` does) at its next message, not at the
+//!   instant of the write. A group's weight is read once; later changes are not seen.
 
 #![warn(missing_docs)]
 

@@ -119,13 +119,23 @@ pub struct ShadowStats {
     pub nr_affinity_changes: u64,
     /// Nice level changes seen (`setpriority` on a known task; passed to `SchedPolicy::set_nice`).
     pub nr_nice_changes: u64,
+    /// Task groups (cgroups) met and made in the policy (`SchedPolicy::group_new`).
+    pub nr_groups: u64,
+    /// Known tasks seen in another group than before (a thread written to `cgroup.threads`).
+    pub nr_group_moves: u64,
 }
+
+/// How often a task's cgroup is read again, at most (ns): a thread moved to another group is seen
+/// at its first message after this (a new thread at its second message).
+pub const GROUP_RECHECK_NS: Ns = 50_000_000;
 
 /// Per-task state the policy does not see.
 #[derive(Clone, Copy, Debug)]
 struct Extra {
     pid: i32,
     enq_cnt: u64,
+    /// When the task's cgroup was last read.
+    group_checked: Ns,
     /// End of the slice the policy's `Dispatch` gave, if any.
     slice_end: Option<Ns>,
 }
@@ -156,6 +166,8 @@ pub struct Shadow {
     cpus: Vec<CpuInfo>,
     slots: Vec<Slot>,
     groups: Vec<GroupInfo>,
+    /// The cgroup path of each group (`""` for the root), for finding a task's group.
+    group_paths: Vec<String>,
     migr: Vec<Migration>,
     orders: Vec<Order>,
     error: Option<ShadowError>,
@@ -219,6 +231,7 @@ impl Shadow {
             cpus: vec![CpuInfo { curr: None, nr_running: 0, idle_since_ns: now }; n],
             slots: vec![Slot { next_tick: now + tick_ns, ..Slot::default() }; n],
             groups: vec![GroupInfo { parent: None, shares: 1024 }],
+            group_paths: vec![String::new()],
             migr: Vec::new(),
             orders: Vec::new(),
             error: None,
@@ -330,7 +343,56 @@ impl Shadow {
             TaskState::Runnable => {}
             TaskState::New | TaskState::Blocked | TaskState::Exited => self.wakeup(t),
         }
+        self.recheck_group(host, t);
         self.take_error()
+    }
+
+    /// The group of the cgroup at `path`, made (with its parents) the first time it is met: its
+    /// shares from the cgroup's weight, then the policy's `group_new`, as Linux makes a group's
+    /// runqueues when the cgroup is created.
+    fn group_of_path(&mut self, host: &mut dyn Host, path: &str) -> GroupId {
+        let path = path.trim_end_matches('/');
+        if let Some(i) = self.group_paths.iter().position(|p| p == path) {
+            return GroupId(i as u32);
+        }
+        let parent_path = path.rsplit_once('/').map_or("", |(parent, _)| parent);
+        let parent = self.group_of_path(host, parent_path);
+        let g = GroupId(self.groups.len() as u32);
+        self.groups.push(GroupInfo { parent: Some(parent), shares: host.group_shares(path) });
+        self.group_paths.push(path.to_string());
+        self.stats.nr_groups += 1;
+        self.policy.group_new(ctx!(self), g);
+        g
+    }
+
+    /// Reads task `t`'s cgroup again if [`GROUP_RECHECK_NS`] has passed, and moves it if it
+    /// changed, as Linux's `sched_move_task` does: a queued task leaves its old group's runqueue
+    /// and joins the new group's on the same CPU (`dequeue(Migrate)` and `enqueue(Migrated)`: its
+    /// vruntime made relative to the old runqueue and placed against the new one); a blocked one
+    /// just belongs to the new group when it wakes. A running task is left for its next message.
+    fn recheck_group(&mut self, host: &mut dyn Host, t: TaskId) {
+        let state = self.tasks[t.idx()].state;
+        let e = self.extra[t.idx()];
+        if self.now < e.group_checked + GROUP_RECHECK_NS
+            || !matches!(state, TaskState::Runnable | TaskState::Blocked)
+        {
+            return;
+        }
+        self.extra[t.idx()].group_checked = self.now;
+        let Some(path) = host.task_group(e.pid) else { return };
+        let g = self.group_of_path(host, &path);
+        if g == self.tasks[t.idx()].group {
+            return;
+        }
+        self.stats.nr_group_moves += 1;
+        if state == TaskState::Runnable {
+            let cpu = self.tasks[t.idx()].cpu;
+            self.policy.dequeue(ctx!(self), cpu, t, DequeueReason::Migrate);
+            self.tasks[t.idx()].group = g;
+            self.policy.enqueue(ctx!(self), cpu, t, EnqueueReason::Migrated);
+        } else {
+            self.tasks[t.idx()].group = g;
+        }
     }
 
     /// Ends a scheduling round at time `now`: `free` lists CPUs known to have no work (the CPU the
@@ -431,6 +493,10 @@ impl Shadow {
         }
         let last = usize::try_from(kt.cpu).ok().filter(|&c| c < n).map(|c| CpuId(c as u32));
         let cpu = last.filter(|c| allowed.contains(*c)).or(allowed.first()).unwrap_or(CpuId(0));
+        let group = match host.task_group(kt.pid) {
+            Some(path) => self.group_of_path(host, &path),
+            None => GroupId::ROOT,
+        };
         let t = TaskId(self.tasks.len() as u32);
         self.tasks.push(TaskInfo {
             id: t,
@@ -439,7 +505,7 @@ impl Shadow {
             class: facts.class,
             nice: facts.nice.unwrap_or_else(|| nice_of_weight(kt.weight)),
             rt_priority: 0,
-            group: GroupId::ROOT,
+            group,
             allowed,
             cpu,
             state: TaskState::Blocked,
@@ -448,7 +514,9 @@ impl Shadow {
             pmc: Default::default(),
             slice_ns: None,
         });
-        self.extra.push(Extra { pid: kt.pid, enq_cnt: kt.enq_cnt, slice_end: None });
+        // Read again at its next message: a new thread is often moved into its group at once.
+        let group_checked = self.now.saturating_sub(GROUP_RECHECK_NS);
+        self.extra.push(Extra { pid: kt.pid, enq_cnt: kt.enq_cnt, group_checked, slice_end: None });
         self.by_pid.insert(kt.pid, t);
         self.stats.nr_new += 1;
         let chosen = self.policy.task_new(ctx!(self), t);

@@ -43,6 +43,8 @@ struct Task {
     allowed: CpuSet,
     /// Run time on each CPU.
     run_on: Vec<Ns>,
+    /// Its cgroup (`/` the root).
+    group: String,
 }
 
 struct Kernel {
@@ -55,6 +57,8 @@ struct Kernel {
     /// The scheduler sleeps until then after a round that left tasks queued.
     sched_sleep_until: Ns,
     sched_last_run: Ns,
+    /// `cpu.weight` of each cgroup made (100 when not listed).
+    weights: Vec<(String, u64)>,
 }
 
 struct ModelHost<'a>(&'a Kernel);
@@ -75,6 +79,13 @@ impl Host for ModelHost<'_> {
             _ => Some(true),
         }
     }
+    fn task_group(&mut self, pid: i32) -> Option<String> {
+        Some(self.0.tasks.iter().find(|t| t.pid == pid)?.group.clone())
+    }
+    fn group_shares(&mut self, path: &str) -> u64 {
+        let w = self.0.weights.iter().find(|(p, _)| p == path).map_or(100, |(_, w)| *w);
+        schedlab_scx_adapter::host::shares_of_weight(w)
+    }
 }
 
 impl Kernel {
@@ -88,6 +99,7 @@ impl Kernel {
             weight_only: false,
             sched_sleep_until: 0,
             sched_last_run: 0,
+            weights: Vec::new(),
         }
     }
 
@@ -111,6 +123,7 @@ impl Kernel {
             max_wait_ns: 0,
             allowed: CpuSet::first_n(self.running.len()),
             run_on: vec![0; self.running.len()],
+            group: "/".into(),
         });
         self.message(i, false);
         i
@@ -396,6 +409,43 @@ fn a_task_pinned_after_it_started_runs_only_where_it_may_and_a_nice_change_takes
     // CPU 0 sat idle for 3 s while b waited for CPU 1: the scheduler backed off instead of
     // running every 50 us (60,000 rounds).
     assert!(st.nr_idle_picks < 10_000, "{st:?}");
+}
+
+/// Threads written into cgroups after they started, as `schedlab exec` places a workload's task
+/// groups: the policy meets each cgroup once (`group_new`) and moves each thread at a later message
+/// (`sched_move_task`), and CFS and EEVDF then divide the CPU between the groups by their weights
+/// before dividing each group's share among its threads: with two hogs in a group of weight 100 and
+/// one in a group of weight 200 on one CPU, 1/6, 1/6 and 2/3 (a third each without groups).
+#[test]
+fn threads_moved_into_cgroups_share_the_cpu_by_group_under_cfs_and_eevdf() {
+    for spec in ["cfs", "eevdf"] {
+        let mut k = Kernel::new(1);
+        k.weights.push(("/bench/b".into(), 200));
+        let a1 = k.spawn(0, Ns::MAX, 0, None);
+        let a2 = k.spawn(0, Ns::MAX, 0, None);
+        let b = k.spawn(0, Ns::MAX, 0, None);
+        let mut s = shadow(spec, 1, 0);
+        k.run(&mut s, 100 * NSEC_PER_MSEC);
+        k.tasks[a1].group = "/bench/a".into();
+        k.tasks[a2].group = "/bench/a".into();
+        k.tasks[b].group = "/bench/b/".into();
+        // The simulator's EEVDF needs seconds to settle group shares on one CPU (docs/real-kernel.md).
+        k.run(&mut s, 5 * NSEC_PER_SEC);
+        let before: Vec<Ns> = k.tasks.iter().map(|t| t.run_ns).collect();
+        k.run(&mut s, 3 * NSEC_PER_SEC);
+        let got: Vec<f64> = k.tasks.iter().zip(&before).map(|(t, b)| (t.run_ns - b) as f64).collect();
+        let total: f64 = got.iter().sum();
+        for (i, want) in [(a1, 1.0 / 6.0), (a2, 1.0 / 6.0), (b, 2.0 / 3.0)] {
+            let share = got[i] / total;
+            assert!(
+                (share - want).abs() < 0.03,
+                "{spec}: task {i} got {share:.3} of the CPU, want {want:.3}"
+            );
+        }
+        let st = s.stats();
+        // /bench, /bench/a and /bench/b; each thread moved once.
+        assert_eq!((st.nr_groups, st.nr_group_moves), (3, 3), "{spec}: {st:?}");
+    }
 }
 
 /// A host that knows one runnable nice-0 thread of pid 1 that may use every CPU.

@@ -154,6 +154,26 @@ impl Cfs {
         s.deadline = s.vruntime.wrapping_add(vslice);
     }
 
+    /// `update_cfs_group(se)` (6.6): a group entity takes the weight its own runqueue (`my_q`)
+    /// earns now, in its parent's runqueue; a task's entity has no runqueue and keeps its weight.
+    /// (Not the group that owns the runqueue `se` is entering: at the enqueue of a group's first
+    /// task that runqueue is still empty, and the group would be placed at the minimum weight.)
+    pub(crate) fn update_cfs_group(&mut self, se: SeId, now: Ns) {
+        if let Some(q) = self.ses[se as usize].my_q {
+            self.update_cfs_shares(q, 0, now);
+        }
+    }
+
+    /// The second `for_each_sched_entity` loop of 6.6's `enqueue_task_fair` and
+    /// `dequeue_task_fair`: `update_cfs_group` for `cur`, an entity that stayed queued, and every
+    /// entity above it.
+    pub(crate) fn update_cfs_groups_upward(&mut self, mut cur: Option<SeId>, now: Ns) {
+        while let Some(se) = cur {
+            self.update_cfs_group(se, now);
+            cur = self.ses[se as usize].parent;
+        }
+    }
+
     /// `enqueue_entity` (6.6): placed on every enqueue, so no relative vruntime across CPUs.
     pub(crate) fn enqueue_entity_eevdf(&mut self, rq: RqId, se: SeId, initial: bool, now: Ns) {
         let is_curr = self.rqs[rq as usize].curr == Some(se);
@@ -161,7 +181,7 @@ impl Cfs {
             self.place_entity_eevdf(rq, se, initial);
         }
         self.update_curr(rq, now);
-        self.update_cfs_shares(rq, 0, now);
+        self.update_cfs_group(se, now);
         if !is_curr {
             self.place_entity_eevdf(rq, se, initial);
         }
@@ -190,7 +210,7 @@ impl Cfs {
         }
         self.ses[se as usize].on_rq = false;
         self.account_dequeue(rq, se);
-        self.update_cfs_shares(rq, 0, now);
+        self.update_cfs_group(se, now);
         self.update_min_vruntime(rq);
     }
 

@@ -257,31 +257,46 @@ impl Cfs {
 
     /// Creates the group entities and runqueues (called once from `init`).
     pub(crate) fn build_groups(&mut self, ctx: &Ctx) {
-        self.ngroups = ctx.groups.len();
-        self.group_parent = ctx.groups.iter().map(|g| g.parent.map(|p| p.0)).collect();
-        self.group_shares = ctx.groups.iter().map(|g| g.shares).collect();
-        self.group_load = vec![0; self.ngroups];
-        self.tg_load_weight = vec![0; self.ngroups];
+        self.ngroups = 0;
+        self.group_parent.clear();
+        self.group_shares.clear();
+        self.group_load.clear();
+        self.tg_load_weight.clear();
+        self.group_se.clear();
         self.leaf = vec![Vec::new(); self.ncpus];
-        for g in 0..self.ngroups as u32 {
-            for c in 0..self.ncpus {
-                self.rqs.push(CfsRq::new(g, CpuId(c as u32)));
-            }
+        for g in ctx.groups {
+            self.add_group(g.parent.map(|p| p.0), g.shares);
         }
-        self.group_se = vec![u32::MAX; self.ngroups * self.ncpus];
-        for g in 1..self.ngroups as u32 {
-            let parent = self.group_parent[g as usize].unwrap_or(0);
-            for c in 0..self.ncpus as u32 {
-                let cpu = CpuId(c);
-                let mut se = Se::new(self.rq_id(parent, cpu));
-                se.my_q = Some(self.rq_id(g, cpu));
-                se.weight = self.group_shares[g as usize];
-                se.parent = (parent != 0).then(|| self.group_se[(parent as usize) * self.ncpus + c as usize]);
-                se.depth = se.parent.map_or(0, |p| self.ses[p as usize].depth + 1);
-                let id = self.ses.len() as SeId;
-                self.ses.push(se);
-                self.group_se[g as usize * self.ncpus + c as usize] = id;
-            }
+    }
+
+    /// Adds the next group: its runqueue on every CPU (`init_cfs_rq`) and, below the root, its
+    /// entity on every CPU in the parent's runqueue there (`init_tg_cfs_entry`), with the group's
+    /// shares as weight. Runqueues are numbered group by group, so earlier ids stay valid.
+    pub(crate) fn add_group(&mut self, parent: Option<u32>, shares: u64) {
+        let g = self.ngroups as u32;
+        self.ngroups += 1;
+        self.group_parent.push(parent);
+        self.group_shares.push(shares);
+        self.group_load.push(0);
+        self.tg_load_weight.push(0);
+        for c in 0..self.ncpus {
+            self.rqs.push(CfsRq::new(g, CpuId(c as u32)));
+        }
+        self.group_se.extend(std::iter::repeat_n(u32::MAX, self.ncpus));
+        if g == 0 {
+            return;
+        }
+        let parent = parent.unwrap_or(0);
+        for c in 0..self.ncpus as u32 {
+            let cpu = CpuId(c);
+            let mut se = Se::new(self.rq_id(parent, cpu));
+            se.my_q = Some(self.rq_id(g, cpu));
+            se.weight = shares;
+            se.parent = (parent != 0).then(|| self.group_se[(parent as usize) * self.ncpus + c as usize]);
+            se.depth = se.parent.map_or(0, |p| self.ses[p as usize].depth + 1);
+            let id = self.ses.len() as SeId;
+            self.ses.push(se);
+            self.group_se[g as usize * self.ncpus + c as usize] = id;
         }
     }
 
@@ -561,7 +576,9 @@ impl Cfs {
         if let Some(sl) = slice {
             self.set_group_slices_upward(cur, sl);
         }
-        if !self.eevdf {
+        if self.eevdf {
+            self.update_cfs_groups_upward(cur, now);
+        } else {
             self.update_shares_upward(cur, now);
         }
         self.nr_running_total += 1;
@@ -600,7 +617,11 @@ impl Cfs {
             sleep = true;
             cur = self.ses[se as usize].parent;
         }
-        if !self.eevdf {
+        if self.eevdf {
+            // 6.6 starts the second loop above the entity whose runqueue kept load.
+            let above = cur.and_then(|se| self.ses[se as usize].parent);
+            self.update_cfs_groups_upward(above, now);
+        } else {
             self.update_shares_upward(cur, now);
         }
         self.nr_running_total -= 1;

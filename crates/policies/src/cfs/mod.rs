@@ -1038,6 +1038,14 @@ impl SchedPolicy for Cfs {
         self.renice_fair(ctx, t, old_nice).then_some(ctx.task(t).cpu)
     }
 
+    fn group_new(&mut self, ctx: &Ctx, g: schedlab_core::GroupId) {
+        // Groups come in order; one this policy already has (or skipped) changes nothing.
+        if g.0 as usize == self.ngroups {
+            let info = ctx.groups[g.0 as usize];
+            self.add_group(info.parent.map(|p| p.0), info.shares);
+        }
+    }
+
     fn task_exit(&mut self, ctx: &Ctx, t: TaskId) {
         if self.eevdf {
             self.util_est_dequeue(t);

@@ -124,3 +124,48 @@ fn a_group_entity_asks_for_the_shortest_slice_below_it() {
     assert!(!c.is_delayed(s), "no delayed dequeue in these tests");
     assert_eq!(c.ses[gse].slice, 700_000, "H's slice once S has left");
 }
+
+/// `update_cfs_group(se)` (6.6 `enqueue_entity`) reweights the entity being enqueued from its own
+/// runqueue, which already holds the task below it: a group's first task enters with the group's
+/// full shares, so a group of shares 2048 beside one of 1024 with two tasks gets two thirds of the
+/// CPU from the first millisecond (it used to enter at `MIN_SHARES` and wait out a deadline 1,000
+/// times too far, about half a second on one CPU). A group created after `init` (`group_new`, as the
+/// sched_ext adapter makes them) works the same.
+#[test]
+fn a_groups_first_task_enters_at_the_groups_full_shares() {
+    for late in [false, true] {
+        let mut w = TestWorld::new(1);
+        let (a, b) = (schedlab_core::GroupId(1), schedlab_core::GroupId(2));
+        let mut c = if late {
+            let mut c = eevdf(&w, EevdfKernel::V6_6, true);
+            for shares in [1024, 2048] {
+                w.groups.push(schedlab_core::GroupInfo { parent: Some(schedlab_core::GroupId(0)), shares });
+                c.group_new(&w.ctx(), schedlab_core::GroupId(w.groups.len() as u32 - 1));
+            }
+            c
+        } else {
+            for shares in [1024, 2048] {
+                w.groups.push(schedlab_core::GroupInfo { parent: Some(schedlab_core::GroupId(0)), shares });
+            }
+            eevdf(&w, EevdfKernel::V6_6, true)
+        };
+        let (a1, a2, b1) = (w.add_task(0), w.add_task(0), w.add_task(0));
+        w.tasks[a1.idx()].group = a;
+        w.tasks[a2.idx()].group = a;
+        w.tasks[b1.idx()].group = b;
+        for t in [a1, a2, b1] {
+            w.start(&mut c, t);
+        }
+        assert_eq!(c.ses[c.group_se[b.idx()] as usize].weight, 2048, "late {late}");
+        // 300 ms in 100 us steps, the running task put back and the next picked at each step.
+        let mut ran = [0u64; 3];
+        for _ in 0..3000 {
+            let t = w.pick(&mut c, CPU0).expect("a task");
+            w.advance(&mut c, 100_000);
+            ran[[a1, a2, b1].iter().position(|&x| x == t).unwrap()] += 100_000;
+            w.stop(&mut c, CPU0, SwitchReason::Preempted);
+        }
+        let b_share = ran[2] as f64 / 300e6;
+        assert!((b_share - 2.0 / 3.0).abs() < 0.03, "late {late}: b got {b_share:.3} of the first 300 ms");
+    }
+}

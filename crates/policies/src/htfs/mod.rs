@@ -895,6 +895,19 @@ impl SchedPolicy for Htfs {
     /// and its boosted-weight level moves by as many levels as its weight's own level did (the
     /// boost it earned is kept, as are its vruntime, kind and average load); a queued entity goes
     /// to the priority queue of its new level. No reschedule.
+    fn group_new(&mut self, ctx: &Ctx, g: schedlab_core::GroupId) {
+        // The taskgroup's dual runqueue and entity on every CPU, as `init` makes them.
+        if g.0 as usize != self.group_parent.len() {
+            return;
+        }
+        let info = ctx.groups[g.0 as usize];
+        self.group_parent.push(info.parent.map_or(0, |p| p.0 as usize));
+        self.group_shares.push(info.shares);
+        self.group_weight.push(0);
+        self.duals.extend((0..self.ncpus).map(|_| Dual::default()));
+        self.gents.extend((0..self.ncpus).map(|_| Ent::new(info.shares.max(1))));
+    }
+
     fn set_nice(&mut self, ctx: &Ctx, t: TaskId, _old_nice: i8) -> Option<CpuId> {
         let w = Self::weight_of(ctx, t);
         let e = self.ents[t.idx()];
