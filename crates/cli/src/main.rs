@@ -50,6 +50,10 @@ enum Cmd {
         /// The machine file to write.
         #[arg(short, long, default_value = "this-machine.toml")]
         output: String,
+        /// Only measure the compute loop `schedlab exec` calibrates its work with and print its
+        /// speed (picoseconds per loop, for `exec --ps-per-loop`); write no machine file.
+        #[arg(long = "loop")]
+        loop_only: bool,
     },
     /// Run a workload for real and simulate it on a model of this machine under EEVDF, and print the
     /// two metric by metric with the error (docs/validation.md).
@@ -285,6 +289,10 @@ struct ExecArgs {
     /// the task threads still start as SCHED_OTHER (root or CAP_SYS_NICE; a warning otherwise).
     #[arg(long)]
     fifo_controller: bool,
+    /// The compute loop's speed in picoseconds per loop (`schedlab calibrate --loop` prints it),
+    /// instead of measuring it as the run starts: the same work in every run of a series.
+    #[arg(long, value_name = "PS")]
+    ps_per_loop: Option<u64>,
     /// Print nothing but errors and warnings.
     #[arg(long, short)]
     quiet: bool,
@@ -382,6 +390,17 @@ struct ReproduceArgs {
     /// Print nothing but errors.
     #[arg(long, short)]
     quiet: bool,
+    /// Also run each case in a virtual machine under each policy loaded as the kernel's scheduler
+    /// (schedlab-scx, as `vm-test` does) and check the claims on the real reports beside the
+    /// simulated ones, at the sizes of each file's `[real]` section (docs/real-kernel.md).
+    #[arg(long)]
+    real: bool,
+    /// With --real: runs of each case under each policy in the VM.
+    #[arg(long, default_value_t = 1)]
+    repeat: u32,
+    /// How the VM boots (with --real).
+    #[command(flatten, next_help_heading = "The virtual machine (--real)")]
+    vm: vm_test::VmOptions,
 }
 
 /// Writes to standard output; a closed pipe (`schedlab workloads | head`) ends the program quietly.
@@ -407,7 +426,11 @@ fn main() {
         Cmd::Reproduce(args) => reproduce_cmd(args),
         Cmd::Exec(args) => exec_cmd(args),
         Cmd::Validate(args) => validate_cmd(args),
-        Cmd::Calibrate { output } => schedlab_exec::machine_file::measure()
+        Cmd::Calibrate { loop_only: true, .. } => {
+            emit(&format!("{}\n", schedlab_exec::calibrate::ps_per_loop(5)));
+            Ok(())
+        }
+        Cmd::Calibrate { output, .. } => schedlab_exec::machine_file::measure()
             .context("calibrate: a measurement could not set up its objects")
             .and_then(|c| {
                 let text = c.to_toml();
@@ -673,7 +696,11 @@ fn exec_cmd(args: ExecArgs) -> Result<()> {
         // Fault injection for the fault tests (docs/exec.md).
         inject_panic: std::env::var("SCHEDLAB_EXEC_INJECT_PANIC").ok(),
         fifo_controller: args.fifo_controller,
+        ps_per_loop: args.ps_per_loop,
     };
+    if args.ps_per_loop == Some(0) {
+        bail!("--ps-per-loop must be at least 1 (picoseconds per compute loop)");
+    }
     if let Some(path) = &args.json {
         check_writable(path)?;
     }
@@ -970,17 +997,21 @@ fn reproduce_cmd(args: ReproduceArgs) -> Result<()> {
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
+    if args.real && args.list {
+        bail!("--real and --list: --list only reads the files; give one of them");
+    }
     let opts = reproduce::Options {
         select: args.select,
         all: args.all,
         quick: args.quick,
         dir: args.dir.into(),
-        out: (!args.no_html).then(|| args.out.into()),
+        out: (!args.no_html).then(|| args.out.clone().into()),
         jobs,
         markdown: args.markdown,
         json: args.json.map(Into::into),
         progress: !args.quiet,
         list: args.list,
+        real: args.real.then(|| (args.vm, args.repeat, std::path::PathBuf::from(&args.out))),
     };
     let text = reproduce::reproduce(&opts)?;
     if !args.quiet {

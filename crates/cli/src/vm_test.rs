@@ -25,6 +25,49 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// How the test VM boots: shared by `schedlab vm-test` and `schedlab reproduce --real`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct VmOptions {
+    /// The schedlab-scx binary (build it with `bash scripts/build-scx`).
+    #[arg(long, default_value = "crates/schedlab-scx/target/release/schedlab-scx")]
+    pub scx: String,
+    /// A kernel image (bzImage) to boot instead of Debian's sched_ext kernel.
+    #[arg(long)]
+    pub kernel: Option<String>,
+    /// Where the fetched kernel is kept (default: $XDG_CACHE_HOME/schedlab/vm or ~/.cache/schedlab/vm).
+    #[arg(long)]
+    pub cache: Option<String>,
+    /// Seconds after which the VM is stopped and the command fails (default: estimated from the
+    /// runs: 300 s for booting plus 4 times each run's length and 30 s).
+    #[arg(long)]
+    pub timeout: Option<u64>,
+    /// Run the guest on QEMU's instruction counting: each instruction takes 2^SHIFT ns of guest
+    /// time (`-icount shift=SHIFT,sleep=off`), so the guest sees a machine of fixed speed however
+    /// slowly or unevenly the host emulates it (idle time passes at once). 0 to 10; 4 is 62.5
+    /// million instructions per guest second.
+    #[arg(long, value_name = "SHIFT")]
+    pub icount: Option<u32>,
+}
+
+impl VmOptions {
+    /// Checks the options that can be checked before anything runs.
+    pub fn validate(&self) -> Result<()> {
+        if self.icount.is_some_and(|s| s > 10) {
+            bail!(
+                "--icount: the shift must be 0 to 10 (2^SHIFT ns per instruction), got {}",
+                self.icount.unwrap_or(0)
+            );
+        }
+        if self.timeout == Some(0) {
+            bail!("--timeout: must be at least 1 second");
+        }
+        if !Path::new(&self.scx).is_file() {
+            bail!("--scx {}: no such file; build schedlab-scx with `bash scripts/build-scx`", self.scx);
+        }
+        Ok(())
+    }
+}
+
 /// Options of `schedlab vm-test`.
 #[derive(clap::Args, Debug)]
 pub struct VmTestArgs {
@@ -38,30 +81,12 @@ pub struct VmTestArgs {
     /// Real time for each run of the workload, with a unit.
     #[arg(long, default_value = "4s")]
     pub duration: String,
-    /// The schedlab-scx binary (build it with `bash scripts/build-scx`).
-    #[arg(long, default_value = "crates/schedlab-scx/target/release/schedlab-scx")]
-    pub scx: String,
-    /// A kernel image (bzImage) to boot instead of Debian's sched_ext kernel.
-    #[arg(long)]
-    pub kernel: Option<String>,
-    /// Where the fetched kernel is kept (default: $XDG_CACHE_HOME/schedlab/vm or ~/.cache/schedlab/vm).
-    #[arg(long)]
-    pub cache: Option<String>,
     /// Directory for the serial log and the reports.
     #[arg(long, short, default_value = "vm-results")]
     pub output: String,
     /// Virtual CPUs.
     #[arg(long, default_value_t = 2)]
     pub cpus: u32,
-    /// Seconds after which the VM is stopped and the test fails.
-    #[arg(long, default_value_t = 900)]
-    pub timeout: u64,
-    /// Run the guest on QEMU's instruction counting: each instruction takes 2^SHIFT ns of guest
-    /// time (`-icount shift=SHIFT,sleep=off`), so the guest sees a machine of fixed speed however
-    /// slowly or unevenly the host emulates it (idle time passes at once). 0 to 10; 4 is 62.5
-    /// million instructions per guest second.
-    #[arg(long, value_name = "SHIFT")]
-    pub icount: Option<u32>,
     /// Run the workload this many times under each scheduler, in one boot (the repeats are named
     /// `<run>-r2`, `<run>-r3`...), to see the run-to-run spread.
     #[arg(long, default_value_t = 1)]
@@ -70,6 +95,9 @@ pub struct VmTestArgs {
     /// bring back its machine file as OUT/guest-machine.toml, for simulating the guest.
     #[arg(long)]
     pub calibrate: bool,
+    /// How the VM boots.
+    #[command(flatten)]
+    pub vm: VmOptions,
 }
 
 /// The name the guest's `schedlab calibrate` result travels under in the serial log.
@@ -78,10 +106,42 @@ const CALIBRATE: &str = "calibrate";
 /// The name of the run under the kernel's own scheduler.
 pub const BASELINE: &str = "kernel";
 
-/// One run inside the VM: a file-safe name and the policy spec (`None`: the kernel's own).
-struct Run {
-    name: String,
-    policy: Option<String>,
+/// One run inside the VM.
+#[derive(Clone, Debug)]
+pub struct Run {
+    /// A file-safe name, unique in the boot.
+    pub name: String,
+    /// The policy spec loaded with schedlab-scx (`None`: the kernel's own scheduler).
+    pub policy: Option<String>,
+    /// The workload file, by its name among the boot's files (it lands in the guest's `/work`).
+    pub workload: String,
+    /// The longest the run may take, with a unit (`schedlab exec --duration`).
+    pub duration: String,
+    /// `schedlab exec --max-threads`.
+    pub max_threads: usize,
+}
+
+/// One boot of the VM: its files, runs and CPUs.
+pub struct Boot {
+    /// Files copied into the guest's `/work`: (name, contents).
+    pub files: Vec<(String, Vec<u8>)>,
+    /// The runs, in order.
+    pub runs: Vec<Run>,
+    /// Virtual CPUs.
+    pub cpus: u32,
+    /// Run `schedlab calibrate` in the guest first.
+    pub calibrate: bool,
+    /// The most real time a run can take, for the default timeout.
+    pub longest_run: Duration,
+    /// `schedlab-scx --watchdog-ms` (`None`: its default, 5 s).
+    pub watchdog_ms: Option<u32>,
+    /// Give the user-space scheduler a CPU of its own: the VM gets one CPU more than `cpus`, and
+    /// the workload is confined to the first `cpus`, so schedlab-scx finds the last one free (an
+    /// in-kernel scheduler takes no CPU time from the workload worth counting; on one shared CPU
+    /// the round trip through user space for every wakeup competes with the workload itself).
+    /// schedlab-scx itself is not pinned: it finds idle CPUs through the kernel's idle tracking
+    /// for its own affinity mask, so pinned it would see only its own CPU free.
+    pub scheduler_cpu: bool,
 }
 
 /// What the serial log says about one run.
@@ -120,12 +180,6 @@ pub fn vm_test_cmd(args: VmTestArgs) -> Result<()> {
     if !(1..=64).contains(&args.cpus) {
         bail!("--cpus: must be 1 to 64, got {}", args.cpus);
     }
-    if args.icount.is_some_and(|s| s > 10) {
-        bail!(
-            "--icount: the shift must be 0 to 10 (2^SHIFT ns per instruction), got {}",
-            args.icount.unwrap_or(0)
-        );
-    }
     if !(1..=20).contains(&args.repeat) {
         bail!("--repeat: must be 1 to 20, got {}", args.repeat);
     }
@@ -133,78 +187,42 @@ pub fn vm_test_cmd(args: VmTestArgs) -> Result<()> {
         format!("--workload {}: cannot read it (a file is needed: it is copied into the VM)", args.workload)
     })?;
     crate::load_workload(&args.workload)?;
-    schedlab_workload::parse_duration(&args.duration).map_err(|e| anyhow::anyhow!("--duration: {e}"))?;
-    let scx = PathBuf::from(&args.scx);
-    if !scx.is_file() {
-        bail!("--scx {}: no such file; build schedlab-scx with `bash scripts/build-scx`", args.scx);
-    }
-    let qemu =
-        which("qemu-system-x86_64").context("qemu-system-x86_64 is needed (apt install qemu-system-x86)")?;
-    let busybox = which("busybox").context("busybox is needed (apt install busybox-static)")?;
+    let run_ns =
+        schedlab_workload::parse_duration(&args.duration).map_err(|e| anyhow::anyhow!("--duration: {e}"))?;
+    args.vm.validate()?;
     let out = PathBuf::from(&args.output);
-    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
-
-    let kernel = match &args.kernel {
-        Some(k) => PathBuf::from(k),
-        None => {
-            let cache = match &args.cache {
-                Some(c) => PathBuf::from(c),
-                None => default_cache()?,
-            };
-            fetch_kernel(&cache)?
-        }
-    };
+    let ext = Path::new(&args.workload).extension().and_then(|e| e.to_str()).unwrap_or("toml");
+    let workload_name = format!("workload.{ext}");
     let mut runs = Vec::new();
     for rep in 1..=args.repeat {
         let suffix = if rep == 1 { String::new() } else { format!("-r{rep}") };
-        runs.push(Run { name: format!("{BASELINE}{suffix}"), policy: None });
+        let run = |name: String, policy: Option<String>| Run {
+            name,
+            policy,
+            workload: workload_name.clone(),
+            duration: args.duration.clone(),
+            max_threads: 256,
+        };
+        runs.push(run(format!("{BASELINE}{suffix}"), None));
         for p in &args.policy {
             let name = format!("{}{suffix}", file_safe(p));
             if runs.iter().any(|r| r.name == name) {
                 bail!("--policy: {p} is named twice");
             }
-            runs.push(Run { name, policy: Some(p.clone()) });
+            runs.push(run(name, Some(p.clone())));
         }
     }
-    let ext = Path::new(&args.workload).extension().and_then(|e| e.to_str()).unwrap_or("toml");
-    let workload_name = format!("workload.{ext}");
-    let init = init_script(&runs, &workload_name, &args.duration, args.calibrate);
-    let initrd = out.join("initrd.cpio");
-    eprintln!("vm-test: writing the initramfs {}", initrd.display());
-    let me = std::env::current_exe().context("cannot find the schedlab binary itself")?;
-    write_initramfs(
-        &initrd,
-        &busybox,
-        &[(&me, "schedlab"), (&scx, "schedlab-scx")],
-        &workload_name,
-        &workload_src,
-        &init,
-    )?;
-
+    let boot = Boot {
+        files: vec![(workload_name, workload_src)],
+        runs,
+        cpus: args.cpus,
+        calibrate: args.calibrate,
+        longest_run: Duration::from_nanos(run_ns),
+        watchdog_ms: None,
+        scheduler_cpu: false,
+    };
+    let outcomes = boot_runs(&args.vm, &boot, &out)?;
     let serial_path = out.join("serial.log");
-    eprintln!(
-        "vm-test: booting {} on {} virtual CPUs (software emulation; {} runs of {}, 10 to 20 s each)",
-        kernel.display(),
-        args.cpus,
-        runs.len(),
-        args.duration
-    );
-    let timeout = Duration::from_secs(args.timeout);
-    let mut serial = boot(&qemu, &kernel, &initrd, args.cpus, args.icount, timeout, &serial_path)?;
-    if let Some(line) = patching_oops(&serial) {
-        // Once only: a second such crash fails the runs it cut short, below.
-        let first = out.join("serial-1.log");
-        std::fs::rename(&serial_path, &first)
-            .with_context(|| format!("cannot rename {} to {}", serial_path.display(), first.display()))?;
-        eprintln!(
-            "vm-test: the guest kernel crashed in its own code patching (`{}`; {}), most likely a race of QEMU's \
-             software emulation of several CPUs; booting once more",
-            line.trim(),
-            first.display()
-        );
-        serial = boot(&qemu, &kernel, &initrd, args.cpus, args.icount, timeout, &serial_path)?;
-    }
-    let outcomes = parse_serial(&serial);
     let mut failures = Vec::new();
     if args.calibrate {
         match outcomes.iter().find(|o| o.name == CALIBRATE).and_then(|o| o.report.as_ref()) {
@@ -222,7 +240,7 @@ pub fn vm_test_cmd(args: VmTestArgs) -> Result<()> {
     let mut table = String::from(
         "run          sched_ext   ops                            workload   scheduler exit   after      nice0/nice5\n",
     );
-    for run in &runs {
+    for run in &boot.runs {
         let Some(o) = outcomes.iter().find(|o| o.name == run.name) else {
             failures.push(format!(
                 "{}: the VM never reached this run (see {})",
@@ -231,10 +249,6 @@ pub fn vm_test_cmd(args: VmTestArgs) -> Result<()> {
             ));
             continue;
         };
-        if let Some(r) = &o.report {
-            std::fs::write(out.join(format!("{}.json", run.name)), r)
-                .with_context(|| format!("cannot write {}", out.display()))?;
-        }
         failures.extend(check_run(run.policy.as_deref(), o));
         table.push_str(&format!(
             "{:<12} {:<11} {:<30} {:<10} {:<16} {:<10} {}\n",
@@ -262,6 +276,100 @@ pub fn vm_test_cmd(args: VmTestArgs) -> Result<()> {
     }
     println!("vm-test: all checks passed");
     Ok(())
+}
+
+/// How many boots a run that a code-patching crash cut short gets (see [`patching_oops`]).
+const BOOTS: u32 = 3;
+
+/// Boots the VM for `boot`'s runs and returns what the serial log says about each; the serial log
+/// goes to `out/serial.log` and each report to `out/<run>.json`. When the guest kernel crashes in
+/// its own code patching (see [`patching_oops`]), the runs that had finished are kept, the log is
+/// kept as `out/serial-<n>.log`, and the rest run in a new boot, up to three boots in all.
+pub fn boot_runs(opts: &VmOptions, boot: &Boot, out: &Path) -> Result<Vec<RunOutcome>> {
+    let qemu =
+        which("qemu-system-x86_64").context("qemu-system-x86_64 is needed (apt install qemu-system-x86)")?;
+    let busybox = which("busybox").context("busybox is needed (apt install busybox-static)")?;
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    let kernel = match &opts.kernel {
+        Some(k) => PathBuf::from(k),
+        None => {
+            let cache = match &opts.cache {
+                Some(c) => PathBuf::from(c),
+                None => default_cache()?,
+            };
+            fetch_kernel(&cache)?
+        }
+    };
+    let me = std::env::current_exe().context("cannot find the schedlab binary itself")?;
+    let scx = PathBuf::from(&opts.scx);
+    let initrd = out.join("initrd.cpio");
+    let serial_path = out.join("serial.log");
+    let vm_cpus = boot.cpus + u32::from(boot.scheduler_cpu);
+    let mut done: Vec<RunOutcome> = Vec::new();
+    let mut pending = Boot { runs: boot.runs.clone(), files: boot.files.clone(), ..*boot };
+    for attempt in 1..=BOOTS {
+        eprintln!("vm-test: writing the initramfs {}", initrd.display());
+        write_initramfs(
+            &initrd,
+            &busybox,
+            &[(&me, "schedlab"), (&scx, "schedlab-scx")],
+            &pending.files,
+            &init_script(&pending),
+        )?;
+        let per_run = pending.longest_run.as_secs() * 4 + 30;
+        let timeout = Duration::from_secs(opts.timeout.unwrap_or(300 + per_run * pending.runs.len() as u64));
+        eprintln!(
+            "vm-test: booting {} on {vm_cpus} virtual CPUs{} (software emulation; {} runs, at most {} s each; \
+             stopped after {} s)",
+            kernel.display(),
+            if boot.scheduler_cpu { ", the last for the scheduler" } else { "" },
+            pending.runs.len(),
+            pending.longest_run.as_secs(),
+            timeout.as_secs()
+        );
+        let serial = boot_vm(&qemu, &kernel, &initrd, vm_cpus, opts.icount, timeout, &serial_path)?;
+        let got = parse_serial(&serial);
+        let crash = patching_oops(&serial).map(|l| l.trim().to_string());
+        let Some(line) = crash.filter(|_| attempt < BOOTS) else {
+            done.extend(got);
+            break;
+        };
+        let kept = out.join(format!("serial-{attempt}.log"));
+        std::fs::rename(&serial_path, &kept)
+            .with_context(|| format!("cannot rename {} to {}", serial_path.display(), kept.display()))?;
+        let (finished, _): (Vec<RunOutcome>, Vec<RunOutcome>) =
+            got.into_iter().partition(|o| run_finished(boot, o));
+        pending.runs.retain(|r| !finished.iter().any(|o| o.name == r.name));
+        pending.calibrate = pending.calibrate && !finished.iter().any(|o| o.name == CALIBRATE);
+        eprintln!(
+            "vm-test: the guest kernel crashed in its own code patching (`{line}`; {}), most likely a race of \
+             QEMU's software emulation of several CPUs; {} runs had finished, booting again for the other {}",
+            kept.display(),
+            finished.len(),
+            pending.runs.len()
+        );
+        done.extend(finished);
+        if pending.runs.is_empty() && !pending.calibrate {
+            break;
+        }
+    }
+    for o in &done {
+        if let (Some(r), true) = (&o.report, boot.runs.iter().any(|run| run.name == o.name)) {
+            let path = out.join(format!("{}.json", o.name));
+            std::fs::write(&path, r).with_context(|| format!("cannot write {}", path.display()))?;
+        }
+    }
+    Ok(done)
+}
+
+/// Whether a run got to its end in a boot that crashed later: its report came back and, under a
+/// policy, schedlab-scx's exit was seen.
+fn run_finished(boot: &Boot, o: &RunOutcome) -> bool {
+    if o.name == CALIBRATE {
+        return o.report.is_some();
+    }
+    let Some(run) = boot.runs.iter().find(|r| r.name == o.name) else { return false };
+    o.report.is_some() && (run.policy.is_none() || o.scx_exit.is_some())
 }
 
 /// The checks of one run: `policy` is `None` for the baseline.
@@ -465,7 +573,8 @@ fn run_ok(cmd: &mut Command, what: &str) -> Result<()> {
 }
 
 /// The `/init` of the VM.
-fn init_script(runs: &[Run], workload: &str, duration: &str, calibrate: bool) -> String {
+fn init_script(boot: &Boot) -> String {
+    let (runs, calibrate) = (&boot.runs, boot.calibrate);
     let mut s = String::from(
         r#"#!/bin/sh
 # Written by `schedlab vm-test`.
@@ -473,14 +582,19 @@ mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev 2>/dev/null
 mount -t tmpfs tmp /tmp
+mkdir -p /sys/fs/cgroup && mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null && echo +cpu > /sys/fs/cgroup/cgroup.subtree_control
 say() { echo "SCHEDLAB-VM $*"; }
 SCX_ENV="env @SCX_ENV@"
 state() { cat /sys/kernel/sched_ext/state 2>/dev/null || echo missing; }
 say boot kernel="$(uname -r)" cpus="$(nproc)" state="$(state)"
+# The compute loop's speed, measured once under the kernel's own scheduler: every run does the same
+# work (measured at each start, with a schedlab scheduler loaded, it swings by half under TCG).
+PS=$(@EXEC_PIN@/bin/schedlab calibrate --loop 2>/dev/null)
+say loop ps-per-loop="$PS"
 run() {
-  name=$1; policy=$2
+  name=$1; policy=$2; workload=$3; duration=$4; threads=$5
   if [ -n "$policy" ]; then
-    $SCX_ENV /bin/schedlab-scx --policy "$policy" --stats-interval 1 > /tmp/scx-$name.log 2>&1 &
+    $SCX_ENV /bin/schedlab-scx --policy "$policy" --stats-interval 1@SCX_ARGS@ > /tmp/scx-$name.log 2>&1 &
     scx=$!
     i=0
     while [ "$(state)" != enabled ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
@@ -490,8 +604,15 @@ run() {
     );
     let scx_env = if std::env::var_os("SCHEDLAB_SCX_TRACE").is_some() { "SCHEDLAB_SCX_TRACE=1" } else { "" };
     s = s.replace("@SCX_ENV@", scx_env);
+    s = s.replace("@SCX_ARGS@", &boot.watchdog_ms.map_or(String::new(), |ms| format!(" --watchdog-ms {ms}")));
+    let exec_pin = if boot.scheduler_cpu {
+        format!("taskset -c 0-{} ", boot.cpus.saturating_sub(1))
+    } else {
+        String::new()
+    };
+    s = s.replace("@EXEC_PIN@", &exec_pin);
     s.push_str(&format!(
-        "  /bin/schedlab exec /work/{workload} --duration {duration} --json /tmp/$name.json --no-trace --fifo-controller -q > /tmp/exec-$name.log 2>&1\n"
+        "  {exec_pin}/bin/schedlab exec /work/$workload --duration $duration --max-threads $threads ${{PS:+--ps-per-loop $PS}} --json /tmp/$name.json --no-trace --fifo-controller -q > /tmp/exec-$name.log 2>&1\n"
     ));
     s.push_str(
         r#"  say run $name exec-exit=$?
@@ -520,7 +641,14 @@ run() {
         ));
     }
     for r in runs {
-        s.push_str(&format!("run {} '{}'\n", r.name, r.policy.as_deref().unwrap_or("")));
+        s.push_str(&format!(
+            "run {} '{}' '{}' {} {}\n",
+            r.name,
+            r.policy.as_deref().unwrap_or(""),
+            r.workload,
+            r.duration,
+            r.max_threads
+        ));
     }
     s.push_str("say done\ndmesg | grep -i sched_ext | sed 's/^/SCHEDLAB-VM dmesg: /'\npoweroff -f\n");
     s
@@ -646,8 +774,7 @@ fn write_initramfs(
     path: &Path,
     busybox: &Path,
     bins: &[(&Path, &str)],
-    workload_name: &str,
-    workload: &[u8],
+    files: &[(String, Vec<u8>)],
     init: &str,
 ) -> Result<()> {
     let mut a = Cpio::default();
@@ -660,8 +787,8 @@ fn write_initramfs(
         0o755,
     );
     for applet in [
-        "sh", "mount", "cat", "sleep", "kill", "sed", "base64", "poweroff", "nproc", "uname", "grep",
-        "dmesg", "echo", "env",
+        "sh", "mount", "mkdir", "taskset", "cat", "sleep", "kill", "sed", "base64", "poweroff", "nproc",
+        "uname", "grep", "dmesg", "echo", "env",
     ] {
         a.symlink(&format!("bin/{applet}"), "busybox");
     }
@@ -690,7 +817,9 @@ fn write_initramfs(
         let bytes = std::fs::read(lib).with_context(|| format!("cannot read {}", lib.display()))?;
         a.file(&rel, &bytes, 0o755);
     }
-    a.file(&format!("work/{workload_name}"), workload, 0o644);
+    for (name, bytes) in files {
+        a.file(&format!("work/{name}"), bytes, 0o644);
+    }
     a.file("init", init.as_bytes(), 0o755);
     let bytes = a.finish();
     let mut f = std::fs::File::create(path).with_context(|| format!("cannot write {}", path.display()))?;
@@ -794,7 +923,7 @@ pub fn patching_oops(log: &str) -> Option<&str> {
 }
 
 /// Boots the VM and returns its serial output (also written to `serial_path`).
-fn boot(
+fn boot_vm(
     qemu: &Path,
     kernel: &Path,
     initrd: &Path,
@@ -869,18 +998,90 @@ mod tests {
     #[test]
     fn the_guest_calibration_travels_back_and_repeats_are_named_apart() {
         let runs = [
-            Run { name: BASELINE.into(), policy: None },
-            Run { name: "cfs-r2".into(), policy: Some("cfs".into()) },
+            Run {
+                name: BASELINE.into(),
+                policy: None,
+                workload: "workload.toml".into(),
+                duration: "4s".into(),
+                max_threads: 256,
+            },
+            Run {
+                name: "cfs-r2".into(),
+                policy: Some("cfs".into()),
+                workload: "g10.toml".into(),
+                duration: "3000000000ns".into(),
+                max_threads: 4096,
+            },
         ];
-        let init = init_script(&runs, "workload.toml", "4s", true);
+        let mut boot = Boot {
+            files: Vec::new(),
+            runs: runs.into(),
+            cpus: 1,
+            calibrate: true,
+            longest_run: Duration::from_secs(4),
+            watchdog_ms: Some(30_000),
+            scheduler_cpu: true,
+        };
+        let init = init_script(&boot);
+        assert!(
+            init.contains(
+                "$SCX_ENV /bin/schedlab-scx --policy \"$policy\" --stats-interval 1 --watchdog-ms 30000 >"
+            ),
+            "{init}"
+        );
         let cal = init.find("/bin/schedlab calibrate -o /tmp/calibrate.toml").expect("calibrate step");
-        assert!(cal < init.find("run kernel ''").expect("baseline run"), "{init}");
-        assert!(init.contains("run cfs-r2 'cfs'"), "{init}");
-        assert!(!init_script(&runs, "workload.toml", "4s", false).contains("calibrate"));
+        assert!(cal < init.find("run kernel '' 'workload.toml' 4s 256").expect("baseline run"), "{init}");
+        assert!(init.contains("run cfs-r2 'cfs' 'g10.toml' 3000000000ns 4096"), "{init}");
+        assert!(init.contains(
+            "taskset -c 0-0 /bin/schedlab exec /work/$workload --duration $duration --max-threads $threads \
+             ${PS:+--ps-per-loop $PS}"
+        ));
+        let loop_at =
+            init.find("PS=$(taskset -c 0-0 /bin/schedlab calibrate --loop").expect("the loop measured");
+        assert!(
+            loop_at < init.find("run kernel ''").expect("the first run"),
+            "measured once, before the runs"
+        );
+        (boot.calibrate, boot.watchdog_ms, boot.scheduler_cpu) = (false, None, false);
+        let plain = init_script(&boot);
+        assert!(
+            !plain.contains("calibrate -o") && !plain.contains("--watchdog-ms") && !plain.contains("taskset")
+        );
+        assert!(plain.contains("PS=$(/bin/schedlab calibrate --loop"), "the loop is measured in every boot");
         let log = "SCHEDLAB-VM run calibrate state=disabled\nSCHEDLAB-VM run calibrate exec-exit=0\n\
                    SCHEDLAB-VM begin calibrate\nbmFtZSA9ICJ2bSIK\nSCHEDLAB-VM end calibrate\n";
         let o = parse_serial(log);
         assert_eq!((o[0].name.as_str(), o[0].report.as_deref()), ("calibrate", Some("name = \"vm\"\n")));
+    }
+
+    /// After a crash, a run counts as finished only if its report came back and, under a policy,
+    /// schedlab-scx's exit was seen (the crash usually comes as a scheduler is switched off).
+    #[test]
+    fn a_run_cut_short_by_a_crash_is_run_again() {
+        let run = |name: &str, policy: Option<&str>| Run {
+            name: name.into(),
+            policy: policy.map(String::from),
+            workload: "w.toml".into(),
+            duration: "1s".into(),
+            max_threads: 8,
+        };
+        let boot = Boot {
+            files: Vec::new(),
+            runs: vec![run("kernel", None), run("cfs", Some("cfs")), run("ule", Some("ule"))],
+            cpus: 1,
+            calibrate: false,
+            longest_run: Duration::from_secs(1),
+            watchdog_ms: None,
+            scheduler_cpu: false,
+        };
+        let log =
+            "SCHEDLAB-VM run kernel exec-exit=0\nSCHEDLAB-VM begin kernel\ne30K\nSCHEDLAB-VM end kernel\n\
+                   SCHEDLAB-VM run cfs exec-exit=0\nSCHEDLAB-VM begin cfs\ne30K\nSCHEDLAB-VM end cfs\n\
+                   SCHEDLAB-VM run ule exec-exit=0\nSCHEDLAB-VM run ule scx-exit=0 state-after=disabled\n\
+                   SCHEDLAB-VM begin ule\ne30K\nSCHEDLAB-VM end ule\n";
+        let finished: Vec<String> =
+            parse_serial(log).into_iter().filter(|o| run_finished(&boot, o)).map(|o| o.name).collect();
+        assert_eq!(finished, ["kernel", "ule"], "cfs's scheduler never reported its exit");
     }
 
     #[test]

@@ -255,3 +255,25 @@ fn every_experiment_the_seed_papers_need_is_present_and_valid() {
     };
     assert!(total(&quick) < total(&out), "quick {} s against full {} s", total(&quick), total(&out));
 }
+
+/// `--real` refuses what a VM cannot run before booting one: an experiment on more CPUs than a
+/// software-emulated guest runs usefully, `--list` beside it, and a missing schedlab-scx binary.
+/// (The runs themselves need the VM: scripts/vm-test runs `--real o1-vs-cfs/nice-shares` in CI.)
+#[test]
+fn reproduce_real_refuses_what_the_vm_cannot_run() {
+    let big = TOY.replace("machine = \"up\"", "machine = \"opteron6172-32\"");
+    let dir = experiments("real", &[("e.toml", TOY), ("big.toml", &big)]);
+    let d = dir.to_str().unwrap();
+    let (ok, _, err) = schedlab(&["reproduce", "toy/big", "--dir", d, "--real", "--no-html"]);
+    assert!(!ok && err.contains("big.toml: the experiment's machine has 32 CPUs"), "{err}");
+    let (ok, _, err) = schedlab(&["reproduce", "toy/e", "--dir", d, "--real", "--list"]);
+    assert!(!ok && err.contains("--real and --list"), "{err}");
+    let (ok, _, err) = schedlab(&["reproduce", "toy/e", "--dir", d, "--real", "--scx", "/nonexistent/scx"]);
+    assert!(!ok && err.contains("--scx /nonexistent/scx: no such file"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    let bad = TOY.replace("[quick]", "[real]\ncases = [\"nope\"]\n\n[quick]");
+    let dir = experiments("real-bad", &[("e.toml", &bad)]);
+    let (ok, _, err) = schedlab(&["reproduce", "toy/e", "--dir", dir.to_str().unwrap(), "--real"]);
+    let line = bad.lines().position(|l| l.starts_with("cases = [\"nope\"]")).unwrap() + 1;
+    assert!(!ok && err.contains(&format!("e.toml:{line}: key `cases`: no case `nope`")), "{err}");
+}

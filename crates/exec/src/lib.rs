@@ -75,6 +75,11 @@ pub struct ExecConfig {
     /// threads behind interactive ones, a FIFO-like policy under sched_ext) cannot keep the run from
     /// stopping. Its old policy comes back at the end. A warning, not an error, when refused.
     pub fifo_controller: bool,
+    /// The compute loop's speed, picoseconds per loop, instead of measuring it as the run starts
+    /// ([`calibrate::ps_per_loop`]): for runs that must do the same work however the machine behaves
+    /// while each starts (in a software-emulated VM the measurement swings by half from one run to
+    /// the next, with the scheduler loaded).
+    pub ps_per_loop: Option<u64>,
 }
 
 impl Default for ExecConfig {
@@ -87,6 +92,7 @@ impl Default for ExecConfig {
             trace_migrations: true,
             inject_panic: None,
             fifo_controller: false,
+            ps_per_loop: None,
         }
     }
 }
@@ -316,7 +322,7 @@ pub fn run(w: &Workload, cfg: &ExecConfig) -> Result<Outcome, ExecError> {
             .push(format!("task groups are not created ({why}); the threads share the CPU as one group"));
         None
     });
-    let ps_per_loop = calibrate::ps_per_loop(5);
+    let ps_per_loop = cfg.ps_per_loop.unwrap_or_else(|| calibrate::ps_per_loop(5));
     let trace = if cfg.trace_migrations { Some(tracing::MigrationTrace::start()) } else { None };
     let shared = std::sync::Arc::new(Shared {
         w: w.clone(),

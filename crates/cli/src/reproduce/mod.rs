@@ -10,6 +10,7 @@
 
 pub mod claim;
 pub use schedlab_cli::metric;
+pub mod real;
 pub mod spec;
 
 use crate::report_html::{self, esc};
@@ -45,6 +46,8 @@ pub struct Options {
     pub progress: bool,
     /// Only read and validate the files and list what would run.
     pub list: bool,
+    /// Run the cases in the VM too (`--real`): how it boots and how many runs of each.
+    pub real: Option<(crate::vm_test::VmOptions, u32, PathBuf)>,
 }
 
 /// The experiment files chosen by `select` / `all`.
@@ -322,9 +325,24 @@ fn listing(exps: &[Experiment]) -> String {
 /// Runs `schedlab reproduce`; returns the text to print.
 pub fn reproduce(opts: &Options) -> Result<String> {
     let files = choose(opts)?;
-    let exps: Vec<Experiment> = files.iter().map(|f| spec::load(f, opts.quick)).collect::<Result<_>>()?;
+    let mode = match (&opts.real, opts.quick) {
+        (Some(_), _) => spec::Mode::Real,
+        (None, true) => spec::Mode::Quick,
+        (None, false) => spec::Mode::Full,
+    };
+    let exps: Vec<Experiment> = files.iter().map(|f| spec::load(f, mode)).collect::<Result<_>>()?;
     if opts.list {
         return Ok(listing(&exps));
+    }
+    if let Some((vm, repeat, out)) = &opts.real {
+        let ro = real::RealOptions {
+            vm,
+            repeat: *repeat,
+            out: out.clone(),
+            jobs: opts.jobs,
+            progress: opts.progress,
+        };
+        return real::reproduce_real(&exps, &ro, opts.markdown, opts.json.as_deref());
     }
     let mut jobs = Vec::new();
     for exp in &exps {

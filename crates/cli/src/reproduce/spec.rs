@@ -2,8 +2,11 @@
 //!
 //! An experiment names a machine, policies, seeds and a duration, one or more cases (a workload, and
 //! optionally their own machine, duration or policies), and the claims checked on them. `[quick]`
-//! overrides duration and seeds, and a case's `quick_workload` its workload, for `--quick`. Everything
-//! is validated when the file is read: every error names the file, the line and the key.
+//! overrides duration and seeds, and a case's `quick_workload` its workload, for `--quick`. `[real]`
+//! does the same for `--real` (runs in a virtual machine under the policies loaded as the kernel's
+//! scheduler), on top of the quick sizes, and may name the cases that fit such a machine; a case's
+//! `real_workload` and `real_duration` override its workload and duration there. Everything is
+//! validated when the file is read: every error names the file, the line and the key.
 
 use super::claim::{Claim, Expect, Unit};
 use super::metric::Metric;
@@ -31,6 +34,7 @@ struct Doc {
     #[serde(default)]
     sample_tasks: bool,
     quick: Option<QuickDoc>,
+    real: Option<Spanned<RealDoc>>,
     #[serde(default)]
     case: Vec<Spanned<CaseDoc>>,
     #[serde(default)]
@@ -46,6 +50,26 @@ fn default_seeds() -> Vec<u64> {
 struct QuickDoc {
     duration: Option<Spanned<String>>,
     seeds: Option<Vec<u64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RealDoc {
+    duration: Option<Spanned<String>>,
+    seeds: Option<Vec<u64>>,
+    cases: Option<Vec<String>>,
+    skip: Option<String>,
+}
+
+/// Which sizes an experiment file is read for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// The full sizes.
+    Full,
+    /// `--quick`: the `[quick]` section and the cases' `quick_*` keys.
+    Quick,
+    /// `--real`: the quick sizes with the `[real]` section and the cases' `real_*` keys on top.
+    Real,
 }
 
 #[derive(Deserialize)]
@@ -70,9 +94,11 @@ struct CaseDoc {
     name: String,
     workload: Specs,
     quick_workload: Option<Specs>,
+    real_workload: Option<Specs>,
     machine: Option<String>,
     duration: Option<String>,
     quick_duration: Option<String>,
+    real_duration: Option<String>,
     policies: Option<Vec<String>>,
 }
 
@@ -110,6 +136,8 @@ pub struct Case {
     pub duration_ns: Ns,
     /// Policy specs.
     pub policies: Vec<String>,
+    /// Whether `--real` runs this case (the `[real]` section's `cases`, or every case).
+    pub real: bool,
 }
 
 /// A parsed, validated experiment (for the chosen mode, full or quick).
@@ -136,6 +164,8 @@ pub struct Experiment {
     pub cases: Vec<Case>,
     /// Claims.
     pub claims: Vec<Claim>,
+    /// Why `--real` cannot run this experiment (the `[real]` section's `skip`), if it cannot.
+    pub real_skip: Option<String>,
 }
 
 impl Experiment {
@@ -203,8 +233,9 @@ fn duration(r: &Reader, text: &str, span: std::ops::Range<usize>, key: &str) -> 
     Ok(d)
 }
 
-/// Reads and validates one experiment file; `quick` applies the `[quick]` overrides.
-pub fn load(path: &Path, quick: bool) -> Result<Experiment> {
+/// Reads and validates one experiment file for `mode`'s sizes.
+pub fn load(path: &Path, mode: Mode) -> Result<Experiment> {
+    let quick = mode != Mode::Full;
     let file = path.to_string_lossy().into_owned();
     let src = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read {file}: {e}"))?;
     let dir = path.parent().unwrap_or(Path::new("."));
@@ -216,11 +247,18 @@ pub fn load(path: &Path, quick: bool) -> Result<Experiment> {
     let paper = dir.file_name().map_or("-".into(), |n| n.to_string_lossy().into_owned());
     let name = path.file_stem().map_or("-".into(), |n| n.to_string_lossy().into_owned());
     let quick_doc = doc.quick.as_ref().filter(|_| quick);
-    let seeds = quick_doc.and_then(|q| q.seeds.clone()).unwrap_or(doc.seeds.clone());
+    let real_doc = doc.real.as_ref().filter(|_| mode == Mode::Real);
+    let seeds = real_doc
+        .and_then(|r| r.get_ref().seeds.clone())
+        .or_else(|| quick_doc.and_then(|q| q.seeds.clone()))
+        .unwrap_or(doc.seeds.clone());
     if seeds.is_empty() {
         return Err(r.err(0..0, "seeds", "at least one seed"));
     }
-    let dur = quick_doc.and_then(|q| q.duration.as_ref()).or(doc.duration.as_ref());
+    let dur = real_doc
+        .and_then(|r| r.get_ref().duration.as_ref())
+        .or_else(|| quick_doc.and_then(|q| q.duration.as_ref()))
+        .or(doc.duration.as_ref());
     let default_duration = match dur {
         Some(d) => Some(duration(&r, d.get_ref(), d.span(), "duration")?),
         None => None,
@@ -249,14 +287,18 @@ pub fn load(path: &Path, quick: bool) -> Result<Experiment> {
             .ok_or_else(|| r.err(span.clone(), "machine", "no machine for this case or the file"))?;
         let machine =
             Machine::load(&r.resolve(machine_name)).map_err(|e| r.err(span.clone(), "machine", e))?;
-        let specs = match (&d.quick_workload, quick) {
-            (Some(q), true) => q.list(),
-            _ => d.workload.list(),
+        let (specs, key) = match (&d.real_workload, &d.quick_workload) {
+            (Some(w), _) if mode == Mode::Real => (w.list(), "real_workload"),
+            (_, Some(q)) if quick => (q.list(), "quick_workload"),
+            _ => (d.workload.list(), "workload"),
         };
-        let key = if quick && d.quick_workload.is_some() { "quick_workload" } else { "workload" };
         let workload = r.workload(&specs).map_err(|e| r.err(span.clone(), key, format!("{e:#}")))?;
-        let case_dur =
-            if quick { d.quick_duration.as_ref().or(d.duration.as_ref()) } else { d.duration.as_ref() };
+        let real_dur = d.real_duration.as_ref().filter(|_| mode == Mode::Real);
+        let case_dur = if quick {
+            real_dur.or(d.quick_duration.as_ref()).or(d.duration.as_ref())
+        } else {
+            d.duration.as_ref()
+        };
         let duration_ns = match case_dur {
             Some(t) => duration(&r, t, span.clone(), "duration")?,
             None => default_duration.or(workload.duration_ns).ok_or_else(|| {
@@ -280,7 +322,28 @@ pub fn load(path: &Path, quick: bool) -> Result<Experiment> {
             workload,
             duration_ns,
             policies,
+            real: true,
         });
+    }
+    let real_skip = doc.real.as_ref().and_then(|rd| rd.get_ref().skip.clone());
+    if real_skip.as_deref().is_some_and(|s| s.trim().is_empty()) {
+        let span = doc.real.as_ref().map_or(0..0, |rd| rd.span());
+        return Err(r.err(span, "skip", "say why the experiment cannot run on the real kernel"));
+    }
+    if let Some(rd) = &doc.real {
+        if let Some(names) = &rd.get_ref().cases {
+            if names.is_empty() {
+                return Err(r.err(rd.span(), "cases", "name at least one case to run on the real kernel"));
+            }
+            for n in names {
+                if !cases.iter().any(|c| &c.name == n) {
+                    return Err(r.err(rd.span(), "cases", format!("no case `{n}`")));
+                }
+            }
+            for c in &mut cases {
+                c.real = names.contains(&c.name);
+            }
+        }
     }
     let mut claims: Vec<Claim> = Vec::new();
     for c in &doc.claim {
@@ -353,6 +416,7 @@ pub fn load(path: &Path, quick: bool) -> Result<Experiment> {
         sample_tasks: doc.sample_tasks,
         cases,
         claims,
+        real_skip,
     })
 }
 

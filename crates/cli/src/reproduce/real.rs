@@ -1,0 +1,449 @@
+//! `schedlab reproduce --real`: an experiment's claims checked on a real kernel.
+//!
+//! Each experiment boots the `vm-test` virtual machine once (docs/real-kernel.md) with as many CPUs
+//! as the experiment's machine has, and runs each of its cases under each of its policies loaded as
+//! the kernel's scheduler by schedlab-scx: the same policy code the simulator runs, now making the
+//! real kernel's decisions for real threads (`schedlab exec`). The cases are read for `--real`
+//! (the `[real]` section on top of the quick sizes: what fits a software-emulated guest), and the
+//! same cases are simulated with the experiment's seeds, so every claim is shown twice: as the
+//! simulator answers it and as the real kernel does. A case the `[real]` section leaves out is
+//! simulated nowhere here and its claims say so.
+//!
+//! The real reports, the serial log and an HTML report go to `<out>/<paper>/<experiment>-real/`.
+//! The command fails if a run failed in the VM (the scheduler ejected, the workload not completed):
+//! a claim checked on such a run would describe the kernel's fallback scheduler, not the policy.
+
+use super::claim::Outcome;
+use super::spec::Experiment;
+use super::{check, html_report, run_all, verdict, Job, Runs};
+use crate::vm_test::{self, Boot, Run, VmOptions};
+use anyhow::{bail, Context, Result};
+use serde_json::Value;
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// What `reproduce --real` needs besides the experiments.
+pub struct RealOptions<'a> {
+    /// How the VM boots.
+    pub vm: &'a VmOptions,
+    /// Runs of each (case, policy) in the VM.
+    pub repeat: u32,
+    /// Root of the output (`<out>/<paper>/<experiment>-real/`).
+    pub out: PathBuf,
+    /// Simulations run at once.
+    pub jobs: usize,
+    /// Show a progress bar for the simulations.
+    pub progress: bool,
+}
+
+/// The runs of one experiment in the VM.
+pub struct RealRuns {
+    /// `runs[case][policy][repeat]`; empty for cases not run.
+    pub runs: Runs,
+    /// Runs that failed a check, with why.
+    pub failures: Vec<String>,
+}
+
+/// The VM run name of a case under a policy, repeat `rep` (1-based).
+pub fn run_name(case: &str, policy: &str, rep: u32) -> String {
+    let base = format!("{}-{}", vm_test::file_safe(case), vm_test::file_safe(policy));
+    if rep == 1 {
+        base
+    } else {
+        format!("{base}-r{rep}")
+    }
+}
+
+/// The virtual CPUs for an experiment: its real cases' machines must agree.
+pub fn vm_cpus(exp: &Experiment) -> Result<u32> {
+    if exp.real_skip.is_some() {
+        return Ok(0);
+    }
+    let mut cpus: Option<(usize, &str)> = None;
+    for c in exp.cases.iter().filter(|c| c.real) {
+        let n = c.machine.topology.nr_cpus();
+        match cpus {
+            None => cpus = Some((n, &c.name)),
+            Some((m, other)) if m != n => bail!(
+                "{}: cases `{other}` ({m} CPUs) and `{}` ({n} CPUs) need different virtual machines; \
+                 name the cases of one size in the file's [real] section",
+                exp.path.display(),
+                c.name
+            ),
+            Some(_) => {}
+        }
+    }
+    let (n, _) =
+        cpus.with_context(|| format!("{}: no case to run on the real kernel", exp.path.display()))?;
+    if n > 8 {
+        bail!(
+            "{}: the experiment's machine has {n} CPUs; a software-emulated guest runs at most 8 usefully \
+             (give the file a [real] section with cases on a smaller machine)",
+            exp.path.display()
+        );
+    }
+    Ok(n as u32)
+}
+
+/// The boot that runs `exp`'s real cases; `sim_ns[case]` is the longest simulated run of the case,
+/// which bounds the wait for a workload that ends by itself.
+pub fn plan(exp: &Experiment, repeat: u32, sim_ns: &[u64]) -> Result<Boot> {
+    let mut files = Vec::new();
+    let mut runs = Vec::new();
+    let mut longest_ns = 0u64;
+    for (ci, case) in exp.cases.iter().enumerate().filter(|(_, c)| c.real) {
+        let file = format!("{}.toml", vm_test::file_safe(&case.name));
+        files.push((file.clone(), schedlab_workload::to_toml(&case.workload).into_bytes()));
+        // A real run may be slower than the simulated one (the guest is emulated): twice the
+        // simulated length, never more than the case's limit.
+        let expect_ns = sim_ns.get(ci).copied().unwrap_or(case.duration_ns).saturating_mul(2);
+        longest_ns = longest_ns.max(expect_ns.min(case.duration_ns).max(5_000_000_000));
+        // A workload that ends by itself (all its tasks done) stops the run sooner; `exec` runs
+        // for at most 10 minutes.
+        let limit_ns = case.duration_ns.min(schedlab_exec::MAX_DURATION_NS);
+        for rep in 1..=repeat {
+            for p in &case.policies {
+                runs.push(Run {
+                    name: run_name(&case.name, p, rep),
+                    policy: Some(p.clone()),
+                    workload: file.clone(),
+                    duration: schedlab_workload::fmt_duration(limit_ns),
+                    max_threads: 4096,
+                });
+            }
+        }
+    }
+    Ok(Boot {
+        files,
+        runs,
+        cpus: vm_cpus(exp)?,
+        calibrate: false,
+        longest_run: Duration::from_nanos(longest_ns),
+        // The kernel's limit: a starvation claim (ULE's batch thread behind interactive ones) can
+        // be watched for up to 30 s before the kernel ejects the scheduler.
+        watchdog_ms: Some(30_000),
+        scheduler_cpu: true,
+    })
+}
+
+/// Sorts the VM's outcomes into `runs[case][policy][repeat]`, keeping only runs that passed every
+/// check.
+pub fn collect(exp: &Experiment, repeat: u32, outcomes: &[vm_test::RunOutcome], serial: &Path) -> RealRuns {
+    let mut failures = Vec::new();
+    let mut runs: Runs = Vec::new();
+    for case in &exp.cases {
+        let mut per_policy = Vec::new();
+        for p in &case.policies {
+            let mut reports = Vec::new();
+            for rep in (1..=repeat).filter(|_| case.real) {
+                let name = run_name(&case.name, p, rep);
+                let Some(o) = outcomes.iter().find(|o| o.name == name) else {
+                    failures
+                        .push(format!("{name}: the VM never reached this run (see {})", serial.display()));
+                    continue;
+                };
+                let problems = vm_test::check_run(Some(p), o);
+                if !problems.is_empty() {
+                    failures.extend(problems);
+                    continue;
+                }
+                match o.report.as_deref().map(serde_json::from_str::<Value>) {
+                    Some(Ok(v)) => reports.push(v),
+                    _ => failures.push(format!("{name}: the report that came back is not JSON")),
+                }
+            }
+            per_policy.push(reports);
+        }
+        runs.push(per_policy);
+    }
+    RealRuns { runs, failures }
+}
+
+/// Whether the claim's cases were all run in the VM.
+fn claim_runs(exp: &Experiment, c: &super::claim::Claim) -> bool {
+    let real = |name: &str| exp.cases.iter().any(|x| x.name == name && x.real);
+    real(&c.case) && c.vs_case.as_deref().is_none_or(real) && c.base_case.as_deref().is_none_or(real)
+}
+
+/// The text and Markdown rows of one experiment: each claim simulated and real.
+fn report(exp: &Experiment, sim: &[Outcome], real: &[Outcome], text: &mut String, md: &mut String) {
+    let _ = writeln!(text, "{}  {} ({})", exp.id(), exp.title, exp.source);
+    let cell = |t: &str| t.replace('|', "\\|");
+    for ((c, s), r) in exp.claims.iter().zip(sim).zip(real) {
+        let ran = claim_runs(exp, c);
+        let real_verdict = if ran { verdict(r) } else { "not run in the VM" };
+        let _ = writeln!(text, "  {}: \"{}\" ({})", c.id, c.quote, c.source);
+        let _ = writeln!(text, "      expected:    {} {}", c.metric_text, c.expect_text);
+        let _ = writeln!(text, "      simulated:   [{}] {}", verdict(s), s.shown);
+        let _ = writeln!(
+            text,
+            "      real kernel: [{real_verdict}] {}",
+            if ran { r.shown.as_str() } else { "-" }
+        );
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} ({}) | {} ({}) | {} |",
+            exp.id(),
+            c.id,
+            cell(&c.paper),
+            cell(if ran { &s.shown } else { "-" }),
+            if ran { verdict(s) } else { "-" },
+            cell(if ran { &r.shown } else { "-" }),
+            real_verdict,
+            cell(&format!("{} {}", if c.is_ratio() { "ratio" } else { "value" }, c.expect_text)),
+        );
+    }
+}
+
+/// Runs `exps` in the VM and beside it in the simulator; returns the text to print (Markdown when
+/// `markdown`) and writes the JSON outcomes to `json` if given.
+pub fn reproduce_real(
+    exps: &[Experiment],
+    o: &RealOptions,
+    markdown: bool,
+    json: Option<&Path>,
+) -> Result<String> {
+    for exp in exps {
+        vm_cpus(exp)?;
+    }
+    if !(1..=20).contains(&o.repeat) {
+        bail!("--repeat: must be 1 to 20, got {}", o.repeat);
+    }
+    o.vm.validate()?;
+    let mut text = String::new();
+    let mut md = String::from(
+        "| experiment | claim | paper | simulated | real kernel (sched_ext) | expected |\n|---|---|---|---|---|---|\n",
+    );
+    let mut failures = Vec::new();
+    let mut all = Vec::new();
+    for exp in exps {
+        if let Some(why) = &exp.real_skip {
+            let _ = writeln!(
+                text,
+                "{}  {} ({})\n  not run on the real kernel: {why}\n",
+                exp.id(),
+                exp.title,
+                exp.source
+            );
+            for c in &exp.claims {
+                let _ = writeln!(
+                    md,
+                    "| {} | {} | {} | - | - (not run in the VM) | - |",
+                    exp.id(),
+                    c.id,
+                    c.paper.replace('|', "\\|")
+                );
+            }
+            all.push(serde_json::json!({ "experiment": exp.id(), "title": exp.title, "skipped": why }));
+            continue;
+        }
+        let jobs: Vec<Job> = exp
+            .cases
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.real)
+            .flat_map(|(ci, c)| {
+                (0..c.policies.len()).flat_map(move |pi| {
+                    exp.seeds.iter().map(move |&seed| Job { exp, case: ci, policy: pi, seed })
+                })
+            })
+            .collect();
+        let mut results = run_all(&jobs, o.jobs, o.progress).into_iter();
+        let mut sim: Runs = Vec::new();
+        let mut sim_ns = Vec::new();
+        for case in &exp.cases {
+            let mut per_policy = Vec::new();
+            let mut longest = 0u64;
+            for _ in &case.policies {
+                let mut seeds = Vec::new();
+                for _ in exp.seeds.iter().filter(|_| case.real) {
+                    let v = results.next().unwrap_or_else(|| bail!("lost a simulation"))?;
+                    longest = longest.max(v["duration_ns"].as_u64().unwrap_or(case.duration_ns));
+                    seeds.push(v);
+                }
+                per_policy.push(seeds);
+            }
+            sim.push(per_policy);
+            sim_ns.push(longest);
+        }
+        let boot = plan(exp, o.repeat, &sim_ns)?;
+        let dir = o.out.join(&exp.paper).join(format!("{}-real", exp.name));
+        eprintln!(
+            "reproduce --real {}: {} runs in the VM, reports in {}",
+            exp.id(),
+            boot.runs.len(),
+            dir.display()
+        );
+        let outcomes = vm_test::boot_runs(o.vm, &boot, &dir)?;
+        let real = collect(exp, o.repeat, &outcomes, &dir.join("serial.log"));
+        failures.extend(real.failures.iter().map(|f| format!("{}: {f}", exp.id())));
+        let sim_out = check(exp, &sim);
+        let real_out = check(exp, &real.runs);
+        report(exp, &sim_out, &real_out, &mut text, &mut md);
+        let page = dir.join("report.html");
+        std::fs::write(&page, html_report(exp, &real_out, &real.runs, true))
+            .with_context(|| format!("cannot write {}", page.display()))?;
+        let _ = writeln!(text, "  real reports, serial log and report.html in {}\n", dir.display());
+        all.push(serde_json::json!({
+            "experiment": exp.id(),
+            "title": exp.title,
+            "repeat": o.repeat,
+            "simulated": sim_out,
+            "real": real_out,
+            "real_run": exp.claims.iter().map(|c| claim_runs(exp, c)).collect::<Vec<_>>(),
+            "failures": real.failures,
+        }));
+    }
+    if let Some(path) = json {
+        let v = serde_json::json!({ "schema": "schedlab.reproduce-real/1", "experiments": all });
+        std::fs::write(path, serde_json::to_string_pretty(&v)? + "\n")
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    let out = if markdown { md } else { text };
+    if !failures.is_empty() {
+        print!("{out}");
+        bail!("runs failed in the VM (their claims are not measured):\n  {}", failures.join("\n  "));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::spec::{load, Mode};
+    use super::*;
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    fn tempdir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("schedlab-real-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    const EXP: &str = r#"
+title = "t"
+source = "s"
+machine = "up"
+policies = ["cfs", "ule"]
+duration = "60s"
+[quick]
+duration = "20s"
+[real]
+duration = "10s"
+cases = ["small"]
+[[case]]
+name = "small"
+workload = "pi[n=4,work=1s]"
+real_workload = "pi[n=2,work=1s]"
+[[case]]
+name = "big"
+workload = "pi[n=400,work=1s]"
+[[claim]]
+id = "a"
+quote = "q"
+source = "s"
+case = "small"
+metric = "summary.nr_switches"
+policy = "cfs"
+vs = "ule"
+expect = "> 1"
+paper = "p"
+[[claim]]
+id = "b"
+quote = "q"
+source = "s"
+case = "big"
+metric = "summary.nr_switches"
+policy = "cfs"
+expect = "> 1"
+paper = "p"
+"#;
+
+    /// `--real` reads the `[real]` section over the quick sizes: its duration and cases, and a
+    /// case's `real_workload`; the boot runs each real case under each policy and repeat, with the
+    /// case's workload written as a file the guest's `schedlab exec` reads back identically.
+    #[test]
+    fn the_real_section_chooses_sizes_and_cases_and_the_boot_runs_each_policy() {
+        let dir = tempdir("sizes");
+        let p = write(&dir, "e.toml", EXP);
+        let quick = load(&p, Mode::Quick).unwrap();
+        assert_eq!(quick.cases[0].duration_ns, 20_000_000_000);
+        assert_eq!(quick.cases[0].workload.tasks.iter().map(|t| t.instances).sum::<u32>(), 4);
+        let e = load(&p, Mode::Real).unwrap();
+        assert_eq!(e.cases[0].duration_ns, 10_000_000_000);
+        assert!(e.cases[0].real && !e.cases[1].real);
+        let boot = plan(&e, 2, &[3_000_000_000, 0]).unwrap();
+        let names: Vec<&str> = boot.runs.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["small-cfs", "small-ule", "small-cfs-r2", "small-ule-r2"]);
+        assert_eq!(boot.cpus, 1);
+        assert_eq!(boot.runs[0].duration, "10s");
+        let mut long = load(&p, Mode::Real).unwrap();
+        long.cases[0].duration_ns = 3_000_000_000_000;
+        assert_eq!(plan(&long, 1, &[20_000_000_000, 0]).unwrap().runs[0].duration, "600s", "exec's limit");
+        // Twice the simulated 3 s, within the case's 10 s.
+        assert_eq!(boot.longest_run, Duration::from_secs(6));
+        let (name, bytes) = &boot.files[0];
+        assert_eq!(name, "small.toml");
+        let back = schedlab_workload::parse_toml(name, std::str::from_utf8(bytes).unwrap()).unwrap();
+        assert_eq!(back, e.cases[0].workload);
+        assert!(claim_runs(&e, &e.claims[0]) && !claim_runs(&e, &e.claims[1]));
+    }
+
+    #[test]
+    fn a_real_section_naming_an_unknown_case_is_an_error_at_its_line() {
+        let dir = tempdir("unknown");
+        let p = write(&dir, "e.toml", &EXP.replace("cases = [\"small\"]", "cases = [\"huge\"]"));
+        let err = load(&p, Mode::Real).err().expect("unknown case").to_string();
+        assert!(err.contains("e.toml:11: key `cases`: no case `huge`"), "{err}");
+    }
+
+    /// `skip` says why an experiment cannot run in the VM: it boots nothing for it; an empty reason
+    /// is an error.
+    #[test]
+    fn a_real_section_can_say_why_an_experiment_cannot_run() {
+        let dir = tempdir("skip");
+        let p = write(&dir, "e.toml", &EXP.replace("cases = [\"small\"]", "skip = \"too slow\""));
+        let e = load(&p, Mode::Real).unwrap();
+        assert_eq!((e.real_skip.as_deref(), vm_cpus(&e).unwrap()), (Some("too slow"), 0));
+        let p = write(&dir, "f.toml", &EXP.replace("cases = [\"small\"]", "skip = \" \""));
+        let err = load(&p, Mode::Real).err().expect("empty reason").to_string();
+        assert!(err.contains("key `skip`: say why"), "{err}");
+    }
+
+    /// Outcomes sort into `runs[case][policy][repeat]`; a run whose scheduler was ejected is left
+    /// out and reported, not counted.
+    #[test]
+    fn only_runs_that_passed_their_checks_count() {
+        let dir = tempdir("collect");
+        let e = load(&write(&dir, "e.toml", EXP), Mode::Real).unwrap();
+        let ok = |name: &str, policy: &str| vm_test::RunOutcome {
+            name: name.into(),
+            state: "enabled".into(),
+            ops: format!("schedlab_{policy}"),
+            exec_exit: Some(0),
+            state_before_stop: "enabled".into(),
+            scx_exit: Some(0),
+            state_after: "disabled".into(),
+            report: Some(r#"{"summary":{"nr_switches":5}}"#.into()),
+            ..Default::default()
+        };
+        let mut ejected = ok("small-ule", "ule");
+        ejected.state_before_stop = "disabled".into();
+        let r = collect(&e, 1, &[ok("small-cfs", "cfs"), ejected], Path::new("serial.log"));
+        assert_eq!(r.runs[0][0].len(), 1);
+        assert!(r.runs[0][1].is_empty() && r.runs[1][0].is_empty());
+        assert_eq!(r.failures.len(), 1, "{:?}", r.failures);
+        assert!(
+            r.failures[0].starts_with("small-ule: sched_ext was \"disabled\" before"),
+            "{:?}",
+            r.failures
+        );
+        let out = check(&e, &r.runs);
+        assert_eq!(out[0].holds, None, "ule's run is missing, so the ratio is not measured");
+    }
+}
