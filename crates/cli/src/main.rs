@@ -293,6 +293,11 @@ struct ExecArgs {
     /// instead of measuring it as the run starts: the same work in every run of a series.
     #[arg(long, value_name = "PS")]
     ps_per_loop: Option<u64>,
+    /// Sample every task's CPU time at this interval (`100ms`, at least 1ms) into the report's
+    /// `series.task_run_ns`, as `run --sample-tasks` does: a task's share of a time window, not
+    /// only its total. Off by default (the controller's reads take a little CPU).
+    #[arg(long, value_name = "DURATION")]
+    sample_interval: Option<String>,
     /// Print nothing but errors and warnings.
     #[arg(long, short)]
     quiet: bool,
@@ -697,6 +702,10 @@ fn exec_cmd(args: ExecArgs) -> Result<()> {
         inject_panic: std::env::var("SCHEDLAB_EXEC_INJECT_PANIC").ok(),
         fifo_controller: args.fifo_controller,
         ps_per_loop: args.ps_per_loop,
+        sample_interval_ns: match &args.sample_interval {
+            Some(d) => parse_duration(d).map_err(|e| anyhow::anyhow!("--sample-interval: {e}"))?,
+            None => 0,
+        },
     };
     if args.ps_per_loop == Some(0) {
         bail!("--ps-per-loop must be at least 1 (picoseconds per compute loop)");

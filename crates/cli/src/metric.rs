@@ -17,6 +17,10 @@
 //!        | node_spread_at(T)                 the same between NUMA nodes (tasks per node)
 //!        | balanced_after(T, N)              ns from T until the per-CPU spread is at most N
 //!        | migrations_between(T0, T1)        migrations in the series between two times
+//!        | share_between(tasks[GLOB], T0, T1) the CPU time the matching tasks got between two times
+//!                                            over T1 - T0 (a share of one CPU), from the per-task
+//!                                            series (`sample_tasks`, `exec --sample-interval`); T1
+//!                                            `end` or past the last sample means the last sample
 //! ```
 //!
 //! Task fields are the report's task keys (dotted for nested ones: `wakeup_latency.p99_ns`) plus
@@ -48,12 +52,22 @@ enum Term {
     Rate(Vec<String>),
     Counter(String, bool),
     Stat(String),
-    Tasks { agg: Agg, glob: String, field: Vec<String> },
-    CountBelow { glob: String, field: Vec<String>, below: f64 },
+    Tasks {
+        agg: Agg,
+        glob: String,
+        field: Vec<String>,
+    },
+    CountBelow {
+        glob: String,
+        field: Vec<String>,
+        below: f64,
+    },
     SpreadAt(u64),
     NodeSpreadAt(u64),
     BalancedAfter(u64, f64),
     MigrationsBetween(u64, u64),
+    /// Tasks, from, to (`None`: the last sample).
+    ShareBetween(String, u64, Option<u64>),
 }
 
 /// A parsed metric expression.
@@ -326,13 +340,28 @@ fn term(text: &str) -> Result<Term> {
             want(2)?;
             Term::BalancedAfter(time_arg(&args[0])?, number_arg(&args[1])?)
         }
+        "share_between" => {
+            want(3)?;
+            let (glob, field) = tasks_ref(&args[0])?;
+            if !field.is_empty() {
+                bail!("`{text}`: share_between takes tasks[GLOB] without a field");
+            }
+            let to = match args[2].trim() {
+                "end" => None,
+                t => Some(time_arg(t)?),
+            };
+            if to.is_some_and(|to| to <= time_arg(&args[1]).unwrap_or(u64::MAX)) {
+                bail!("`{text}`: the window must end after it starts");
+            }
+            Term::ShareBetween(glob, time_arg(&args[1])?, to)
+        }
         "migrations_between" => {
             want(2)?;
             Term::MigrationsBetween(time_arg(&args[0])?, time_arg(&args[1])?)
         }
         _ => bail!(
             "unknown function `{name}` (known: sum, mean, sd, cv, min, max, count, count_below, rate, counter, counter_rate, stat, \
-             spread_at, node_spread_at, balanced_after, migrations_between)"
+             spread_at, node_spread_at, balanced_after, migrations_between, share_between)"
         ),
     })
 }
@@ -411,6 +440,23 @@ fn per_cpu_at(r: &Value, k: usize) -> Option<Vec<f64>> {
     r["series"]["nr_running"].as_array()?.iter().map(|row| row.get(k)?.as_f64()).collect()
 }
 
+/// A task's cumulative value at time `t`, linear between samples: `row` covers the newest samples
+/// (aligned to the end of `times`; before its first one the task did not exist: 0), and before the
+/// first sample the value grows from 0 at time 0.
+fn row_value_at(times: &[f64], row: &[f64], t: f64) -> f64 {
+    let off = times.len() - row.len().min(times.len());
+    let val = |k: usize| if k < off { 0.0 } else { row[k - off] };
+    match times.iter().position(|&x| x >= t) {
+        None => row.last().copied().unwrap_or(0.0),
+        Some(0) if times[0] > 0.0 => val(0) * t / times[0],
+        Some(0) => val(0),
+        Some(k) => {
+            let (a, b) = (times[k - 1], times[k]);
+            val(k - 1) + (val(k) - val(k - 1)) * (t - a) / (b - a)
+        }
+    }
+}
+
 fn spread(v: &[f64]) -> Option<f64> {
     let max = v.iter().copied().reduce(f64::max)?;
     let min = v.iter().copied().reduce(f64::min)?;
@@ -465,6 +511,30 @@ fn eval_term(t: &Term, r: &Value) -> Option<f64> {
                 .find(|&k| per_cpu_at(r, k).and_then(|v| spread(&v)).is_some_and(|s| s <= *tol))
                 .and_then(|k| Some(times[k].as_f64()? - *t as f64))
         }
+        Term::ShareBetween(glob, from, to) => {
+            let times: Vec<f64> =
+                r["series"]["time_ns"].as_array()?.iter().map(Value::as_f64).collect::<Option<_>>()?;
+            let rows = r["series"]["task_run_ns"].as_array()?;
+            let last = *times.last()?;
+            let (t0, t1) = (*from as f64, to.map_or(last, |t| (t as f64).min(last)));
+            if t1 <= t0 {
+                return None;
+            }
+            let key = if glob.starts_with("template=") { "template" } else { "name" };
+            let g = glob.strip_prefix("template=").unwrap_or(glob);
+            let mut run = 0.0;
+            let mut any = false;
+            for (i, t) in r["tasks"].as_array()?.iter().enumerate() {
+                if !glob_match(g, t[key].as_str().unwrap_or("")) {
+                    continue;
+                }
+                any = true;
+                let row: Vec<f64> =
+                    rows.get(i)?.as_array()?.iter().map(Value::as_f64).collect::<Option<_>>()?;
+                run += row_value_at(&times, &row, t1) - row_value_at(&times, &row, t0);
+            }
+            any.then_some(run / (t1 - t0))
+        }
         Term::MigrationsBetween(a, b) => {
             let m = r["series"]["migrations"].as_array()?;
             let (i, j) = (sample_at(r, *a)?, sample_at(r, *b)?);
@@ -495,6 +565,9 @@ mod tests {
                 "time_ns": [0, 1_000_000_000u64, 1_500_000_000u64, 2_000_000_000u64],
                 "nr_running": [[8, 5, 3, 2], [0, 1, 2, 2], [0, 1, 2, 2], [0, 1, 1, 2]],
                 "migrations": [0, 4, 6, 7],
+                // Per task: fibo from the start; worker-0 from 1 s (its row aligned to the end);
+                // worker-1 never sampled; worker-2 from 1.5 s.
+                "task_run_ns": [[0, 1e9, 1.2e9, 1.4e9], [0, 0.3e9, 0.5e9], [], [0, 0]],
             },
         })
     }
@@ -548,6 +621,22 @@ mod tests {
         assert_eq!(eval("balanced_after(1s, 2)"), Some(5e8));
         assert_eq!(eval("balanced_after(0s, -1)"), None, "never balanced");
         assert_eq!(eval("migrations_between(1s, 2s)"), Some(3.0));
+        // fibo from 1 s to 2 s: 1.4e9 - 1e9 over 1 s.
+        assert!((eval("share_between(tasks[fibo*], 1s, 2s)").unwrap() - 0.4).abs() < 1e-12);
+        assert!(
+            (eval("share_between(tasks[fibo*], 1s, end)").unwrap() - 0.4).abs() < 1e-12,
+            "end: the last sample"
+        );
+        // Linear between samples: at 0.5 s fibo had 0.5e9, at 1.25 s 1.1e9: 0.6e9 over 0.75 s.
+        assert!((eval("share_between(tasks[fibo*], 0.5s, 1.25s)").unwrap() - 0.8).abs() < 1e-12);
+        // The workers: worker-0 0.3e9 from 1 s to 1.5 s, worker-2 nothing: 0.3e9 over 0.5 s.
+        assert!((eval("share_between(tasks[sb.*], 1s, 1.5s)").unwrap() - 0.6).abs() < 1e-12);
+        // Before worker-0's row starts (0.5 s) it counts 0: 0.3e9 from 0.5 s to 1.5 s.
+        assert!((eval("share_between(tasks[template=sb.worker], 0.5s, 1.5s)").unwrap() - 0.3).abs() < 1e-12);
+        assert_eq!(eval("share_between(tasks[nothing], 0s, end)"), None, "no such task");
+        assert_eq!(eval("share_between(tasks[fibo*], 3s, end)"), None, "a window past the last sample");
+        assert!(Metric::parse("share_between(tasks[fibo*], 2s, 1s)").is_err());
+        assert!(Metric::parse("share_between(tasks[fibo*].run_ns, 0s, end)").is_err());
     }
 
     #[test]

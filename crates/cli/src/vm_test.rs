@@ -119,6 +119,8 @@ pub struct Run {
     pub duration: String,
     /// `schedlab exec --max-threads`.
     pub max_threads: usize,
+    /// `schedlab exec --sample-interval` (with a unit), for claims on the per-task series.
+    pub sample_interval: Option<String>,
 }
 
 /// One boot of the VM: its files, runs and CPUs.
@@ -135,12 +137,13 @@ pub struct Boot {
     pub longest_run: Duration,
     /// `schedlab-scx --watchdog-ms` (`None`: its default, 5 s).
     pub watchdog_ms: Option<u32>,
-    /// Give the user-space scheduler a CPU of its own: the VM gets one CPU more than `cpus`, and
-    /// the workload is confined to the first `cpus`, so schedlab-scx finds the last one free (an
-    /// in-kernel scheduler takes no CPU time from the workload worth counting; on one shared CPU
-    /// the round trip through user space for every wakeup competes with the workload itself).
-    /// schedlab-scx itself is not pinned: it finds idle CPUs through the kernel's idle tracking
-    /// for its own affinity mask, so pinned it would see only its own CPU free.
+    /// Give the user-space scheduler a CPU of its own: the VM gets one CPU more than `cpus`, the
+    /// workload is confined to the first `cpus`, and `schedlab-scx --scheduler-cpu` makes the BPF
+    /// side run the scheduler on the last one only (an in-kernel scheduler takes no CPU time from
+    /// the workload worth counting; scx_rustland_core runs it on whichever CPU asks first, which
+    /// took 17-20 % of the workload's CPU). schedlab-scx is not pinned with an affinity mask: it
+    /// finds idle CPUs through the kernel's idle tracking for its own mask, so pinned it would see
+    /// only its own CPU free.
     pub scheduler_cpu: bool,
 }
 
@@ -202,6 +205,7 @@ pub fn vm_test_cmd(args: VmTestArgs) -> Result<()> {
             workload: workload_name.clone(),
             duration: args.duration.clone(),
             max_threads: 256,
+            sample_interval: None,
         };
         runs.push(run(format!("{BASELINE}{suffix}"), None));
         for p in &args.policy {
@@ -592,7 +596,7 @@ say boot kernel="$(uname -r)" cpus="$(nproc)" state="$(state)"
 PS=$(@EXEC_PIN@/bin/schedlab calibrate --loop 2>/dev/null)
 say loop ps-per-loop="$PS"
 run() {
-  name=$1; policy=$2; workload=$3; duration=$4; threads=$5
+  name=$1; policy=$2; workload=$3; duration=$4; threads=$5; sample=$6
   if [ -n "$policy" ]; then
     $SCX_ENV /bin/schedlab-scx --policy "$policy" --stats-interval 1@SCX_ARGS@ > /tmp/scx-$name.log 2>&1 &
     scx=$!
@@ -604,7 +608,12 @@ run() {
     );
     let scx_env = if std::env::var_os("SCHEDLAB_SCX_TRACE").is_some() { "SCHEDLAB_SCX_TRACE=1" } else { "" };
     s = s.replace("@SCX_ENV@", scx_env);
-    s = s.replace("@SCX_ARGS@", &boot.watchdog_ms.map_or(String::new(), |ms| format!(" --watchdog-ms {ms}")));
+    let mut scx_args = boot.watchdog_ms.map_or(String::new(), |ms| format!(" --watchdog-ms {ms}"));
+    if boot.scheduler_cpu {
+        // The last CPU, which the workload does not use (schedlab-scx runs there and only there).
+        scx_args.push_str(&format!(" --scheduler-cpu {}", boot.cpus));
+    }
+    s = s.replace("@SCX_ARGS@", &scx_args);
     let exec_pin = if boot.scheduler_cpu {
         format!("taskset -c 0-{} ", boot.cpus.saturating_sub(1))
     } else {
@@ -612,7 +621,7 @@ run() {
     };
     s = s.replace("@EXEC_PIN@", &exec_pin);
     s.push_str(&format!(
-        "  {exec_pin}/bin/schedlab exec /work/$workload --duration $duration --max-threads $threads ${{PS:+--ps-per-loop $PS}} --json /tmp/$name.json --no-trace --fifo-controller -q > /tmp/exec-$name.log 2>&1\n"
+        "  {exec_pin}/bin/schedlab exec /work/$workload --duration $duration --max-threads $threads ${{PS:+--ps-per-loop $PS}} ${{sample:+--sample-interval $sample}} --json /tmp/$name.json --no-trace --fifo-controller -q > /tmp/exec-$name.log 2>&1\n"
     ));
     s.push_str(
         r#"  say run $name exec-exit=$?
@@ -642,12 +651,13 @@ run() {
     }
     for r in runs {
         s.push_str(&format!(
-            "run {} '{}' '{}' {} {}\n",
+            "run {} '{}' '{}' {} {} '{}'\n",
             r.name,
             r.policy.as_deref().unwrap_or(""),
             r.workload,
             r.duration,
-            r.max_threads
+            r.max_threads,
+            r.sample_interval.as_deref().unwrap_or("")
         ));
     }
     s.push_str("say done\ndmesg | grep -i sched_ext | sed 's/^/SCHEDLAB-VM dmesg: /'\npoweroff -f\n");
@@ -1004,6 +1014,7 @@ mod tests {
                 workload: "workload.toml".into(),
                 duration: "4s".into(),
                 max_threads: 256,
+                sample_interval: None,
             },
             Run {
                 name: "cfs-r2".into(),
@@ -1011,6 +1022,7 @@ mod tests {
                 workload: "g10.toml".into(),
                 duration: "3000000000ns".into(),
                 max_threads: 4096,
+                sample_interval: Some("100ms".into()),
             },
         ];
         let mut boot = Boot {
@@ -1025,13 +1037,16 @@ mod tests {
         let init = init_script(&boot);
         assert!(
             init.contains(
-                "$SCX_ENV /bin/schedlab-scx --policy \"$policy\" --stats-interval 1 --watchdog-ms 30000 >"
+                "$SCX_ENV /bin/schedlab-scx --policy \"$policy\" --stats-interval 1 --watchdog-ms 30000 \
+                 --scheduler-cpu 1 >"
             ),
             "{init}"
         );
         let cal = init.find("/bin/schedlab calibrate -o /tmp/calibrate.toml").expect("calibrate step");
         assert!(cal < init.find("run kernel '' 'workload.toml' 4s 256").expect("baseline run"), "{init}");
-        assert!(init.contains("run cfs-r2 'cfs' 'g10.toml' 3000000000ns 4096"), "{init}");
+        assert!(init.contains("run cfs-r2 'cfs' 'g10.toml' 3000000000ns 4096 '100ms'"), "{init}");
+        assert!(init.contains("run kernel '' 'workload.toml' 4s 256 ''"), "{init}");
+        assert!(init.contains("${sample:+--sample-interval $sample}"), "{init}");
         assert!(init.contains(
             "taskset -c 0-0 /bin/schedlab exec /work/$workload --duration $duration --max-threads $threads \
              ${PS:+--ps-per-loop $PS}"
@@ -1064,6 +1079,7 @@ mod tests {
             workload: "w.toml".into(),
             duration: "1s".into(),
             max_threads: 8,
+            sample_interval: None,
         };
         let boot = Boot {
             files: Vec::new(),

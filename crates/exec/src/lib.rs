@@ -41,6 +41,7 @@ pub mod objects;
 pub mod process;
 pub mod report;
 pub mod runner;
+pub mod sample;
 pub mod shm;
 pub mod sys;
 pub mod tracing;
@@ -80,6 +81,8 @@ pub struct ExecConfig {
     /// while each starts (in a software-emulated VM the measurement swings by half from one run to
     /// the next, with the scheduler loaded).
     pub ps_per_loop: Option<u64>,
+    /// Sample every task's CPU time this often, ns (0: no series; see [`sample`]).
+    pub sample_interval_ns: u64,
 }
 
 impl Default for ExecConfig {
@@ -93,6 +96,7 @@ impl Default for ExecConfig {
             inject_panic: None,
             fifo_controller: false,
             ps_per_loop: None,
+            sample_interval_ns: 0,
         }
     }
 }
@@ -251,6 +255,19 @@ impl Shared {
         format!("{}-{}", spec.name, spec.instances as u64 + k)
     }
 
+    /// The live tasks: id, kernel tid, thread group.
+    fn live_ids(&self) -> Vec<(u32, i32, i32)> {
+        self.registry
+            .lock()
+            .map(|r| {
+                r.iter()
+                    .enumerate()
+                    .filter_map(|(id, e)| e.as_ref().map(|e| (id as u32, e.tid, e.tgid)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// The live tasks: template, kernel tid, thread group.
     fn live_tids(&self) -> Vec<(TemplateId, i32, i32)> {
         self.registry
@@ -278,6 +295,23 @@ pub fn check(w: &Workload, cfg: &ExecConfig) -> Result<(), ExecError> {
             "the workload starts {initial} threads, more than --max-threads {}",
             cfg.max_threads
         )));
+    }
+    if cfg.sample_interval_ns != 0 {
+        if cfg.sample_interval_ns < sample::MIN_INTERVAL_NS {
+            return Err(ExecError::Refused(format!(
+                "sample interval {} ns is below the {} ms allowed (the controller's reads would load the run)",
+                cfg.sample_interval_ns,
+                sample::MIN_INTERVAL_NS / 1_000_000
+            )));
+        }
+        if cfg.duration_ns / cfg.sample_interval_ns > sample::MAX_SAMPLES {
+            return Err(ExecError::Refused(format!(
+                "a sample every {} ns for {} ns makes more than {} samples: take a longer interval",
+                cfg.sample_interval_ns,
+                cfg.duration_ns,
+                sample::MAX_SAMPLES
+            )));
+        }
     }
     if cfg.duration_ns == 0 || cfg.duration_ns > MAX_DURATION_NS {
         return Err(ExecError::Refused(format!(
@@ -351,6 +385,7 @@ pub fn run(w: &Workload, cfg: &ExecConfig) -> Result<Outcome, ExecError> {
                 template: ti as TemplateId,
                 name,
                 delay_ns: Some(t.start_ns),
+                forked_at_ns: 0,
                 parent: None,
             });
         }
@@ -382,7 +417,8 @@ pub fn run(w: &Workload, cfg: &ExecConfig) -> Result<Outcome, ExecError> {
     let t0 = sys::now_ns() + 1_000_000;
     shared.objects.start().store(t0, Ordering::Release);
     let end = t0 + cfg.duration_ns;
-    let stop_reason = if spawn_error.is_some() { "error" } else { control(&shared, end) };
+    let mut sampler = (cfg.sample_interval_ns > 0).then(|| sample::Sampler::new(cfg.sample_interval_ns));
+    let stop_reason = if spawn_error.is_some() { "error" } else { control(&shared, end, sampler.as_mut()) };
     let finished_at = sys::now_ns();
     stop_all(&shared)?;
     let cpu_after = measure::cpu_times();
@@ -393,7 +429,11 @@ pub fn run(w: &Workload, cfg: &ExecConfig) -> Result<Outcome, ExecError> {
     let mut results = shared.results.lock().map(|r| r.clone()).unwrap_or_default();
     let notes = vec![count_migrations(trace, &mut results)];
     let duration_ns = finished_at.saturating_sub(t0).min(cfg.duration_ns);
-    let report = report::build(&shared, results, stop_reason, duration_ns, &cpu_before, &cpu_after);
+    let mut report = report::build(&shared, results, stop_reason, duration_ns, &cpu_before, &cpu_after);
+    if let Some(s) = sampler {
+        let ids: Vec<u32> = report.tasks.iter().map(|t| t.id).collect();
+        report.series = Some(s.finish(&ids));
+    }
     Ok(Outcome { report, warnings, notes })
 }
 
@@ -431,8 +471,9 @@ fn count_migrations(
     }
 }
 
-/// Applies the timed affinity changes and waits for the stop condition; returns the stop reason.
-fn control(shared: &Shared, end: u64) -> &'static str {
+/// Applies the timed affinity changes, takes the samples and waits for the stop condition; returns
+/// the stop reason.
+fn control(shared: &Shared, end: u64, mut sampler: Option<&mut sample::Sampler>) -> &'static str {
     let mut changes: Vec<_> = shared.w.affinity_changes.iter().collect();
     changes.sort_by_key(|a| a.at_ns);
     let mut next_change = 0;
@@ -449,6 +490,11 @@ fn control(shared: &Shared, end: u64) -> &'static str {
                 }
             }
             next_change += 1;
+        }
+        if let Some(s) = sampler.as_deref_mut() {
+            if shared.t0() + s.next_ns() <= now && now < end {
+                s.sample(now - shared.t0(), &shared.live_ids());
+            }
         }
         if sys::interrupted() {
             return "interrupted";
@@ -470,6 +516,9 @@ fn control(shared: &Shared, end: u64) -> &'static str {
         let mut until = end.min(now + 50_000_000);
         if let Some(a) = changes.get(next_change) {
             until = until.min(shared.t0() + a.at_ns);
+        }
+        if let Some(s) = sampler.as_deref() {
+            until = until.min(shared.t0() + s.next_ns());
         }
         let _ = shared.live_cv.wait_timeout(live, std::time::Duration::from_nanos(until.saturating_sub(now)));
     }

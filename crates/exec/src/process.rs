@@ -175,7 +175,13 @@ pub fn keep(shared: &Arc<Shared>, id: u32, s: Spawn, pid: i32, rd: i32) {
                     record_end(shared, &s, id, result);
                 }
                 Msg::Done { id: d, template, result } => {
-                    let descendant = Spawn { template, name: String::new(), delay_ns: None, parent: None };
+                    let descendant = Spawn {
+                        template,
+                        name: String::new(),
+                        delay_ns: None,
+                        forked_at_ns: 0,
+                        parent: None,
+                    };
                     record_end(shared, &descendant, d, result);
                 }
                 Msg::Reaped { id: d, life_ns } => {

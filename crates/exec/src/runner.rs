@@ -132,7 +132,13 @@ impl Children {
                         shared.fail(format!("task process `{}` (pid {}): wait4: {e}", f.name, f.pid));
                         crate::process::finish_without_result(
                             shared,
-                            &Spawn { template: f.template, name: f.name, delay_ns: None, parent: None },
+                            &Spawn {
+                                template: f.template,
+                                name: f.name,
+                                delay_ns: None,
+                                forked_at_ns: 0,
+                                parent: None,
+                            },
                             f.id,
                         );
                         self.done();
@@ -191,6 +197,10 @@ pub struct Spawn {
     pub name: String,
     /// For an initial instance, its delay after the common start; `None` for a forked one (now).
     pub delay_ns: Option<u64>,
+    /// For a forked one, when its parent forked it (monotonic ns): its life, and so its elapsed
+    /// time and its wait for a first CPU, count from there, as the simulator's count from the
+    /// task's creation. 0 for an initial instance (whose life starts at its intended start).
+    pub forked_at_ns: u64,
     /// The forking parent's children, if forked.
     pub parent: Option<Arc<Children>>,
 }
@@ -361,16 +371,23 @@ pub(crate) fn task_body(
         SchedClass::Idle => Some(sys::Policy::Idle),
         SchedClass::Fifo => Some(sys::Policy::Fifo(spec.rt_priority.max(1) as i32)),
         SchedClass::Rr => Some(sys::Policy::Rr(spec.rt_priority.max(1) as i32)),
-        _ => None,
+        // The class is absolute too: a normal task forked by a real-time, batch or idle one would
+        // keep its creator's class (an ISO task is a normal one on Linux).
+        SchedClass::Normal | SchedClass::Iso => sys::policy_of(0)
+            .is_ok_and(|p| p & !libc::SCHED_RESET_ON_FORK != libc::SCHED_OTHER)
+            .then_some(sys::Policy::Other),
     };
     if let Some(p) = policy {
         if let Err(e) = sys::set_policy(0, p) {
             warnings.push(format!("{}: sched_setscheduler({p:?}): {e}", s.name));
         }
     }
-    if spec.nice != 0 && !spec.class.is_rt() {
+    // The workload's nice is absolute: a thread inherits its creator's nice (the executor's, when it
+    // runs under `nice`), so it is set whenever it differs, to 0 as well.
+    if !spec.class.is_rt() && sys::get_nice(tid) != Some(spec.nice as i32) {
         if let Err(e) = sys::set_nice(tid, spec.nice as i32) {
-            warnings.push(format!("{}: setpriority(nice {}): {e}", s.name, spec.nice));
+            let inherited = sys::get_nice(tid).map_or(String::new(), |n| format!("; it runs at nice {n}"));
+            warnings.push(format!("{}: setpriority(nice {}): {e}{inherited}", s.name, spec.nice));
         }
     }
     if let Some(slice) = spec.slice_ns {
@@ -401,7 +418,8 @@ pub(crate) fn task_body(
         measured: (0, 0),
         name: s.name.clone(),
         template: s.template,
-        started_ns: now_ns().saturating_sub(shared.t0()),
+        // Its life counts from its creation, as the simulator's does: the fork, or the intended start.
+        started_ns: if s.delay_ns.is_some() { start_at } else { s.forked_at_ns }.saturating_sub(shared.t0()),
         exited_ns: None,
         stat: ThreadStat::default(),
         cpu_before_ns: 0,
@@ -418,7 +436,17 @@ pub(crate) fn task_body(
     // the fork for a forked thread (rt-app anchors those at the run's start; see docs/exec.md).
     let anchor_ns = start_at;
     let measured_from = now_ns();
-    let before = thread_self();
+    let mut before = thread_self();
+    if s.delay_ns.is_none() {
+        // A forked task's counters start at its creation (its wait for a first CPU is run-queue wait,
+        // as in the simulator); an initial instance's after the start gate. Migrations keep the
+        // baseline: the fork's placement is not a migration.
+        before = ThreadStat {
+            nr_migrations: before.nr_migrations,
+            have_schedstat: before.have_schedstat,
+            ..ThreadStat::default()
+        };
+    }
     r.cpu_before_ns = before.run_ns;
     let finished = started
         && !shared.stop().load(Ordering::Relaxed)
@@ -621,7 +649,13 @@ impl<'a> Interp<'a> {
                 }
                 Op::Fork(t) => {
                     let name = self.shared.child_name(t);
-                    let s = Spawn { template: t, name, delay_ns: None, parent: Some(self.children.clone()) };
+                    let s = Spawn {
+                        template: t,
+                        name,
+                        delay_ns: None,
+                        forked_at_ns: now_ns(),
+                        parent: Some(self.children.clone()),
+                    };
                     match spawn(self.shared, s) {
                         Ok(()) => true,
                         Err(e) => {

@@ -110,6 +110,17 @@ pub fn set_nice(tid: i32, nice: i32) -> io::Result<()> {
     }
 }
 
+/// The nice level of thread `tid` (`getpriority(PRIO_PROCESS, tid)`), `None` if it cannot be read.
+pub fn get_nice(tid: i32) -> Option<i32> {
+    // getpriority returns the nice level, and may return -1 legitimately: errno tells.
+    // SAFETY: errno is thread-local; plain integer arguments.
+    unsafe {
+        *libc::__errno_location() = 0;
+        let r = libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t);
+        (r != -1 || *libc::__errno_location() == 0).then_some(r)
+    }
+}
+
 /// Scheduling classes the executor can set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Policy {

@@ -54,6 +54,19 @@ struct Args {
     /// for this long (ms, 1 to 30000, the kernel's limit; default scx_rustland_core's 5000).
     #[arg(long)]
     watchdog_ms: Option<u32>,
+    /// Run the user-space scheduler on this CPU only, and wake it there whenever it has work
+    /// (default: on whichever CPU asks for it first, as scx_rustland_core does). Give it a CPU the
+    /// workload does not use, so the scheduler's time is not taken from the workload.
+    #[arg(long, value_name = "CPU")]
+    scheduler_cpu: Option<u32>,
+}
+
+/// `--scheduler-cpu`, read by the loader in src/bpf.rs (build.rs adds the line); -1: none.
+static SCHEDULER_CPU: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+/// The CPU the user-space scheduler is to run on, -1 for any (the BPF program's `usersched_cpu`).
+pub fn scheduler_cpu() -> i32 {
+    SCHEDULER_CPU.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// `--watchdog-ms`, read by the loader in src/bpf.rs (build.rs adds the line that reads it).
@@ -104,6 +117,12 @@ fn run(args: &Args) -> Result<()> {
     let topo = topology_from_sysfs(std::path::Path::new("/sys"))
         .map_err(|e| anyhow::anyhow!("reading this machine's topology: {e}"))?;
     let nr_cpus = topo.nr_cpus();
+    if let Some(cpu) = args.scheduler_cpu {
+        if cpu as usize >= nr_cpus {
+            bail!("--scheduler-cpu: CPU {cpu} does not exist (this machine has CPUs 0 to {})", nr_cpus - 1);
+        }
+        SCHEDULER_CPU.store(cpu as i32, std::sync::atomic::Ordering::Relaxed);
+    }
     // The name as given (`avec` runs CFS's code and calls itself `cfs`).
     let name = args.policy.split('[').next().unwrap_or(&args.policy).trim().to_string();
     let start = monotonic_ns();

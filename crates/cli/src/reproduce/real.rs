@@ -86,6 +86,17 @@ pub fn vm_cpus(exp: &Experiment) -> Result<u32> {
     Ok(n as u32)
 }
 
+/// The per-task sampling interval of a real run of `exp` lasting at most `limit_ns`: the
+/// experiment's when it samples tasks (its claims may read the series), made coarse enough for the
+/// executor's bounds (at least 1 ms, at most its number of samples); `None` when it does not.
+pub fn real_sample_interval(exp: &Experiment, limit_ns: u64) -> Option<u64> {
+    if !exp.sample_tasks || exp.sample_interval_ns == 0 {
+        return None;
+    }
+    let fewest = limit_ns.div_ceil(schedlab_exec::sample::MAX_SAMPLES);
+    Some(exp.sample_interval_ns.max(fewest).max(schedlab_exec::sample::MIN_INTERVAL_NS))
+}
+
 /// The boot that runs `exp`'s real cases; `sim_ns[case]` is the longest simulated run of the case,
 /// which bounds the wait for a workload that ends by itself.
 pub fn plan(exp: &Experiment, repeat: u32, sim_ns: &[u64]) -> Result<Boot> {
@@ -102,6 +113,7 @@ pub fn plan(exp: &Experiment, repeat: u32, sim_ns: &[u64]) -> Result<Boot> {
         // A workload that ends by itself (all its tasks done) stops the run sooner; `exec` runs
         // for at most 10 minutes.
         let limit_ns = case.duration_ns.min(schedlab_exec::MAX_DURATION_NS);
+        let sample_interval = real_sample_interval(exp, limit_ns).map(schedlab_workload::fmt_duration);
         for rep in 1..=repeat {
             for p in &case.policies {
                 runs.push(Run {
@@ -110,6 +122,7 @@ pub fn plan(exp: &Experiment, repeat: u32, sim_ns: &[u64]) -> Result<Boot> {
                     workload: file.clone(),
                     duration: schedlab_workload::fmt_duration(limit_ns),
                     max_threads: 4096,
+                    sample_interval: sample_interval.clone(),
                 });
             }
         }
@@ -392,6 +405,14 @@ paper = "p"
         let back = schedlab_workload::parse_toml(name, std::str::from_utf8(bytes).unwrap()).unwrap();
         assert_eq!(back, e.cases[0].workload);
         assert!(claim_runs(&e, &e.claims[0]) && !claim_runs(&e, &e.claims[1]));
+        assert_eq!(boot.runs[0].sample_interval, None, "the experiment samples no tasks");
+        let mut sampled = load(&p, Mode::Real).unwrap();
+        (sampled.sample_tasks, sampled.sample_interval_ns) = (true, 100_000_000);
+        assert_eq!(plan(&sampled, 1, &[0, 0]).unwrap().runs[0].sample_interval.as_deref(), Some("100ms"));
+        // Coarse enough for exec's 16,384 samples over 600 s (600 s / 16,384 = 36.62 ms, rounded up), and at least 1 ms.
+        sampled.sample_interval_ns = 10_000;
+        assert_eq!(real_sample_interval(&sampled, 600_000_000_000), Some(36_621_094));
+        assert_eq!(real_sample_interval(&sampled, 1_000_000_000), Some(1_000_000));
     }
 
     #[test]
