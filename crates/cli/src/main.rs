@@ -298,6 +298,12 @@ struct ExecArgs {
     /// only its total. Off by default (the controller's reads take a little CPU).
     #[arg(long, value_name = "DURATION")]
     sample_interval: Option<String>,
+    /// Create each initial task when its start comes (the controller forks it then) instead of
+    /// creating all before the common start and holding them at a start gate, where they sleep: a
+    /// policy that credits sleep (O(1), ULE) would treat them as interactive from the start.
+    /// Instances that start together then start a fork apart.
+    #[arg(long)]
+    spawn_at_start: bool,
     /// Print nothing but errors and warnings.
     #[arg(long, short)]
     quiet: bool,
@@ -706,6 +712,7 @@ fn exec_cmd(args: ExecArgs) -> Result<()> {
             Some(d) => parse_duration(d).map_err(|e| anyhow::anyhow!("--sample-interval: {e}"))?,
             None => 0,
         },
+        spawn_at_start: args.spawn_at_start,
     };
     if args.ps_per_loop == Some(0) {
         bail!("--ps-per-loop must be at least 1 (picoseconds per compute loop)");

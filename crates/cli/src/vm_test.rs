@@ -121,6 +121,8 @@ pub struct Run {
     pub max_threads: usize,
     /// `schedlab exec --sample-interval` (with a unit), for claims on the per-task series.
     pub sample_interval: Option<String>,
+    /// `schedlab exec --spawn-at-start`: no task sleeps at a start gate before its start.
+    pub spawn_at_start: bool,
 }
 
 /// One boot of the VM: its files, runs and CPUs.
@@ -206,6 +208,7 @@ pub fn vm_test_cmd(args: VmTestArgs) -> Result<()> {
             duration: args.duration.clone(),
             max_threads: 256,
             sample_interval: None,
+            spawn_at_start: false,
         };
         runs.push(run(format!("{BASELINE}{suffix}"), None));
         for p in &args.policy {
@@ -596,7 +599,7 @@ say boot kernel="$(uname -r)" cpus="$(nproc)" state="$(state)"
 PS=$(@EXEC_PIN@/bin/schedlab calibrate --loop 2>/dev/null)
 say loop ps-per-loop="$PS"
 run() {
-  name=$1; policy=$2; workload=$3; duration=$4; threads=$5; sample=$6
+  name=$1; policy=$2; workload=$3; duration=$4; threads=$5; sample=$6; spawn=$7
   if [ -n "$policy" ]; then
     $SCX_ENV /bin/schedlab-scx --policy "$policy" --stats-interval 1@SCX_ARGS@ > /tmp/scx-$name.log 2>&1 &
     scx=$!
@@ -621,7 +624,7 @@ run() {
     };
     s = s.replace("@EXEC_PIN@", &exec_pin);
     s.push_str(&format!(
-        "  {exec_pin}/bin/schedlab exec /work/$workload --duration $duration --max-threads $threads ${{PS:+--ps-per-loop $PS}} ${{sample:+--sample-interval $sample}} --json /tmp/$name.json --no-trace --fifo-controller -q > /tmp/exec-$name.log 2>&1\n"
+        "  {exec_pin}/bin/schedlab exec /work/$workload --duration $duration --max-threads $threads ${{PS:+--ps-per-loop $PS}} ${{sample:+--sample-interval $sample}} ${{spawn:+--spawn-at-start}} --json /tmp/$name.json --no-trace --fifo-controller -q > /tmp/exec-$name.log 2>&1\n"
     ));
     s.push_str(
         r#"  say run $name exec-exit=$?
@@ -651,13 +654,14 @@ run() {
     }
     for r in runs {
         s.push_str(&format!(
-            "run {} '{}' '{}' {} {} '{}'\n",
+            "run {} '{}' '{}' {} {} '{}' '{}'\n",
             r.name,
             r.policy.as_deref().unwrap_or(""),
             r.workload,
             r.duration,
             r.max_threads,
-            r.sample_interval.as_deref().unwrap_or("")
+            r.sample_interval.as_deref().unwrap_or(""),
+            if r.spawn_at_start { "1" } else { "" }
         ));
     }
     s.push_str("say done\ndmesg | grep -i sched_ext | sed 's/^/SCHEDLAB-VM dmesg: /'\npoweroff -f\n");
@@ -1015,6 +1019,7 @@ mod tests {
                 duration: "4s".into(),
                 max_threads: 256,
                 sample_interval: None,
+                spawn_at_start: false,
             },
             Run {
                 name: "cfs-r2".into(),
@@ -1023,6 +1028,7 @@ mod tests {
                 duration: "3000000000ns".into(),
                 max_threads: 4096,
                 sample_interval: Some("100ms".into()),
+                spawn_at_start: true,
             },
         ];
         let mut boot = Boot {
@@ -1044,8 +1050,9 @@ mod tests {
         );
         let cal = init.find("/bin/schedlab calibrate -o /tmp/calibrate.toml").expect("calibrate step");
         assert!(cal < init.find("run kernel '' 'workload.toml' 4s 256").expect("baseline run"), "{init}");
-        assert!(init.contains("run cfs-r2 'cfs' 'g10.toml' 3000000000ns 4096 '100ms'"), "{init}");
-        assert!(init.contains("run kernel '' 'workload.toml' 4s 256 ''"), "{init}");
+        assert!(init.contains("run cfs-r2 'cfs' 'g10.toml' 3000000000ns 4096 '100ms' '1'"), "{init}");
+        assert!(init.contains("run kernel '' 'workload.toml' 4s 256 '' ''"), "{init}");
+        assert!(init.contains("${spawn:+--spawn-at-start}"), "{init}");
         assert!(init.contains("${sample:+--sample-interval $sample}"), "{init}");
         assert!(init.contains(
             "taskset -c 0-0 /bin/schedlab exec /work/$workload --duration $duration --max-threads $threads \
@@ -1080,6 +1087,7 @@ mod tests {
             duration: "1s".into(),
             max_threads: 8,
             sample_interval: None,
+            spawn_at_start: false,
         };
         let boot = Boot {
             files: Vec::new(),

@@ -83,6 +83,14 @@ pub struct ExecConfig {
     pub ps_per_loop: Option<u64>,
     /// Sample every task's CPU time this often, ns (0: no series; see [`sample`]).
     pub sample_interval_ns: u64,
+    /// Create each initial instance at its start, from the controller (as a fork), instead of
+    /// creating them all before the common start and holding them at a start gate. A held task
+    /// sleeps until the start, and a policy that credits sleep (O(1)'s `sleep_avg`, ULE's
+    /// interactivity score) then treats it as interactive from its first instruction, where the
+    /// simulator's task, created at its start, has no history. The price: the creations are made
+    /// during the run (by the controller, one after another), so instances that start together start
+    /// a fork apart.
+    pub spawn_at_start: bool,
 }
 
 impl Default for ExecConfig {
@@ -97,6 +105,7 @@ impl Default for ExecConfig {
             fifo_controller: false,
             ps_per_loop: None,
             sample_interval_ns: 0,
+            spawn_at_start: false,
         }
     }
 }
@@ -396,12 +405,20 @@ pub fn run(w: &Workload, cfg: &ExecConfig) -> Result<Outcome, ExecError> {
     order.sort_by_key(|(id, s)| (!shared.as_process[s.template as usize], *id));
     let mut spawn_error = None;
     let mut spawned = 0;
-    for (id, s) in order {
-        if let Err(e) = runner::spawn_as(&shared, s, id) {
-            spawn_error = Some(e);
-            break;
+    let mut at_start = Vec::new();
+    if cfg.spawn_at_start {
+        // Made by the controller as each start comes (in start order, then id order).
+        at_start = order;
+        at_start.sort_by_key(|(id, s)| (s.delay_ns, *id));
+        at_start.reverse();
+    } else {
+        for (id, s) in order {
+            if let Err(e) = runner::spawn_as(&shared, s, id) {
+                spawn_error = Some(e);
+                break;
+            }
+            spawned += 1;
         }
-        spawned += 1;
     }
     // The common start: once every initial thread and task process waits at the gate (forking many
     // processes from a large one takes milliseconds each), or after 10 s.
@@ -418,7 +435,8 @@ pub fn run(w: &Workload, cfg: &ExecConfig) -> Result<Outcome, ExecError> {
     shared.objects.start().store(t0, Ordering::Release);
     let end = t0 + cfg.duration_ns;
     let mut sampler = (cfg.sample_interval_ns > 0).then(|| sample::Sampler::new(cfg.sample_interval_ns));
-    let stop_reason = if spawn_error.is_some() { "error" } else { control(&shared, end, sampler.as_mut()) };
+    let stop_reason =
+        if spawn_error.is_some() { "error" } else { control(&shared, end, sampler.as_mut(), &mut at_start) };
     let finished_at = sys::now_ns();
     stop_all(&shared)?;
     let cpu_after = measure::cpu_times();
@@ -473,7 +491,12 @@ fn count_migrations(
 
 /// Applies the timed affinity changes, takes the samples and waits for the stop condition; returns
 /// the stop reason.
-fn control(shared: &Shared, end: u64, mut sampler: Option<&mut sample::Sampler>) -> &'static str {
+fn control(
+    shared: &std::sync::Arc<Shared>,
+    end: u64,
+    mut sampler: Option<&mut sample::Sampler>,
+    at_start: &mut Vec<(u32, Spawn)>,
+) -> &'static str {
     let mut changes: Vec<_> = shared.w.affinity_changes.iter().collect();
     changes.sort_by_key(|a| a.at_ns);
     let mut next_change = 0;
@@ -491,6 +514,15 @@ fn control(shared: &Shared, end: u64, mut sampler: Option<&mut sample::Sampler>)
             }
             next_change += 1;
         }
+        // The initial instances made at their start (`spawn_at_start`), latest last in the list.
+        while at_start.last().is_some_and(|(_, s)| shared.t0() + s.delay_ns.unwrap_or(0) <= now) {
+            let Some((id, mut s)) = at_start.pop() else { break };
+            (s.delay_ns, s.forked_at_ns) = (None, sys::now_ns());
+            if let Err(e) = runner::spawn_as(shared, s, id) {
+                shared.fail(e);
+                at_start.clear();
+            }
+        }
         if let Some(s) = sampler.as_deref_mut() {
             if shared.t0() + s.next_ns() <= now && now < end {
                 s.sample(now - shared.t0(), &shared.live_ids());
@@ -506,7 +538,7 @@ fn control(shared: &Shared, end: u64, mut sampler: Option<&mut sample::Sampler>)
             return "duration";
         }
         let Ok(live) = shared.live.lock() else { return "error" };
-        let started = now >= shared.t0();
+        let started = now >= shared.t0() && at_start.is_empty();
         match shared.w.stop {
             StopWhen::AllDone if started && live.threads == 0 => return "all_done",
             StopWhen::TemplateDone(t) if started && live.per_template[t as usize] == 0 => return "task_done",
@@ -519,6 +551,9 @@ fn control(shared: &Shared, end: u64, mut sampler: Option<&mut sample::Sampler>)
         }
         if let Some(s) = sampler.as_deref() {
             until = until.min(shared.t0() + s.next_ns());
+        }
+        if let Some((_, s)) = at_start.last() {
+            until = until.min(shared.t0() + s.delay_ns.unwrap_or(0));
         }
         let _ = shared.live_cv.wait_timeout(live, std::time::Duration::from_nanos(until.saturating_sub(now)));
     }

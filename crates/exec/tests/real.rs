@@ -776,3 +776,42 @@ fn a_nice_0_task_runs_at_nice_0_when_the_executor_runs_niced() {
     assert!(out.warnings.is_empty(), "{:?}", out.warnings);
     assert_nice_0_to_5_share(&out.report);
 }
+
+/// `spawn_at_start`: the controller creates each initial instance when its start comes, so none
+/// sleeps at a start gate first: three process instances starting together are created one after
+/// another (distinct, increasing creation times a fork apart), an instance starting at 300 ms is
+/// created then, and `all_done` waits for the instances not yet created. Held at the gate (the
+/// default) all three start at 0.
+#[test]
+fn instances_spawned_at_their_start_are_created_then_and_the_run_waits_for_them() {
+    let _one = ONE_AT_A_TIME.lock();
+    let src = r#"
+        stop = "all_done"
+        [[task]]
+        name = "now"
+        instances = 3
+        ops = [ { compute = "5ms" } ]
+        [[task]]
+        name = "later"
+        start = "300ms"
+        threads = true
+        ops = [ { compute = "5ms" } ]
+        "#;
+    let w = parse_toml("test.toml", src).unwrap();
+    let cfg = ExecConfig { duration_ns: 5_000_000_000, spawn_at_start: true, ..ExecConfig::default() };
+    let out = run(&w, &cfg).unwrap();
+    assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+    let r = &out.report;
+    assert_eq!(r.stop_reason, "all_done");
+    let starts: Vec<u64> = (0..3).map(|i| task(r, &format!("now-{i}")).started_ns.unwrap()).collect();
+    assert!(starts[0] < starts[1] && starts[1] < starts[2], "created one after another: {starts:?}");
+    assert!(starts[2] < 200_000_000, "{starts:?}");
+    let later = task(r, "later");
+    let start = later.started_ns.unwrap();
+    assert!((300_000_000..400_000_000).contains(&start), "created at its start: {start} ns");
+    assert!(later.exited_ns.is_some() && later.work_ns == 5_000_000, "it ran before the run stopped");
+    let held = run(&w, &ExecConfig { spawn_at_start: false, ..cfg }).unwrap();
+    let starts: Vec<u64> =
+        (0..3).map(|i| task(&held.report, &format!("now-{i}")).started_ns.unwrap()).collect();
+    assert_eq!(starts, [0, 0, 0], "held at the gate, they start together");
+}

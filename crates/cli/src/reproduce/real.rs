@@ -123,6 +123,9 @@ pub fn plan(exp: &Experiment, repeat: u32, sim_ns: &[u64]) -> Result<Boot> {
                     duration: schedlab_workload::fmt_duration(limit_ns),
                     max_threads: 4096,
                     sample_interval: sample_interval.clone(),
+                    // As the simulator's tasks, created at their start: none sleeps at a start
+                    // gate first, which O(1) and ULE would credit as interactive behaviour.
+                    spawn_at_start: true,
                 });
             }
         }
@@ -406,6 +409,7 @@ paper = "p"
         assert_eq!(back, e.cases[0].workload);
         assert!(claim_runs(&e, &e.claims[0]) && !claim_runs(&e, &e.claims[1]));
         assert_eq!(boot.runs[0].sample_interval, None, "the experiment samples no tasks");
+        assert!(boot.runs.iter().all(|r| r.spawn_at_start), "no start gate on the real kernel");
         let mut sampled = load(&p, Mode::Real).unwrap();
         (sampled.sample_tasks, sampled.sample_interval_ns) = (true, 100_000_000);
         assert_eq!(plan(&sampled, 1, &[0, 0]).unwrap().runs[0].sample_interval.as_deref(), Some("100ms"));
