@@ -95,6 +95,19 @@ pub struct VmTestArgs {
     /// bring back its machine file as OUT/guest-machine.toml, for simulating the guest.
     #[arg(long)]
     pub calibrate: bool,
+    /// Give the user-space scheduler a virtual CPU of its own (the VM gets `--cpus` + 1, the
+    /// workload is confined to the first `--cpus`), as `reproduce --real` does; without it the
+    /// scheduler shares the workload's CPUs.
+    #[arg(long)]
+    pub scheduler_cpu: bool,
+    /// Create each initial task when its start comes (`schedlab exec --spawn-at-start`), as
+    /// `reproduce --real` does; without it every task waits asleep at a start gate first.
+    #[arg(long)]
+    pub spawn_at_start: bool,
+    /// The sched_ext watchdog's limit in milliseconds (`schedlab-scx --watchdog-ms`; the kernel
+    /// allows up to 30000); without it, schedlab-scx's default of 5 s.
+    #[arg(long)]
+    pub watchdog_ms: Option<u32>,
     /// How the VM boots.
     #[command(flatten)]
     pub vm: VmOptions,
@@ -188,6 +201,11 @@ pub fn vm_test_cmd(args: VmTestArgs) -> Result<()> {
     if !(1..=20).contains(&args.repeat) {
         bail!("--repeat: must be 1 to 20, got {}", args.repeat);
     }
+    if let Some(ms) = args.watchdog_ms {
+        if !(1..=30_000).contains(&ms) {
+            bail!("--watchdog-ms: must be 1 to 30000 (the kernel's SCX_WATCHDOG_MAX_TIMEOUT), got {ms}");
+        }
+    }
     let workload_src = std::fs::read(&args.workload).with_context(|| {
         format!("--workload {}: cannot read it (a file is needed: it is copied into the VM)", args.workload)
     })?;
@@ -208,7 +226,7 @@ pub fn vm_test_cmd(args: VmTestArgs) -> Result<()> {
             duration: args.duration.clone(),
             max_threads: 256,
             sample_interval: None,
-            spawn_at_start: false,
+            spawn_at_start: args.spawn_at_start,
         };
         runs.push(run(format!("{BASELINE}{suffix}"), None));
         for p in &args.policy {
@@ -225,8 +243,8 @@ pub fn vm_test_cmd(args: VmTestArgs) -> Result<()> {
         cpus: args.cpus,
         calibrate: args.calibrate,
         longest_run: Duration::from_nanos(run_ns),
-        watchdog_ms: None,
-        scheduler_cpu: false,
+        watchdog_ms: args.watchdog_ms,
+        scheduler_cpu: args.scheduler_cpu,
     };
     let outcomes = boot_runs(&args.vm, &boot, &out)?;
     let serial_path = out.join("serial.log");
@@ -245,7 +263,7 @@ pub fn vm_test_cmd(args: VmTestArgs) -> Result<()> {
         }
     }
     let mut table = String::from(
-        "run          sched_ext   ops                            workload   scheduler exit   after      nice0/nice5\n",
+        "run          sched_ext   ops                            workload   scheduler exit   after      nice0/nice5  round trip\n",
     );
     for run in &boot.runs {
         let Some(o) = outcomes.iter().find(|o| o.name == run.name) else {
@@ -258,7 +276,7 @@ pub fn vm_test_cmd(args: VmTestArgs) -> Result<()> {
         };
         failures.extend(check_run(run.policy.as_deref(), o));
         table.push_str(&format!(
-            "{:<12} {:<11} {:<30} {:<10} {:<16} {:<10} {}\n",
+            "{:<12} {:<11} {:<30} {:<10} {:<16} {:<10} {:<12} {}\n",
             o.name,
             o.state,
             short(&o.ops, 30),
@@ -273,7 +291,17 @@ pub fn vm_test_cmd(args: VmTestArgs) -> Result<()> {
                 (true, None) => "none".into(),
             },
             if run.policy.is_some() { o.state_after.as_str() } else { "-" },
-            o.report.as_deref().and_then(nice_share_ratio).map_or("-".to_string(), |r| format!("{r:.2}"))
+            o.report.as_deref().and_then(nice_share_ratio).map_or("-".to_string(), |r| format!("{r:.2}")),
+            // schedlab-scx's measured user-space round trip: mean and standard deviation.
+            crate::reproduce::real::RoundTrip::from_scx_log(&o.scx_log).map_or(
+                "-".to_string(),
+                |rt| format!(
+                    "{:.2} ms (sd {:.2}, {})",
+                    rt.mean_ns as f64 / 1e6,
+                    rt.sd_ns as f64 / 1e6,
+                    rt.count
+                )
+            )
         ));
     }
     print!("{table}");

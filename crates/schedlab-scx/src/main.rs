@@ -305,6 +305,8 @@ fn print_stats(bpf: &mut BpfScheduler, shadow: &Shadow, elapsed: Ns) {
         "schedlab-scx: t={:.1}s tasks={} queued={} messages={} new={} wakeups={} dispatches={} continues={} \
          preempt_dispatches={} ticks={} tick_resched={} blocked_found_idle={} exits={} migrations={} \
          affinity_changes={} nice_changes={} groups={} group_moves={} idle_picks={} \
+         continue_gaps={} continue_gap_us={} continue_gap_sd_us={} switch_gaps={} switch_gap_us={} \
+         switch_gap_sd_us={} \
          kernel_user_dispatches={} kernel_dispatches={} cancel={} bounce={} failed={} congested={}",
         elapsed as f64 / 1e9,
         shadow.nr_tasks(),
@@ -325,6 +327,12 @@ fn print_stats(bpf: &mut BpfScheduler, shadow: &Shadow, elapsed: Ns) {
         s.nr_groups,
         s.nr_group_moves,
         s.nr_idle_picks,
+        s.nr_continue_gaps,
+        s.mean_continue_gap_ns() / 1000,
+        s.sd_continue_gap_ns() / 1000,
+        s.nr_switch_gaps,
+        s.mean_switch_gap_ns() / 1000,
+        s.sd_switch_gap_ns() / 1000,
         kernel[0],
         kernel[1],
         kernel[2],

@@ -123,6 +123,54 @@ pub struct ShadowStats {
     pub nr_groups: u64,
     /// Known tasks seen in another group than before (a thread written to `cgroup.threads`).
     pub nr_group_moves: u64,
+    /// Round trips measured after a continue: a task whose kernel slice ended was sent back to
+    /// its CPU, and its next message said when it started again.
+    pub nr_continue_gaps: u64,
+    /// Their total, kernel clock ns: from the task's stop to its next start, the time its CPU
+    /// waited for the user-space scheduler's answer (nothing else was dispatched there meanwhile).
+    pub continue_gap_ns: u64,
+    /// Round trips measured after a switch: a task came back from its CPU, the policy picked
+    /// another for it, and the picked task's next message said when it started.
+    pub nr_switch_gaps: u64,
+    /// Their total, kernel clock ns: from the previous task's stop to the picked task's start.
+    pub switch_gap_ns: u64,
+    /// The sum of the squares of the continue round trips, ns² (for their spread).
+    pub continue_gap_sq: u128,
+    /// The sum of the squares of the switch round trips, ns².
+    pub switch_gap_sq: u128,
+}
+
+impl ShadowStats {
+    /// The mean round trip of a continue, ns (0 before any was measured).
+    pub fn mean_continue_gap_ns(&self) -> u64 {
+        self.continue_gap_ns.checked_div(self.nr_continue_gaps).unwrap_or(0)
+    }
+
+    /// The mean round trip of a switch, ns (0 before any was measured).
+    pub fn mean_switch_gap_ns(&self) -> u64 {
+        self.switch_gap_ns.checked_div(self.nr_switch_gaps).unwrap_or(0)
+    }
+
+    /// The standard deviation of the continue round trips, ns (0 before two were measured).
+    pub fn sd_continue_gap_ns(&self) -> u64 {
+        sd(self.nr_continue_gaps, self.continue_gap_ns, self.continue_gap_sq)
+    }
+
+    /// The standard deviation of the switch round trips, ns (0 before two were measured).
+    pub fn sd_switch_gap_ns(&self) -> u64 {
+        sd(self.nr_switch_gaps, self.switch_gap_ns, self.switch_gap_sq)
+    }
+}
+
+/// The population standard deviation of `n` values of sum `sum` and sum of squares `sq`.
+fn sd(n: u64, sum: u64, sq: u128) -> u64 {
+    if n < 2 {
+        return 0;
+    }
+    let (n, sum) = (n as u128, sum as u128);
+    // n² var = n sq - sum², never negative in exact arithmetic.
+    let n2_var = (n * sq).saturating_sub(sum * sum);
+    ((n2_var as f64).sqrt() / n as f64).round() as u64
 }
 
 /// How often a task's cgroup is read again, at most (ns): a thread moved to another group is seen
@@ -138,6 +186,10 @@ struct Extra {
     group_checked: Ns,
     /// End of the slice the policy's `Dispatch` gave, if any.
     slice_end: Option<Ns>,
+    /// The task was dispatched to a CPU that a task's return had freed at this kernel time (its
+    /// own return for a continue, `true`; another task's for a switch, `false`): its next message's
+    /// `start_ts` measures the round trip.
+    gap_from: Option<(u64, bool)>,
 }
 
 /// Per-CPU state the policy does not see.
@@ -320,6 +372,21 @@ impl Shadow {
             let gap = self.now as i64 - kt.stop_ts as i64;
             self.bpf_clock_offset = Some(self.bpf_clock_offset.map_or(gap, |o| o.min(gap)));
         }
+        if let Some((from, continued)) = self.extra[t.idx()].gap_from.take() {
+            if kt.start_ts > from && kt.start_ts - from < NSEC_PER_SEC {
+                let gap = kt.start_ts - from;
+                let sq = u128::from(gap) * u128::from(gap);
+                if continued {
+                    self.stats.nr_continue_gaps += 1;
+                    self.stats.continue_gap_ns += gap;
+                    self.stats.continue_gap_sq += sq;
+                } else {
+                    self.stats.nr_switch_gaps += 1;
+                    self.stats.switch_gap_ns += gap;
+                    self.stats.switch_gap_sq += sq;
+                }
+            }
+        }
         if kt.stop_ts > kt.start_ts {
             let tk = &mut self.tasks[t.idx()];
             tk.sum_exec_ns += kt.stop_ts - kt.start_ts;
@@ -335,7 +402,7 @@ impl Shadow {
                     self.put_prev(cpu, t, SwitchReason::Blocked);
                     self.wakeup(t);
                 } else {
-                    self.returned(cpu, t);
+                    self.returned(cpu, t, kt.stop_ts);
                 }
             }
             // Queued in the policy already: the kernel preempted it after the policy did (wakeup
@@ -516,7 +583,13 @@ impl Shadow {
         });
         // Read again at its next message: a new thread is often moved into its group at once.
         let group_checked = self.now.saturating_sub(GROUP_RECHECK_NS);
-        self.extra.push(Extra { pid: kt.pid, enq_cnt: kt.enq_cnt, group_checked, slice_end: None });
+        self.extra.push(Extra {
+            pid: kt.pid,
+            enq_cnt: kt.enq_cnt,
+            group_checked,
+            slice_end: None,
+            gap_from: None,
+        });
         self.by_pid.insert(kt.pid, t);
         self.stats.nr_new += 1;
         let chosen = self.policy.task_new(ctx!(self), t);
@@ -643,8 +716,8 @@ impl Shadow {
     }
 
     /// The running task `t` came back from `cpu` without having blocked: its kernel slice ended (at a
-    /// tick boundary or its policy slice) or the kernel preempted it.
-    fn returned(&mut self, cpu: CpuId, t: TaskId) {
+    /// tick boundary or its policy slice) or the kernel preempted it, at `stop_ts` (kernel clock).
+    fn returned(&mut self, cpu: CpuId, t: TaskId, stop_ts: u64) {
         let mut resched = false;
         let mut ticks = 0;
         while self.slots[cpu.idx()].next_tick <= self.now {
@@ -676,9 +749,13 @@ impl Shadow {
             self.slots[cpu.idx()].resched = false;
             self.put_prev(cpu, t, why);
             self.pick(cpu, false);
+            if let Some(next) = self.cpus[cpu.idx()].curr {
+                self.extra[next.idx()].gap_from = Some((stop_ts, next == t));
+            }
         } else {
             self.stats.nr_continues += 1;
             self.order(cpu, t, false);
+            self.extra[t.idx()].gap_from = Some((stop_ts, true));
         }
     }
 
@@ -702,6 +779,8 @@ impl Shadow {
         // An order for it from earlier in this round (a re-dispatch after its tick) no longer holds.
         let pid = self.extra[t.idx()].pid;
         self.orders.retain(|o| o.pid != pid);
+        // A round trip is measured only from the start that answers the return.
+        self.extra[t.idx()].gap_from = None;
         self.policy.put_prev(ctx!(self), cpu, t, why);
         self.cpus[cpu.idx()].curr = None;
         self.cpus[cpu.idx()].idle_since_ns = self.now;
@@ -871,5 +950,25 @@ impl Shadow {
             }
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_spread_of_the_round_trips_is_their_population_standard_deviation() {
+        // 1 ms and 3 ms: mean 2 ms, each 1 ms from it.
+        let st = ShadowStats {
+            nr_continue_gaps: 2,
+            continue_gap_ns: 4_000_000,
+            continue_gap_sq: 1_000_000_000_000 + 9_000_000_000_000,
+            ..ShadowStats::default()
+        };
+        assert_eq!((st.mean_continue_gap_ns(), st.sd_continue_gap_ns()), (2_000_000, 1_000_000));
+        // One value has no spread; none has no mean.
+        assert_eq!(sd(1, 5, 25), 0);
+        assert_eq!((st.mean_switch_gap_ns(), st.sd_switch_gap_ns()), (0, 0));
     }
 }

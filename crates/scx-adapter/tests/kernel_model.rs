@@ -52,7 +52,10 @@ struct Kernel {
     tasks: Vec<Task>,
     running: Vec<Option<(usize, Ns)>>,
     dsq: Vec<VecDeque<(usize, Ns)>>,
-    msgs: Vec<(usize, bool)>,
+    /// Messages to user space: (task, woken, when the scheduler can see it).
+    msgs: Vec<(usize, bool, Ns)>,
+    /// How long a message takes to reach the user-space scheduler (0: at once).
+    msg_latency_ns: Ns,
     weight_only: bool,
     /// The scheduler sleeps until then after a round that left tasks queued.
     sched_sleep_until: Ns,
@@ -96,6 +99,7 @@ impl Kernel {
             running: vec![None; cpus],
             dsq: vec![VecDeque::new(); cpus],
             msgs: Vec::new(),
+            msg_latency_ns: 0,
             weight_only: false,
             sched_sleep_until: 0,
             sched_last_run: 0,
@@ -134,7 +138,7 @@ impl Kernel {
         t.st = St::Queued;
         t.enq_cnt += 1;
         t.runnable_since = self.now;
-        self.msgs.push((i, wakeup));
+        self.msgs.push((i, wakeup, self.now + self.msg_latency_ns));
     }
 
     /// `sched_setaffinity`: a queued task is taken back and re-enqueued, a running one on a CPU it
@@ -198,13 +202,16 @@ impl Kernel {
             // and a CPU has run out of work; never while it sleeps; at least once a second.
             let cpu_wants_work =
                 (0..self.running.len()).any(|c| self.running[c].is_none() && self.dsq[c].is_empty());
-            let wanted = !self.msgs.is_empty()
+            let now = self.now;
+            let wanted = self.msgs.iter().any(|m| m.2 <= now)
                 || (shadow.nr_queued() > 0 && cpu_wants_work)
                 || self.now >= self.sched_last_run + NSEC_PER_SEC;
             if wanted && self.now >= self.sched_sleep_until {
                 self.sched_last_run = self.now;
-                let msgs = std::mem::take(&mut self.msgs);
-                for (i, wakeup) in msgs {
+                let (msgs, later): (Vec<_>, Vec<_>) =
+                    std::mem::take(&mut self.msgs).into_iter().partition(|m| m.2 <= now);
+                self.msgs = later;
+                for (i, wakeup, _) in msgs {
                     let t = &self.tasks[i];
                     let kt = KernelTask {
                         pid: t.pid,
@@ -383,6 +390,43 @@ fn a_hog_per_cpu_runs_without_a_context_switch_between_ticks() {
     // Each tick re-dispatches the running task: about 250 per CPU per second.
     assert!(st.nr_continues > 400, "{st:?}");
     assert!(k.tasks.iter().all(|t| t.run_ns > NSEC_PER_SEC * 9 / 10));
+}
+
+#[test]
+fn the_round_trip_of_a_continue_and_of_a_switch_is_measured_from_the_kernel_timestamps() {
+    // A hog per CPU: at each tick its kernel slice ends, its message reaches the scheduler 400 us
+    // later, and it is sent back at once, so each continue leaves its CPU idle exactly that long.
+    let mut k = Kernel::new(2);
+    k.msg_latency_ns = 400_000;
+    k.spawn(0, Ns::MAX, 0, None);
+    k.spawn(0, Ns::MAX, 0, None);
+    let mut s = shadow("cfs", 2, 0);
+    k.run(&mut s, NSEC_PER_SEC);
+    let st = s.stats();
+    // A tick every 4 ms of the shadow's clock, each costing 0.4 ms: about 227 per CPU.
+    assert!(st.nr_continue_gaps > 400, "{st:?}");
+    assert_eq!(st.mean_continue_gap_ns(), 400_000, "{st:?}");
+    assert_eq!(st.sd_continue_gap_ns(), 0, "every continue took the same time: {st:?}");
+    assert_eq!(st.nr_switch_gaps, 0, "{st:?}");
+    // Two hogs on one CPU: CFS switches between them; each switch costs the message's latency,
+    // plus at most the scheduler's sleep after a round that left a task queued.
+    let mut k = Kernel::new(1);
+    k.msg_latency_ns = 400_000;
+    k.spawn(0, Ns::MAX, 0, None);
+    k.spawn(0, Ns::MAX, 0, None);
+    let mut s = shadow("cfs", 1, 0);
+    k.run(&mut s, NSEC_PER_SEC);
+    let st = s.stats();
+    assert!(st.nr_switch_gaps > 50, "{st:?}");
+    let mean = st.mean_switch_gap_ns();
+    assert!((400_000..=400_000 + schedlab_scx_adapter::shadow::MAX_SLEEP_NS).contains(&mean), "{st:?}");
+    // Without the latency the model answers a continue within its step: nothing is lost.
+    let mut k = Kernel::new(2);
+    k.spawn(0, Ns::MAX, 0, None);
+    k.spawn(0, Ns::MAX, 0, None);
+    let mut s = shadow("cfs", 2, 0);
+    k.run(&mut s, NSEC_PER_SEC);
+    assert_eq!(s.stats().continue_gap_ns + s.stats().switch_gap_ns, 0, "{:?}", s.stats());
 }
 
 #[test]

@@ -138,6 +138,33 @@ pub struct CostModel {
     /// The extra kernel time at each of `resume_after_ns` when the CPU was running another task.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub resume_busy_ns: Vec<Ns>,
+    /// The policy decides in user space, as it does when it runs as the kernel's scheduler through
+    /// sched_ext (schedlab-scx; docs/real-kernel.md): every decision makes a round trip from the
+    /// CPU that needs it to the user-space scheduler and back, this long, which schedlab-scx
+    /// measures in the kernel's own timestamps (`continue_gap_us`, `switch_gap_us`). Set, the
+    /// engine models the real path:
+    ///
+    /// * a CPU that needs a task because its own ended (blocked, exited, yielded, its slice or a
+    ///   tick ran out) waits this long before the task it picks runs (charged as switch overhead:
+    ///   the picked task waits, the policy's clock runs on);
+    /// * at a tick after which the running task goes on while some other task waits for a CPU,
+    ///   the CPU waits this long too (the task's kernel slice ended at the tick; schedlab-scx
+    ///   refills it without asking user space only while user space holds no task);
+    /// * a reschedule sent to another CPU (a wakeup to an idle CPU, a wakeup preemption) arrives
+    ///   this much later, the decision already made: that CPU's switch pays nothing more.
+    ///
+    /// Unset (the default): the policy decides in the kernel, at no such cost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scx_round_trip_ns: Option<Ns>,
+    /// The spread of the round trips: each is drawn uniformly from `scx_round_trip_ns` plus or
+    /// minus this (at most `scx_round_trip_ns`), from a random stream of its own seeded by the run's
+    /// seed, so the workload's own draws stay the same. A uniform spread of half-width `sqrt(3) *
+    /// sd` has standard deviation `sd`, as schedlab-scx reports it (`continue_gap_sd_us`). A
+    /// constant round trip locks into phase with the ticks: two round-robin hogs alternating
+    /// 10 ms slices on a 4 ms tick meet 3 and 2 ticks per slice, always the same one 3. Unset: every
+    /// round trip is `scx_round_trip_ns`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scx_round_trip_jitter_ns: Option<Ns>,
 }
 
 impl Default for CostModel {
@@ -176,6 +203,8 @@ impl Default for CostModel {
             resume_after_ns: Vec::new(),
             resume_idle_ns: Vec::new(),
             resume_busy_ns: Vec::new(),
+            scx_round_trip_ns: None,
+            scx_round_trip_jitter_ns: None,
         }
     }
 }
@@ -496,6 +525,34 @@ impl Machine {
                 "costs.cold_speed_pct",
                 format!("{} is not in 1..=100", doc.costs.cold_speed_pct),
             ));
+        }
+        if doc.costs.scx_round_trip_ns.is_some_and(|rt| rt == 0 || rt > 1_000_000_000) {
+            let pos = src.find("scx_round_trip_ns").unwrap_or(0);
+            return Err(at(
+                pos..pos,
+                "costs.scx_round_trip_ns",
+                "must be 1 ns to 1 s (leave it out for none)".into(),
+            ));
+        }
+        if let Some(j) = doc.costs.scx_round_trip_jitter_ns {
+            let pos = src.find("scx_round_trip_jitter_ns").unwrap_or(0);
+            match doc.costs.scx_round_trip_ns {
+                None => {
+                    return Err(at(
+                        pos..pos,
+                        "costs.scx_round_trip_jitter_ns",
+                        "needs scx_round_trip_ns".into(),
+                    ))
+                }
+                Some(rt) if j > rt => {
+                    return Err(at(
+                        pos..pos,
+                        "costs.scx_round_trip_jitter_ns",
+                        format!("{j} is more than scx_round_trip_ns ({rt}): a round trip cannot be negative"),
+                    ))
+                }
+                Some(_) => {}
+            }
         }
         if let Err((key, msg)) = doc.costs.validate_resume() {
             // The costs table is read without spans: point at the key's line.

@@ -17,6 +17,12 @@ impl RunRng {
         RunRng(ChaCha8Rng::seed_from_u64(seed))
     }
 
+    /// A uniform value in `[mean - half_width, mean + half_width]` (the width clipped to `mean`).
+    pub fn around(&mut self, mean: Ns, half_width: Ns) -> Ns {
+        let h = half_width.min(mean);
+        self.draw(Dist::Uniform { lo: mean - h, hi: mean + h })
+    }
+
     /// A uniform value in [0, 1) with 53 bits of precision.
     fn unit(&mut self) -> f64 {
         (self.0.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)

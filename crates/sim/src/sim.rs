@@ -145,6 +145,9 @@ pub enum RunError {
     },
 }
 
+/// Seeds the round-trip stream apart from the run's own (`seed ^ SCX_STREAM`).
+const SCX_STREAM: u64 = 0x5CE0_5CE0_5CE0_5CE0;
+
 /// Per-CPU engine state.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Cpu {
@@ -193,6 +196,12 @@ pub(crate) struct Cpu {
     /// The CPU left idle at this instant to run a timer's wakeup (`CostModel::timer_exit_ns`): a
     /// wakeup it runs now pays no idle exit. `None` before the first such timer.
     pub timer_awake_at: Option<Ns>,
+    /// The reschedule in flight to this CPU carried the user-space scheduler's decision
+    /// (`CostModel::scx_round_trip_ns`): the switch it leads to pays no round trip of its own.
+    pub scx_decided: bool,
+    /// Why the running task is to be switched out when that reschedule arrives (its slice
+    /// expired), if not preempted.
+    pub scx_reason: Option<SwitchReason>,
 }
 
 /// Per-task engine state and accounting.
@@ -321,6 +330,8 @@ pub struct Sim<'a> {
     pub(crate) semaphores: Vec<crate::exec::Semaphore>,
     pub(crate) suspended: Vec<Vec<TaskId>>,
     pub(crate) rng: crate::random::RunRng,
+    /// Draws of the user-space round trip (`CostModel::scx_round_trip_ns`).
+    scx_rng: crate::random::RunRng,
     pub(crate) user_counters: Vec<u64>,
     processes: std::collections::HashMap<String, u32>,
     pub(crate) scratch: Vec<TaskId>,
@@ -506,6 +517,8 @@ impl<'a> Sim<'a> {
                 .collect(),
             suspended: workload.events.iter().map(|_| Vec::new()).collect(),
             rng: crate::random::RunRng::new(cfg.seed),
+            // A stream of its own, so that the workload's draws are the same with and without it.
+            scx_rng: crate::random::RunRng::new(cfg.seed ^ SCX_STREAM),
             user_counters: vec![0; workload.counters.len()],
             processes: std::collections::HashMap::new(),
             scratch: Vec::new(),
@@ -846,7 +859,7 @@ impl<'a> Sim<'a> {
         let c = &self.cpus[cpu.idx()];
         if let Some(se) = c.slice_end {
             if self.now >= se {
-                self.schedule(cpu, SwitchReason::SliceExpired);
+                self.resched_own(cpu, SwitchReason::SliceExpired);
                 return;
             }
         }
@@ -864,7 +877,7 @@ impl<'a> Sim<'a> {
         match self.advance(t, cpu) {
             Step::Run => {
                 if self.cpus[cpu.idx()].need_resched {
-                    self.schedule(cpu, SwitchReason::Preempted);
+                    self.resched_own(cpu, SwitchReason::Preempted);
                 } else {
                     self.program_segment(cpu);
                 }
@@ -911,6 +924,8 @@ impl<'a> Sim<'a> {
         self.governor_tick(cpu);
         if self.policy.tick(ctx!(self), cpu, curr) {
             self.cpus[cpu.idx()].need_resched = true;
+        } else if self.machine.costs.scx_round_trip_ns.is_some() {
+            self.scx_tick_round_trip(cpu);
         }
         self.q.push_tick(cpu, self.now + self.tick_ns);
         self.balance(cpu, BalanceKind::Periodic);
@@ -934,16 +949,80 @@ impl<'a> Sim<'a> {
             && self.cpus[cpu.idx()].need_resched
             && self.cpu_views[cpu.idx()].curr.is_some()
         {
-            self.schedule(cpu, SwitchReason::Preempted);
+            self.resched_own(cpu, SwitchReason::Preempted);
         }
+    }
+
+    /// The running task's own slice or tick asks `cpu` to reschedule. In the kernel that happens at
+    /// once. Under sched_ext (`CostModel::scx_round_trip_ns`) the task's kernel slice has ended and
+    /// the decision is user space's: the task stops making progress (the policy's clock still
+    /// charges it, as the adapter puts it back only when its message arrives), and one round trip
+    /// later the CPU switches, the decision made.
+    fn resched_own(&mut self, cpu: CpuId, why: SwitchReason) {
+        if self.machine.costs.scx_round_trip_ns.is_none() {
+            self.schedule(cpu, why);
+            return;
+        }
+        if self.cpus[cpu.idx()].resched_pending {
+            // A reschedule is on its way already (a wakeup preemption decided in user space): it
+            // switches; the task runs on until then.
+            self.cpus[cpu.idx()].need_resched = true;
+            self.cpus[cpu.idx()].slice_end = None;
+            self.program_segment(cpu);
+            return;
+        }
+        let rt = self.scx_round_trip().unwrap_or(0);
+        self.settle(cpu);
+        let now = self.now;
+        let c = &mut self.cpus[cpu.idx()];
+        c.need_resched = true;
+        c.slice_end = None;
+        c.useful_start = c.useful_start.max(now) + rt;
+        c.resched_pending = true;
+        c.scx_decided = true;
+        c.scx_reason = Some(why);
+        self.q.push(now + rt, Ev::Resched(cpu));
+        self.program_segment(cpu);
+    }
+
+    /// One user-space round trip (`CostModel::scx_round_trip_ns`, spread by
+    /// `scx_round_trip_jitter_ns`), or `None` when the policy decides in the kernel.
+    fn scx_round_trip(&mut self) -> Option<Ns> {
+        let costs = &self.machine.costs;
+        let rt = costs.scx_round_trip_ns?;
+        Some(match costs.scx_round_trip_jitter_ns {
+            Some(j) if j > 0 => self.scx_rng.around(rt, j),
+            _ => rt,
+        })
+    }
+
+    /// Under sched_ext (`CostModel::scx_round_trip_ns`), the running task's kernel slice ended at
+    /// this tick: while another task waits for a CPU, user space decides whether it goes on, and
+    /// the CPU waits a round trip for the answer.
+    fn scx_tick_round_trip(&mut self, cpu: CpuId) {
+        let busy = self.cpus.len() - self.nr_idle;
+        if self.nr_runnable <= busy
+            || self.cpus[cpu.idx()].need_resched
+            || self.cpus[cpu.idx()].useful_start > self.now
+        {
+            // Nothing waits, a switch is on its way, or the task is not running (its CPU waits for
+            // user space already, or for its switch-in): its kernel slice is not ticking.
+            return;
+        }
+        let rt = self.scx_round_trip().unwrap_or(0);
+        self.settle(cpu);
+        let c = &mut self.cpus[cpu.idx()];
+        c.useful_start = c.useful_start.max(self.now) + rt;
+        self.program_segment(cpu);
     }
 
     fn on_resched(&mut self, cpu: CpuId) {
         let c = &mut self.cpus[cpu.idx()];
         c.resched_pending = false;
+        let why = c.scx_reason.take().unwrap_or(SwitchReason::Preempted);
         // An idle CPU looks for work; a busy one reschedules if something asked it to.
         if self.cpu_views[cpu.idx()].curr.is_none() || c.need_resched {
-            self.schedule(cpu, SwitchReason::Preempted);
+            self.schedule(cpu, why);
         }
     }
 
@@ -969,14 +1048,20 @@ impl<'a> Sim<'a> {
     /// Asks `cpu` to reschedule: after the IPI latency if `from` is another CPU, plus the idle-exit
     /// latency if `cpu` is idle; at once for a busy CPU acting on itself.
     pub(crate) fn kick(&mut self, cpu: CpuId, from: CpuId) {
-        let c = &mut self.cpus[cpu.idx()];
-        if !c.resched_pending {
+        if !self.cpus[cpu.idx()].resched_pending {
+            let round_trip = self.scx_round_trip();
+            let c = &mut self.cpus[cpu.idx()];
             c.resched_pending = true;
             let costs = &self.machine.costs;
             let mut lat = if cpu == from { 0 } else { costs.wakeup_ipi_ns };
             // An idle CPU exits idle first, unless a timer woke it for this very instant.
             if self.cpu_views[cpu.idx()].curr.is_none() && c.timer_awake_at != Some(self.now) {
                 lat += costs.idle_exit_ns;
+            }
+            if let Some(rt) = round_trip {
+                // Under sched_ext the decision comes from user space first.
+                lat += rt;
+                c.scx_decided = true;
             }
             self.q.push(self.now + lat, Ev::Resched(cpu));
         }
@@ -1047,7 +1132,13 @@ impl<'a> Sim<'a> {
         self.counters.nr_wakeups += 1;
         self.views[t.idx()].state = TaskState::Runnable;
         let wait = self.tasks[t.idx()].wait;
-        let info = WakeInfo { waker_cpu, waker, sync, wait };
+        let info = if self.machine.costs.scx_round_trip_ns.is_some() {
+            // sched_ext's enqueue does not say who woke the task, where, or what it slept on: the
+            // user-space scheduler sees it come back on the CPU it last ran on.
+            WakeInfo { waker_cpu: self.views[t.idx()].cpu, waker: None, sync: false, wait: WaitKind::Unknown }
+        } else {
+            WakeInfo { waker_cpu, waker, sync, wait }
+        };
         let cpu = self.policy.select_cpu(ctx!(self), t, &info);
         if !self.check_cpu_choice("select_cpu", t, cpu) {
             return;
@@ -1103,6 +1194,7 @@ impl<'a> Sim<'a> {
         let c = &mut self.cpus[cpu.idx()];
         c.need_resched = false;
         c.slice_end = None;
+        c.scx_reason = None;
         c.gen = c.gen.wrapping_add(1); // cancels the pending segment event
         let Some(p) = self.cpu_views[cpu.idx()].curr else {
             c.idle_ns += now - c.idle_since;
@@ -1218,6 +1310,7 @@ impl<'a> Sim<'a> {
         match next {
             None => {
                 let c = &mut self.cpus[cpu.idx()];
+                c.scx_decided = false;
                 c.idle_since = self.now;
                 self.cpu_views[cpu.idx()].idle_since_ns = self.now;
                 if !self.idle.contains(cpu) {
@@ -1237,6 +1330,17 @@ impl<'a> Sim<'a> {
         let now = self.now;
         let costs = &self.machine.costs;
         let mut overhead = costs.sched_base_ns + costs.sched_per_task_ns * examined;
+        if costs.scx_round_trip_ns.is_some() {
+            // A CPU whose own task ended waits for user space's answer (a reschedule sent to it
+            // carried one already). A task that goes on while no other waits keeps its CPU
+            // without asking: its kernel slice is refilled.
+            let decided = std::mem::take(&mut self.cpus[cpu.idx()].scx_decided);
+            let nothing_waits = self.nr_runnable <= self.cpus.len() - self.nr_idle;
+            if !decided && (switched || !nothing_waits) {
+                overhead += self.scx_round_trip().unwrap_or(0);
+            }
+        }
+        let costs = &self.machine.costs;
         let tk = &mut self.tasks[t.idx()];
         if switched {
             overhead += costs.context_switch_ns;

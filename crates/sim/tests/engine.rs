@@ -1150,3 +1150,87 @@ fn a_task_renicing_itself_gets_the_share_of_its_new_level_under_every_policy() {
         assert!((ratio / want - 1.0).abs() < 0.01, "{spec}: ratio {ratio:.4}, want {want:.4}");
     }
 }
+
+#[test]
+fn under_sched_ext_a_cpu_waits_a_round_trip_at_each_tick_while_a_task_waits() {
+    // One CPU at HZ 250, round trips of 1 ms, FIFO. Alone, a hog loses only its start's round
+    // trip: no task waits, so its kernel slice is refilled without asking user space. With a
+    // second hog waiting, the start's round trip and each of the 249 ticks after it (4 ms to
+    // 996 ms) cost the CPU 1 ms: 250 ms of the second, all the first hog's loss.
+    let build = |hogs: usize| {
+        let mut w = WorkloadBuilder::new("scx-ticks");
+        for i in 0..hogs {
+            w.task(format!("hog{i}"), P::new().compute(10 * NSEC_PER_SEC).build());
+        }
+        w.build().unwrap()
+    };
+    let mut m = one_cpu_without_costs();
+    m.hz = 250;
+    m.costs.scx_round_trip_ns = Some(MS);
+    let alone = run(&m, &build(1), "fifo", NSEC_PER_SEC);
+    assert_eq!(task(&alone, "hog0").run_ns, NSEC_PER_SEC - MS);
+    let two = run(&m, &build(2), "fifo", NSEC_PER_SEC);
+    assert_eq!(task(&two, "hog0").run_ns, NSEC_PER_SEC - 250 * MS);
+    assert_eq!(task(&two, "hog1").run_ns, 0);
+    // Under round robin a 10 ms slice ends, the CPU waits 1 ms for user space's decision, and the
+    // other hog's slice starts: a switch every 11 ms, so every 44 ms (11 ticks) the hogs hold 4
+    // slices, which meet 2, 2, 3 and 2 ticks: 4 ms of waiting and 9 of ticks lost in every 44,
+    // 295 ms of the 999 after the start's 1 ms.
+    let rr = run(&m, &build(2), "rr", NSEC_PER_SEC);
+    let lost = NSEC_PER_SEC - rr.tasks.iter().map(|t| t.run_ns).sum::<u64>();
+    assert!((294 * MS..=297 * MS).contains(&lost), "lost {lost} ns");
+    m.costs.scx_round_trip_ns = None;
+    let kernel = run(&m, &build(2), "rr", NSEC_PER_SEC);
+    assert_eq!(kernel.tasks.iter().map(|t| t.run_ns).sum::<u64>(), NSEC_PER_SEC);
+}
+
+#[test]
+fn a_constant_round_trip_locks_into_phase_with_the_ticks_and_a_spread_one_does_not() {
+    // Two round-robin hogs on one CPU at HZ 250, round trips of 1 ms: a switch every 11 ms (above),
+    // so the pattern repeats every 44 ms, in which one hog's two slices meet 2 and 3 ticks and the
+    // other's 2 and 2: 15 and 16 ms of work (16/15). Round trips drawn from 0.5-1.5 ms break the
+    // lock: the two share the CPU evenly.
+    let mut w = WorkloadBuilder::new("scx-phase");
+    for i in 0..2 {
+        w.task(format!("hog{i}"), P::new().compute(100 * NSEC_PER_SEC).build());
+    }
+    let w = w.build().unwrap();
+    let mut m = one_cpu_without_costs();
+    m.hz = 250;
+    m.costs.scx_round_trip_ns = Some(MS);
+    let ratio = |r: &RunReport| {
+        let (a, b) = (task(r, "hog0").run_ns as f64, task(r, "hog1").run_ns as f64);
+        a.max(b) / a.min(b)
+    };
+    let locked = run(&m, &w, "rr", 4 * NSEC_PER_SEC);
+    assert!((ratio(&locked) - 16.0 / 15.0).abs() < 0.01, "{}", ratio(&locked));
+    m.costs.scx_round_trip_jitter_ns = Some(MS / 2);
+    let spread = run(&m, &w, "rr", 4 * NSEC_PER_SEC);
+    assert!(ratio(&spread) < 1.02, "{}", ratio(&spread));
+    // The mean round trip is the same: so is the time lost, within the draws' noise.
+    let ran = |r: &RunReport| r.tasks.iter().map(|t| t.run_ns).sum::<u64>() as f64;
+    assert!((ran(&spread) / ran(&locked) - 1.0).abs() < 0.02, "{} {}", ran(&spread), ran(&locked));
+    // Deterministic: the same seed draws the same round trips.
+    let again = run(&m, &w, "rr", 4 * NSEC_PER_SEC);
+    assert_eq!(task(&again, "hog0").run_ns, task(&spread, "hog0").run_ns);
+}
+
+#[test]
+fn under_sched_ext_a_wakeup_reaches_an_idle_cpu_a_round_trip_later() {
+    // The sleeper of the timer test: each wakeup (and the first start) is decided in user space
+    // first, so it comes one round trip later, and the switch it leads to pays nothing more.
+    let mut w = WorkloadBuilder::new("scx-wake");
+    w.task("sleeper", P::new().repeat(10, |b| b.sleep(MS)).build());
+    w.stop(StopWhen::AllDone);
+    let w = w.build().unwrap();
+    let mut m = Machine::flat(1);
+    let r0 = run(&m, &w, "cfs", 1_000 * MS);
+    m.costs.scx_round_trip_ns = Some(300 * US);
+    let r1 = run(&m, &w, "cfs", 1_000 * MS);
+    let (l0, l1) = (&task(&r0, "sleeper").wakeup_latency, &task(&r1, "sleeper").wakeup_latency);
+    assert_eq!((l0.count, l1.count), (10, 10));
+    assert_eq!(l1.min_ns - l0.min_ns, 300 * US, "{l0:?} {l1:?}");
+    assert_eq!(l1.max_ns - l0.max_ns, 300 * US, "{l0:?} {l1:?}");
+    let (e0, e1) = (task(&r0, "sleeper").exited_ns.unwrap(), task(&r1, "sleeper").exited_ns.unwrap());
+    assert_eq!(e1 - e0, 11 * 300 * US, "ten wakeups and the start");
+}

@@ -104,6 +104,9 @@ struct Job<'a> {
     case: usize,
     policy: usize,
     seed: u64,
+    /// Simulate the policy deciding in user space (`--real`): the case's machine with this
+    /// round trip and jitter, ns (`CostModel::scx_round_trip_ns`, `scx_round_trip_jitter_ns`).
+    scx: Option<real::RoundTrip>,
 }
 
 fn run_job(job: &Job) -> Result<Value> {
@@ -117,7 +120,15 @@ fn run_job(job: &Job) -> Result<Value> {
         sample_tasks: job.exp.sample_tasks,
         ..RunConfig::default()
     };
-    let report = Sim::new(&case.machine, &case.workload, policy.as_mut(), spec.clone(), cfg)?.run()?;
+    let mut machine = std::borrow::Cow::Borrowed(&case.machine);
+    if let Some(rt) = job.scx {
+        let m = machine.to_mut();
+        m.costs.scx_round_trip_ns = Some(rt.mean_ns);
+        m.costs.scx_round_trip_jitter_ns = Some(rt.jitter_ns());
+        // The policy ticks at schedlab-scx's rate there, whatever the experiment's machine says.
+        m.hz = real::SCX_HZ;
+    }
+    let report = Sim::new(&machine, &case.workload, policy.as_mut(), spec.clone(), cfg)?.run()?;
     Ok(serde_json::to_value(&report)?)
 }
 
@@ -349,7 +360,7 @@ pub fn reproduce(opts: &Options) -> Result<String> {
         for (ci, case) in exp.cases.iter().enumerate() {
             for pi in 0..case.policies.len() {
                 for &seed in &exp.seeds {
-                    jobs.push(Job { exp, case: ci, policy: pi, seed });
+                    jobs.push(Job { exp, case: ci, policy: pi, seed, scx: None });
                 }
             }
         }

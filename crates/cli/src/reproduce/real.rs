@@ -5,9 +5,11 @@
 //! the kernel's scheduler by schedlab-scx: the same policy code the simulator runs, now making the
 //! real kernel's decisions for real threads (`schedlab exec`). The cases are read for `--real`
 //! (the `[real]` section on top of the quick sizes: what fits a software-emulated guest), and the
-//! same cases are simulated with the experiment's seeds, so every claim is shown twice: as the
-//! simulator answers it and as the real kernel does. A case the `[real]` section leaves out is
-//! simulated nowhere here and its claims say so.
+//! same cases are simulated with the experiment's seeds, so every claim is shown three times: as the
+//! simulator answers it, as the simulator answers it with the policy deciding in user space (the
+//! case's machine with the round trips schedlab-scx measured under that policy in the VM:
+//! `CostModel::scx_round_trip_ns`), and as the real kernel does. A case the `[real]` section leaves
+//! out is simulated nowhere here and its claims say so.
 //!
 //! The real reports, the serial log and an HTML report go to `<out>/<paper>/<experiment>-real/`.
 //! The command fails if a run failed in the VM (the scheduler ejected, the workload not completed):
@@ -22,6 +24,10 @@ use serde_json::Value;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// The tick rate the policies get on the real path: schedlab-scx's `--hz`, which the VM leaves at
+/// its default (the guest kernel's own HZ is 250 too). The simulation under sched_ext uses it.
+pub const SCX_HZ: u32 = 250;
 
 /// What `reproduce --real` needs besides the experiments.
 pub struct RealOptions<'a> {
@@ -41,8 +47,67 @@ pub struct RealOptions<'a> {
 pub struct RealRuns {
     /// `runs[case][policy][repeat]`; empty for cases not run.
     pub runs: Runs,
+    /// `round_trips[case][policy]`: the user-space round trips schedlab-scx measured over the
+    /// policy's runs of the case (`None`: none measured).
+    pub round_trips: Vec<Vec<Option<RoundTrip>>>,
     /// Runs that failed a check, with why.
     pub failures: Vec<String>,
+}
+
+/// User-space round trips measured by schedlab-scx (its `continue_gap*` and `switch_gap*`
+/// counters: from a task's stop to the next start on its CPU, in the kernel's timestamps).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RoundTrip {
+    /// How many.
+    pub count: u64,
+    /// Their mean, ns.
+    pub mean_ns: u64,
+    /// Their standard deviation, ns.
+    pub sd_ns: u64,
+}
+
+impl RoundTrip {
+    /// The half-width of the uniform spread with this standard deviation (`sqrt(3) * sd`), at most
+    /// the mean: `CostModel::scx_round_trip_jitter_ns`.
+    pub fn jitter_ns(&self) -> u64 {
+        ((self.sd_ns as f64 * 3f64.sqrt()).round() as u64).min(self.mean_ns)
+    }
+
+    /// Pools groups of round trips (count, mean and standard deviation of each) into one.
+    pub fn pool(groups: impl IntoIterator<Item = RoundTrip>) -> Option<RoundTrip> {
+        let (mut n, mut sum, mut sq) = (0u64, 0f64, 0f64);
+        for g in groups.into_iter().filter(|g| g.count > 0) {
+            let (c, m, sd) = (g.count as f64, g.mean_ns as f64, g.sd_ns as f64);
+            n += g.count;
+            sum += c * m;
+            sq += c * (sd * sd + m * m);
+        }
+        if n == 0 {
+            return None;
+        }
+        let mean = sum / n as f64;
+        let var = (sq / n as f64 - mean * mean).max(0.0);
+        Some(RoundTrip { count: n, mean_ns: mean.round() as u64, sd_ns: var.sqrt().round() as u64 })
+    }
+
+    /// The round trips in schedlab-scx's output: its last counter line's continue and switch gaps,
+    /// pooled. `None` if no line has them (an older schedlab-scx) or none was measured.
+    pub fn from_scx_log(log: &[String]) -> Option<RoundTrip> {
+        let line =
+            log.iter().rev().find(|l| l.contains("schedlab-scx: t=") && l.contains("continue_gaps="))?;
+        let field = |key: &str| -> Option<u64> {
+            let start = line.find(&format!(" {key}="))? + key.len() + 2;
+            line[start..].split_whitespace().next()?.parse().ok()
+        };
+        let group = |kind: &str| -> Option<RoundTrip> {
+            Some(RoundTrip {
+                count: field(&format!("{kind}_gaps"))?,
+                mean_ns: field(&format!("{kind}_gap_us"))? * 1000,
+                sd_ns: field(&format!("{kind}_gap_sd_us"))? * 1000,
+            })
+        };
+        RoundTrip::pool([group("continue")?, group("switch")?])
+    }
 }
 
 /// The VM run name of a case under a policy, repeat `rep` (1-based).
@@ -148,10 +213,13 @@ pub fn plan(exp: &Experiment, repeat: u32, sim_ns: &[u64]) -> Result<Boot> {
 pub fn collect(exp: &Experiment, repeat: u32, outcomes: &[vm_test::RunOutcome], serial: &Path) -> RealRuns {
     let mut failures = Vec::new();
     let mut runs: Runs = Vec::new();
+    let mut round_trips = Vec::new();
     for case in &exp.cases {
         let mut per_policy = Vec::new();
+        let mut trips = Vec::new();
         for p in &case.policies {
             let mut reports = Vec::new();
+            let mut measured = Vec::new();
             for rep in (1..=repeat).filter(|_| case.real) {
                 let name = run_name(&case.name, p, rep);
                 let Some(o) = outcomes.iter().find(|o| o.name == name) else {
@@ -168,12 +236,15 @@ pub fn collect(exp: &Experiment, repeat: u32, outcomes: &[vm_test::RunOutcome], 
                     Some(Ok(v)) => reports.push(v),
                     _ => failures.push(format!("{name}: the report that came back is not JSON")),
                 }
+                measured.extend(RoundTrip::from_scx_log(&o.scx_log));
             }
             per_policy.push(reports);
+            trips.push(RoundTrip::pool(measured));
         }
         runs.push(per_policy);
+        round_trips.push(trips);
     }
-    RealRuns { runs, failures }
+    RealRuns { runs, round_trips, failures }
 }
 
 /// Whether the claim's cases were all run in the VM.
@@ -182,34 +253,80 @@ fn claim_runs(exp: &Experiment, c: &super::claim::Claim) -> bool {
     real(&c.case) && c.vs_case.as_deref().is_none_or(real) && c.base_case.as_deref().is_none_or(real)
 }
 
-/// The text and Markdown rows of one experiment: each claim simulated and real.
-fn report(exp: &Experiment, sim: &[Outcome], real: &[Outcome], text: &mut String, md: &mut String) {
+/// The text and Markdown rows of one experiment: each claim simulated, simulated under sched_ext
+/// (with the round trips measured in the VM) and real.
+fn report(
+    exp: &Experiment,
+    sim: &[Outcome],
+    scx: &[Outcome],
+    real: &[Outcome],
+    text: &mut String,
+    md: &mut String,
+) {
     let _ = writeln!(text, "{}  {} ({})", exp.id(), exp.title, exp.source);
     let cell = |t: &str| t.replace('|', "\\|");
-    for ((c, s), r) in exp.claims.iter().zip(sim).zip(real) {
+    for (((c, s), x), r) in exp.claims.iter().zip(sim).zip(scx).zip(real) {
         let ran = claim_runs(exp, c);
         let real_verdict = if ran { verdict(r) } else { "not run in the VM" };
+        let shown = |o: &Outcome| if ran { o.shown.clone() } else { "-".to_string() };
         let _ = writeln!(text, "  {}: \"{}\" ({})", c.id, c.quote, c.source);
-        let _ = writeln!(text, "      expected:    {} {}", c.metric_text, c.expect_text);
-        let _ = writeln!(text, "      simulated:   [{}] {}", verdict(s), s.shown);
-        let _ = writeln!(
-            text,
-            "      real kernel: [{real_verdict}] {}",
-            if ran { r.shown.as_str() } else { "-" }
-        );
+        let _ = writeln!(text, "      expected:       {} {}", c.metric_text, c.expect_text);
+        let _ = writeln!(text, "      simulated:      [{}] {}", verdict(s), s.shown);
+        let _ = writeln!(text, "      sim. sched_ext: [{}] {}", if ran { verdict(x) } else { "-" }, shown(x));
+        let _ = writeln!(text, "      real kernel:    [{real_verdict}] {}", shown(r));
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} ({}) | {} ({}) | {} |",
+            "| {} | {} | {} | {} ({}) | {} ({}) | {} ({}) | {} |",
             exp.id(),
             c.id,
             cell(&c.paper),
-            cell(if ran { &s.shown } else { "-" }),
+            cell(&shown(s)),
             if ran { verdict(s) } else { "-" },
-            cell(if ran { &r.shown } else { "-" }),
+            cell(&shown(x)),
+            if ran { verdict(x) } else { "-" },
+            cell(&shown(r)),
             real_verdict,
             cell(&format!("{} {}", if c.is_ratio() { "ratio" } else { "value" }, c.expect_text)),
         );
     }
+}
+
+/// The simulations of `exp`'s real cases under each policy and seed: in the kernel (`trips`
+/// `None`), or deciding in user space with the round trips measured for each case and policy
+/// (a policy with none measured is simulated in the kernel and marked so by the caller).
+fn sim_jobs<'a>(exp: &'a Experiment, trips: Option<&[Vec<Option<RoundTrip>>]>) -> Vec<Job<'a>> {
+    let mut jobs = Vec::new();
+    for (ci, c) in exp.cases.iter().enumerate().filter(|(_, c)| c.real) {
+        for pi in 0..c.policies.len() {
+            let scx = trips.and_then(|t| t.get(ci)?.get(pi).copied().flatten());
+            jobs.extend(exp.seeds.iter().map(|&seed| Job { exp, case: ci, policy: pi, seed, scx }));
+        }
+    }
+    jobs
+}
+
+/// Sorts simulation results into `runs[case][policy][seed]` (empty for cases not run), with the
+/// longest simulated run of each case.
+fn sort_sims(exp: &Experiment, results: Vec<Result<Value>>) -> Result<(Runs, Vec<u64>)> {
+    let mut results = results.into_iter();
+    let mut sim: Runs = Vec::new();
+    let mut sim_ns = Vec::new();
+    for case in &exp.cases {
+        let mut per_policy = Vec::new();
+        let mut longest = 0u64;
+        for _ in &case.policies {
+            let mut seeds = Vec::new();
+            for _ in exp.seeds.iter().filter(|_| case.real) {
+                let v = results.next().unwrap_or_else(|| bail!("lost a simulation"))?;
+                longest = longest.max(v["duration_ns"].as_u64().unwrap_or(case.duration_ns));
+                seeds.push(v);
+            }
+            per_policy.push(seeds);
+        }
+        sim.push(per_policy);
+        sim_ns.push(longest);
+    }
+    Ok((sim, sim_ns))
 }
 
 /// Runs `exps` in the VM and beside it in the simulator; returns the text to print (Markdown when
@@ -229,7 +346,7 @@ pub fn reproduce_real(
     o.vm.validate()?;
     let mut text = String::new();
     let mut md = String::from(
-        "| experiment | claim | paper | simulated | real kernel (sched_ext) | expected |\n|---|---|---|---|---|---|\n",
+        "| experiment | claim | paper | simulated | simulated under sched_ext | real kernel (sched_ext) | expected |\n|---|---|---|---|---|---|---|\n",
     );
     let mut failures = Vec::new();
     let mut all = Vec::new();
@@ -245,7 +362,7 @@ pub fn reproduce_real(
             for c in &exp.claims {
                 let _ = writeln!(
                     md,
-                    "| {} | {} | {} | - | - (not run in the VM) | - |",
+                    "| {} | {} | {} | - | - | - (not run in the VM) | - |",
                     exp.id(),
                     c.id,
                     c.paper.replace('|', "\\|")
@@ -254,35 +371,7 @@ pub fn reproduce_real(
             all.push(serde_json::json!({ "experiment": exp.id(), "title": exp.title, "skipped": why }));
             continue;
         }
-        let jobs: Vec<Job> = exp
-            .cases
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| c.real)
-            .flat_map(|(ci, c)| {
-                (0..c.policies.len()).flat_map(move |pi| {
-                    exp.seeds.iter().map(move |&seed| Job { exp, case: ci, policy: pi, seed })
-                })
-            })
-            .collect();
-        let mut results = run_all(&jobs, o.jobs, o.progress).into_iter();
-        let mut sim: Runs = Vec::new();
-        let mut sim_ns = Vec::new();
-        for case in &exp.cases {
-            let mut per_policy = Vec::new();
-            let mut longest = 0u64;
-            for _ in &case.policies {
-                let mut seeds = Vec::new();
-                for _ in exp.seeds.iter().filter(|_| case.real) {
-                    let v = results.next().unwrap_or_else(|| bail!("lost a simulation"))?;
-                    longest = longest.max(v["duration_ns"].as_u64().unwrap_or(case.duration_ns));
-                    seeds.push(v);
-                }
-                per_policy.push(seeds);
-            }
-            sim.push(per_policy);
-            sim_ns.push(longest);
-        }
+        let (sim, sim_ns) = sort_sims(exp, run_all(&sim_jobs(exp, None), o.jobs, o.progress))?;
         let boot = plan(exp, o.repeat, &sim_ns)?;
         let dir = o.out.join(&exp.paper).join(format!("{}-real", exp.name));
         eprintln!(
@@ -294,9 +383,30 @@ pub fn reproduce_real(
         let outcomes = vm_test::boot_runs(o.vm, &boot, &dir)?;
         let real = collect(exp, o.repeat, &outcomes, &dir.join("serial.log"));
         failures.extend(real.failures.iter().map(|f| format!("{}: {f}", exp.id())));
+        let (scx, _) = sort_sims(exp, run_all(&sim_jobs(exp, Some(&real.round_trips)), o.jobs, o.progress))?;
         let sim_out = check(exp, &sim);
+        let scx_out = check(exp, &scx);
         let real_out = check(exp, &real.runs);
-        report(exp, &sim_out, &real_out, &mut text, &mut md);
+        report(exp, &sim_out, &scx_out, &real_out, &mut text, &mut md);
+        for (case, trips) in exp.cases.iter().zip(&real.round_trips).filter(|(c, _)| c.real) {
+            for (p, rt) in case.policies.iter().zip(trips) {
+                let _ = match rt {
+                    Some(rt) => writeln!(
+                        text,
+                        "  round trip under {p} ({}): {:.2} ms, sd {:.2} ms, {} measured",
+                        case.name,
+                        rt.mean_ns as f64 / 1e6,
+                        rt.sd_ns as f64 / 1e6,
+                        rt.count
+                    ),
+                    None => writeln!(
+                        text,
+                        "  round trip under {p} ({}): none measured; its sched_ext simulation is the plain one",
+                        case.name
+                    ),
+                };
+            }
+        }
         let page = dir.join("report.html");
         std::fs::write(&page, html_report(exp, &real_out, &real.runs, true))
             .with_context(|| format!("cannot write {}", page.display()))?;
@@ -306,6 +416,10 @@ pub fn reproduce_real(
             "title": exp.title,
             "repeat": o.repeat,
             "simulated": sim_out,
+            "simulated_scx": scx_out,
+            "round_trips": real.round_trips.iter().map(|per| per.iter().map(|rt| rt.map(|rt| serde_json::json!({
+                "count": rt.count, "mean_ns": rt.mean_ns, "sd_ns": rt.sd_ns,
+            }))).collect::<Vec<_>>()).collect::<Vec<_>>(),
             "real": real_out,
             "real_run": exp.claims.iter().map(|c| claim_runs(exp, c)).collect::<Vec<_>>(),
             "failures": real.failures,
@@ -379,6 +493,55 @@ policy = "cfs"
 expect = "> 1"
 paper = "p"
 "#;
+
+    /// The round trips come from schedlab-scx's last counter line, continues and switches pooled:
+    /// 3 of 1 ms (sd 0) and 1 of 3 ms (sd 0) are 4 of mean 1.5 ms and sd sqrt(0.75) ms.
+    #[test]
+    fn round_trips_are_read_from_the_last_counter_line_and_pooled() {
+        let log: Vec<String> = [
+            "schedlab-scx: policy cfs enabled as schedlab_cfs on 2 CPUs",
+            "schedlab-scx: t=1.0s tasks=3 continue_gaps=1 continue_gap_us=9000 continue_gap_sd_us=0 switch_gaps=0 switch_gap_us=0 switch_gap_sd_us=0 kernel_dispatches=3",
+            "schedlab-scx: t=2.0s tasks=3 continue_gaps=3 continue_gap_us=1000 continue_gap_sd_us=0 switch_gaps=1 switch_gap_us=3000 switch_gap_sd_us=0 kernel_dispatches=3",
+            "schedlab-scx: policy cfs unregistered cleanly",
+        ]
+        .map(String::from)
+        .to_vec();
+        let rt = RoundTrip::from_scx_log(&log).unwrap();
+        assert_eq!((rt.count, rt.mean_ns, rt.sd_ns), (4, 1_500_000, 866_025));
+        assert_eq!(rt.jitter_ns(), 1_499_999, "sqrt(3) x 0.866025 ms, below the mean");
+        let narrow = RoundTrip { count: 9, mean_ns: 1_000_000, sd_ns: 100_000 };
+        assert_eq!(narrow.jitter_ns(), 173_205);
+        // Pooling keeps a single group as it is, and nothing measured is no round trip.
+        assert_eq!(RoundTrip::pool([narrow]), Some(narrow));
+        assert_eq!(RoundTrip::pool([]), None);
+        assert_eq!(RoundTrip::pool([RoundTrip { count: 0, mean_ns: 5, sd_ns: 1 }]), None);
+        // An older schedlab-scx without the counters.
+        assert_eq!(RoundTrip::from_scx_log(&["schedlab-scx: t=1.0s tasks=3 continues=4".to_string()]), None);
+    }
+
+    /// The simulations under sched_ext take each real case's policy's own round trips, at
+    /// schedlab-scx's tick rate; a policy with none measured is simulated in the kernel.
+    #[test]
+    fn each_policy_is_simulated_with_its_own_measured_round_trips() {
+        let dir = tempdir("scx-jobs");
+        let e = load(&write(&dir, "e.toml", EXP), Mode::Real).unwrap();
+        let cfs = RoundTrip { count: 10, mean_ns: 1_200_000, sd_ns: 300_000 };
+        let trips = vec![vec![Some(cfs), None], vec![None, None]];
+        let jobs = sim_jobs(&e, Some(&trips));
+        // Only the real case ("small"), each policy, each seed.
+        assert_eq!(jobs.len(), 2 * e.seeds.len());
+        assert!(jobs.iter().all(|j| j.case == 0));
+        assert!(jobs.iter().filter(|j| j.policy == 0).all(|j| j.scx == Some(cfs)));
+        assert!(jobs.iter().filter(|j| j.policy == 1).all(|j| j.scx.is_none()));
+        assert!(sim_jobs(&e, None).iter().all(|j| j.scx.is_none()));
+        let run = super::super::run_job(&jobs[0]).unwrap();
+        let plain = super::super::run_job(&sim_jobs(&e, None)[0]).unwrap();
+        // Round trips of 1.2 ms cost the CPU time the kernel simulation does not lose.
+        let idle = |v: &Value| {
+            v["cpus"][0]["idle_ns"].as_u64().unwrap() + v["cpus"][0]["overhead_ns"].as_u64().unwrap()
+        };
+        assert!(idle(&run) > idle(&plain) + 100_000_000, "{} vs {}", idle(&run), idle(&plain));
+    }
 
     /// `--real` reads the `[real]` section over the quick sizes: its duration and cases, and a
     /// case's `real_workload`; the boot runs each real case under each policy and repeat, with the
