@@ -18,6 +18,11 @@
 //   can switch tasks, as it does when the scheduler, running on that CPU, preempts it. (Refilled,
 //   the task ran on unseen: the policy got 1/6 of its ticks and CFS's nice-10 processes 22-25 % of
 //   the CPU instead of 10 %.)
+// * Each task's start count (`ops.running` calls) goes to user space in the message's `vtime`
+//   field, which scx_rustland_core fills with `dsq_vtime` and schedlab does not use: the adapter
+//   measures the user-space round trip from a task's next start after a dispatch, and only the
+//   count tells whether the `start_ts` a message carries is that start (a task preempted with
+//   slice left, by a kernel thread or a higher class, resumes without a message).
 fn patch(src: &str, anchor: &str, with: &str, what: &str) -> String {
     assert!(src.contains(anchor), "scx_rustland_core's {what} changed: the schedlab patch needs a new place");
     src.replacen(anchor, with, 1)
@@ -101,6 +106,24 @@ fn main() {
          \t       bpf_ringbuf_query(&queued, BPF_RB_AVAIL_DATA) > 0)))\n\
          \t\tscx_bpf_task_set_slice(prev, slice_ns);\n",
         "slice refill of the running task",
+    );
+    c = patch(
+        &c,
+        "\tu64 enq_cnt;\n};\n",
+        "\tu64 enq_cnt;\n\n\t/* schedlab: how many times the task has started running (ops.running). */\n\tu64 nr_starts;\n};\n",
+        "struct task_ctx",
+    );
+    c = patch(
+        &c,
+        "\ttctx->start_ts = scx_bpf_now();\n",
+        "\ttctx->start_ts = scx_bpf_now();\n\ttctx->nr_starts++;\n",
+        "start timestamp in ops.running",
+    );
+    c = patch(
+        &c,
+        "\ttask->vtime = p->scx.dsq_vtime;\n",
+        "\t/* schedlab: the start count, in the vtime field schedlab does not use. */\n\ttask->vtime = tctx->nr_starts;\n",
+        "vtime of a queued task's message",
     );
     if std::fs::read_to_string("schedlab.bpf.c").ok().as_deref() != Some(c.as_str()) {
         std::fs::write("schedlab.bpf.c", &c).expect("writing schedlab.bpf.c");

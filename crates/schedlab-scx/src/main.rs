@@ -183,14 +183,19 @@ fn run(args: &Args) -> Result<()> {
                         weight: t.weight,
                         nr_cpus_allowed: t.nr_cpus_allowed,
                         enq_cnt: t.enq_cnt,
+                        // schedlab's BPF variant sends the start count here (build.rs).
+                        nr_starts: t.vtime,
                     };
                     if trace {
                         println!(
-                            "schedlab-scx: msg pid {} cpu {} wakeup {} enq {} was {}",
+                            "schedlab-scx: msg at {} pid {} cpu {} wakeup {} enq {} start {} stop {} was {}",
+                            now,
                             kt.pid,
                             kt.cpu,
                             kt.wakeup,
                             kt.enq_cnt,
+                            kt.start_ts,
+                            kt.stop_ts,
                             shadow.describe_pid(kt.pid)
                         );
                     }
@@ -234,7 +239,7 @@ fn run(args: &Args) -> Result<()> {
         for o in &orders {
             seq += 1;
             if trace {
-                println!("schedlab-scx: order {o:?} free {free:?}");
+                println!("schedlab-scx: order at {now} {o:?} free {free:?}");
             }
             let d = DispatchedTask {
                 pid: o.pid,
@@ -306,7 +311,7 @@ fn print_stats(bpf: &mut BpfScheduler, shadow: &Shadow, elapsed: Ns) {
          preempt_dispatches={} ticks={} tick_resched={} blocked_found_idle={} exits={} migrations={} \
          affinity_changes={} nice_changes={} groups={} group_moves={} idle_picks={} \
          continue_gaps={} continue_gap_us={} continue_gap_sd_us={} switch_gaps={} switch_gap_us={} \
-         switch_gap_sd_us={} \
+         switch_gap_sd_us={} block_gaps={} block_gap_us={} block_gap_sd_us={} gaps_unverified={} \
          kernel_user_dispatches={} kernel_dispatches={} cancel={} bounce={} failed={} congested={}",
         elapsed as f64 / 1e9,
         shadow.nr_tasks(),
@@ -333,6 +338,10 @@ fn print_stats(bpf: &mut BpfScheduler, shadow: &Shadow, elapsed: Ns) {
         s.nr_switch_gaps,
         s.mean_switch_gap_ns() / 1000,
         s.sd_switch_gap_ns() / 1000,
+        s.nr_block_gaps,
+        s.mean_block_gap_ns() / 1000,
+        s.sd_block_gap_ns() / 1000,
+        s.nr_gaps_unverified,
         kernel[0],
         kernel[1],
         kernel[2],

@@ -49,6 +49,15 @@
 //!   50 ms after the last reading: a thread written into another cgroup moves there (a queued task
 //!   leaves and rejoins its CPU's queue, as `sched_move_task` does) at its next message, not at the
 //!   instant of the write. A group's weight is read once; later changes are not seen.
+//!
+//! **Measured**: the user-space round trip, in the kernel's timestamps ([`ShadowStats`]): from the
+//! stop that freed a CPU (a task's return to user space, or its block) to the start of the task the
+//! policy dispatched there. A message carries only the task's last start, so a round trip is
+//! counted only when the task's start count (`nr_starts`, which schedlab's variant of the BPF
+//! program sends) shows it started once since its last message; a task preempted with slice left
+//! (by a kernel thread) starts again without a message. A block's stop is known only from the
+//! blocked task's next message, and counts only if the picked task was queued by then (otherwise
+//! the CPU waited for a wakeup, not for user space).
 
 #![warn(missing_docs)]
 

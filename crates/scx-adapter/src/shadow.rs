@@ -51,6 +51,12 @@ pub struct KernelTask {
     pub nr_cpus_allowed: u64,
     /// The kernel's enqueue counter for it: a dispatch must carry the latest.
     pub enq_cnt: u64,
+    /// How many times it has started running (`ops.running` calls; schedlab's variant of the BPF
+    /// program sends the count in the message's `vtime` field). It tells how often the task
+    /// started since its last message: a task preempted with kernel slice left (by a kernel thread,
+    /// a higher class) goes back to the head of its CPU's queue and starts again without a
+    /// message, and a message carries only the last start's `start_ts`.
+    pub nr_starts: u64,
 }
 
 /// A dispatch order for the kernel.
@@ -138,6 +144,18 @@ pub struct ShadowStats {
     pub continue_gap_sq: u128,
     /// The sum of the squares of the switch round trips, ns².
     pub switch_gap_sq: u128,
+    /// Round trips measured after a block: a task blocked, its CPU was found with no work, and
+    /// the task the policy picked for it, already queued when the first one stopped, started.
+    pub nr_block_gaps: u64,
+    /// Their total, kernel clock ns: from the blocked task's stop to the picked task's start.
+    pub block_gap_ns: u64,
+    /// The sum of the squares of the block round trips, ns².
+    pub block_gap_sq: u128,
+    /// Round trips not counted because the dispatched task started more than once before its next
+    /// message (`nr_starts`), so the message's `start_ts` is not the start that answered the
+    /// dispatch: counted, the task's runs before its last start were taken for waiting
+    /// (docs/real-kernel.md, "Measuring the round trip").
+    pub nr_gaps_unverified: u64,
 }
 
 impl ShadowStats {
@@ -159,6 +177,16 @@ impl ShadowStats {
     /// The standard deviation of the switch round trips, ns (0 before two were measured).
     pub fn sd_switch_gap_ns(&self) -> u64 {
         sd(self.nr_switch_gaps, self.switch_gap_ns, self.switch_gap_sq)
+    }
+
+    /// The mean round trip after a block, ns (0 before any was measured).
+    pub fn mean_block_gap_ns(&self) -> u64 {
+        self.block_gap_ns.checked_div(self.nr_block_gaps).unwrap_or(0)
+    }
+
+    /// The standard deviation of the round trips after a block, ns (0 before two were measured).
+    pub fn sd_block_gap_ns(&self) -> u64 {
+        sd(self.nr_block_gaps, self.block_gap_ns, self.block_gap_sq)
     }
 }
 
@@ -186,10 +214,34 @@ struct Extra {
     group_checked: Ns,
     /// End of the slice the policy's `Dispatch` gave, if any.
     slice_end: Option<Ns>,
-    /// The task was dispatched to a CPU that a task's return had freed at this kernel time (its
-    /// own return for a continue, `true`; another task's for a switch, `false`): its next message's
-    /// `start_ts` measures the round trip.
-    gap_from: Option<(u64, bool)>,
+    /// What freed the CPU the task was dispatched to: its next message's `start_ts` (if it started
+    /// once) measures the round trip from then.
+    gap_from: Option<GapFrom>,
+    /// `nr_starts` of its last message.
+    nr_starts: u64,
+    /// When its last message arrived (shadow clock): it was queued in the kernel by then.
+    queued_at: Ns,
+    /// Counts the times it was found blocked on an idle CPU (tells a stale `GapFrom::Block`).
+    block_gen: u32,
+    /// It was found blocked and has sent no message since: its next one says when it stopped.
+    awaiting_block_stop: bool,
+    /// The stop at which it blocked, from its first message after it was found blocked.
+    block_stop: Option<u64>,
+    /// The start (kernel clock) and queueing time (shadow clock) of the task picked for the CPU
+    /// it blocked on, waiting for `block_stop`.
+    block_waiter: Option<(u64, Ns)>,
+}
+
+/// What freed a CPU before the task dispatched there started (`Extra::gap_from`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum GapFrom {
+    /// A task came back at this stop (kernel clock): the same one sent back (a continue, `true`)
+    /// or another (a switch, `false`).
+    Return(u64, bool),
+    /// A task blocked at this stop (kernel clock).
+    BlockedAt(u64),
+    /// This task blocked, at a stop its next message will tell (its `block_gen` then).
+    Blocked(TaskId, u32),
 }
 
 /// Per-CPU state the policy does not see.
@@ -201,6 +253,9 @@ struct Slot {
     needs_pick: bool,
     /// A wakeup or a balancer asked to preempt the running task.
     resched: bool,
+    /// Its task blocked and nothing has been picked for it since (the round trip after a block
+    /// runs from that task's stop to the start of the next).
+    freed: Option<GapFrom>,
 }
 
 /// The shadow core scheduler.
@@ -372,21 +427,8 @@ impl Shadow {
             let gap = self.now as i64 - kt.stop_ts as i64;
             self.bpf_clock_offset = Some(self.bpf_clock_offset.map_or(gap, |o| o.min(gap)));
         }
-        if let Some((from, continued)) = self.extra[t.idx()].gap_from.take() {
-            if kt.start_ts > from && kt.start_ts - from < NSEC_PER_SEC {
-                let gap = kt.start_ts - from;
-                let sq = u128::from(gap) * u128::from(gap);
-                if continued {
-                    self.stats.nr_continue_gaps += 1;
-                    self.stats.continue_gap_ns += gap;
-                    self.stats.continue_gap_sq += sq;
-                } else {
-                    self.stats.nr_switch_gaps += 1;
-                    self.stats.switch_gap_ns += gap;
-                    self.stats.switch_gap_sq += sq;
-                }
-            }
-        }
+        self.round_trip_of(t, kt);
+        self.extra[t.idx()].queued_at = self.now;
         if kt.stop_ts > kt.start_ts {
             let tk = &mut self.tasks[t.idx()];
             tk.sum_exec_ns += kt.stop_ts - kt.start_ts;
@@ -400,6 +442,7 @@ impl Shadow {
                     self.stats.nr_blocked_found_wakeup += 1;
                     self.ticks_before_block(cpu, t, kt.stop_ts);
                     self.put_prev(cpu, t, SwitchReason::Blocked);
+                    self.slots[cpu.idx()].freed = Some(GapFrom::BlockedAt(kt.stop_ts));
                     self.wakeup(t);
                 } else {
                     self.returned(cpu, t, kt.stop_ts);
@@ -412,6 +455,76 @@ impl Shadow {
         }
         self.recheck_group(host, t);
         self.take_error()
+    }
+
+    /// Measures the round trip that ended when `t` started after its dispatch, if its message `kt`
+    /// can tell (docs/real-kernel.md, "Measuring the round trip"), and completes one waiting for
+    /// the stop of `t`'s block.
+    fn round_trip_of(&mut self, t: TaskId, kt: &KernelTask) {
+        let e = &mut self.extra[t.idx()];
+        let started_once = kt.nr_starts == e.nr_starts + 1;
+        e.nr_starts = kt.nr_starts;
+        if std::mem::take(&mut e.awaiting_block_stop) {
+            // Its first message since it was found blocked: it has not run since, so its last
+            // stop is the block.
+            match e.block_waiter.take() {
+                Some((start, queued_at)) => self.block_gap(kt.stop_ts, start, queued_at),
+                None => self.extra[t.idx()].block_stop = Some(kt.stop_ts),
+            }
+        }
+        let Some(from) = self.extra[t.idx()].gap_from.take() else { return };
+        if !started_once {
+            self.stats.nr_gaps_unverified += 1;
+            return;
+        }
+        let start = kt.start_ts;
+        let queued_at = self.extra[t.idx()].queued_at;
+        match from {
+            GapFrom::Return(stop, continued) => {
+                if start > stop && start - stop < NSEC_PER_SEC {
+                    let gap = start - stop;
+                    let sq = u128::from(gap) * u128::from(gap);
+                    let st = &mut self.stats;
+                    if continued {
+                        st.nr_continue_gaps += 1;
+                        st.continue_gap_ns += gap;
+                        st.continue_gap_sq += sq;
+                    } else {
+                        st.nr_switch_gaps += 1;
+                        st.switch_gap_ns += gap;
+                        st.switch_gap_sq += sq;
+                    }
+                }
+            }
+            GapFrom::BlockedAt(stop) => self.block_gap(stop, start, queued_at),
+            GapFrom::Blocked(prev, gen) => {
+                let p = &mut self.extra[prev.idx()];
+                if p.block_gen != gen {
+                    return; // it has blocked again since: that stop is not this one's
+                }
+                match p.block_stop {
+                    Some(stop) => self.block_gap(stop, start, queued_at),
+                    None if p.awaiting_block_stop => p.block_waiter = Some((start, queued_at)),
+                    None => {}
+                }
+            }
+        }
+    }
+
+    /// A round trip after a block: from `stop`, when a task blocked, to `start`, when the task
+    /// picked for its CPU started (kernel clock). Counted only if that task was queued in the
+    /// kernel by `stop` (its message arrived at `queued_at`, shadow clock, which less the least
+    /// message delay seen is no earlier than its enqueue): otherwise the CPU was idle, not waiting.
+    fn block_gap(&mut self, stop: u64, start: u64, queued_at: Ns) {
+        let Some(offset) = self.bpf_clock_offset else { return };
+        let enqueued_by = queued_at as i64 - offset;
+        if enqueued_by > stop as i64 || start <= stop || start - stop >= NSEC_PER_SEC {
+            return;
+        }
+        let gap = start - stop;
+        self.stats.nr_block_gaps += 1;
+        self.stats.block_gap_ns += gap;
+        self.stats.block_gap_sq += u128::from(gap) * u128::from(gap);
     }
 
     /// The group of the cgroup at `path`, made (with its parents) the first time it is met: its
@@ -492,6 +605,12 @@ impl Shadow {
                     Some(false) => {
                         self.stats.nr_blocked_found_idle += 1;
                         self.put_prev(c, t, SwitchReason::Blocked);
+                        let e = &mut self.extra[t.idx()];
+                        e.block_gen = e.block_gen.wrapping_add(1);
+                        e.awaiting_block_stop = true;
+                        e.block_stop = None;
+                        e.block_waiter = None;
+                        self.slots[c.idx()].freed = Some(GapFrom::Blocked(t, e.block_gen));
                     }
                     None => self.exit(c, t),
                 }
@@ -589,6 +708,12 @@ impl Shadow {
             group_checked,
             slice_end: None,
             gap_from: None,
+            nr_starts: kt.nr_starts,
+            queued_at: self.now,
+            block_gen: 0,
+            awaiting_block_stop: false,
+            block_stop: None,
+            block_waiter: None,
         });
         self.by_pid.insert(kt.pid, t);
         self.stats.nr_new += 1;
@@ -750,12 +875,12 @@ impl Shadow {
             self.put_prev(cpu, t, why);
             self.pick(cpu, false);
             if let Some(next) = self.cpus[cpu.idx()].curr {
-                self.extra[next.idx()].gap_from = Some((stop_ts, next == t));
+                self.extra[next.idx()].gap_from = Some(GapFrom::Return(stop_ts, next == t));
             }
         } else {
             self.stats.nr_continues += 1;
             self.order(cpu, t, false);
-            self.extra[t.idx()].gap_from = Some((stop_ts, true));
+            self.extra[t.idx()].gap_from = Some(GapFrom::Return(stop_ts, true));
         }
     }
 
@@ -779,8 +904,12 @@ impl Shadow {
         // An order for it from earlier in this round (a re-dispatch after its tick) no longer holds.
         let pid = self.extra[t.idx()].pid;
         self.orders.retain(|o| o.pid != pid);
-        // A round trip is measured only from the start that answers the return.
-        self.extra[t.idx()].gap_from = None;
+        // A round trip is measured only from the start that answered the dispatch: one put back
+        // before it started, or taken off its CPU by the policy, may start later for another
+        // reason. A task that blocked did start; its next message (its wakeup) tells when.
+        if why != SwitchReason::Blocked {
+            self.extra[t.idx()].gap_from = None;
+        }
         self.policy.put_prev(ctx!(self), cpu, t, why);
         self.cpus[cpu.idx()].curr = None;
         self.cpus[cpu.idx()].idle_since_ns = self.now;
@@ -819,6 +948,9 @@ impl Shadow {
 
     /// Asks the policy what `cpu` runs next (balancing if it has nothing), and dispatches it.
     fn pick(&mut self, cpu: CpuId, preempt: bool) {
+        // A round trip after a block ends at this pick's start; a CPU left idle now waits for a
+        // wakeup, not for this scheduler.
+        let freed = self.slots[cpu.idx()].freed.take();
         let mut next = self.policy.pick_next(ctx!(self), cpu);
         if next.is_none() {
             self.balance(cpu, BalanceKind::NewlyIdle);
@@ -852,6 +984,7 @@ impl Shadow {
         }
         self.set_state(t, TaskState::Running);
         self.cpus[cpu.idx()].curr = Some(t);
+        self.extra[t.idx()].gap_from = freed;
         if self.slots[cpu.idx()].next_tick <= self.now {
             self.slots[cpu.idx()].next_tick = self.now + self.tick_ns;
         }

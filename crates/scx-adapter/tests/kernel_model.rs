@@ -37,6 +37,8 @@ struct Task {
     start_ts: Ns,
     stop_ts: Ns,
     enq_cnt: u64,
+    /// Times it started running (`ops.running`).
+    nr_starts: u64,
     run_ns: Ns,
     runnable_since: Ns,
     max_wait_ns: Ns,
@@ -62,6 +64,16 @@ struct Kernel {
     sched_last_run: Ns,
     /// `cpu.weight` of each cgroup made (100 when not listed).
     weights: Vec<(String, u64)>,
+    /// A kernel thread preempts each busy CPU every `.0` ns for `.1` ns; the task it preempts goes
+    /// back to the head of the CPU's queue with the rest of its slice and no message, as
+    /// `put_prev_task_scx` does with a task that has slice left.
+    kthread: Option<(Ns, Ns)>,
+    /// The kernel thread runs on each CPU until then.
+    kthread_until: Vec<Ns>,
+    /// How long a CPU has nothing to run before the scheduler is run for it and sees it free.
+    idle_latency_ns: Ns,
+    /// Since when each CPU has had nothing to run.
+    idle_since: Vec<Option<Ns>>,
 }
 
 struct ModelHost<'a>(&'a Kernel);
@@ -104,6 +116,10 @@ impl Kernel {
             sched_sleep_until: 0,
             sched_last_run: 0,
             weights: Vec::new(),
+            kthread: None,
+            kthread_until: vec![0; cpus],
+            idle_latency_ns: 0,
+            idle_since: vec![None; cpus],
         }
     }
 
@@ -122,6 +138,7 @@ impl Kernel {
             start_ts: 0,
             stop_ts: 0,
             enq_cnt: 0,
+            nr_starts: 0,
             run_ns: 0,
             runnable_since: self.now,
             max_wait_ns: 0,
@@ -168,6 +185,17 @@ impl Kernel {
         let mut orders: Vec<Order> = Vec::new();
         while self.now < end {
             self.now += DT;
+            if let Some((every, len)) = self.kthread {
+                for cpu in 0..self.running.len() {
+                    let Some((_, slice_end)) = self.running[cpu] else { continue };
+                    if self.now % every == 0 {
+                        let i = self.stop(cpu);
+                        self.tasks[i].st = St::Dsq;
+                        self.dsq[cpu].push_front((i, slice_end.saturating_sub(self.now).max(DT)));
+                        self.kthread_until[cpu] = self.now + len;
+                    }
+                }
+            }
             for cpu in 0..self.running.len() {
                 let Some((i, slice_end)) = self.running[cpu] else { continue };
                 let t = &mut self.tasks[i];
@@ -200,9 +228,17 @@ impl Kernel {
             }
             // The BPF side runs the scheduler when it has messages, or when it said tasks are pending
             // and a CPU has run out of work; never while it sleeps; at least once a second.
-            let cpu_wants_work =
-                (0..self.running.len()).any(|c| self.running[c].is_none() && self.dsq[c].is_empty());
             let now = self.now;
+            for c in 0..self.running.len() {
+                if self.running[c].is_some() || !self.dsq[c].is_empty() {
+                    self.idle_since[c] = None;
+                } else if self.idle_since[c].is_none() {
+                    self.idle_since[c] = Some(now);
+                }
+            }
+            let lat = self.idle_latency_ns;
+            let wants_work = |k: &Kernel, c: usize| k.idle_since[c].is_some_and(|t| t + lat <= now);
+            let cpu_wants_work = (0..self.running.len()).any(|c| wants_work(self, c));
             let wanted = self.msgs.iter().any(|m| m.2 <= now)
                 || (shadow.nr_queued() > 0 && cpu_wants_work)
                 || self.now >= self.sched_last_run + NSEC_PER_SEC;
@@ -222,11 +258,12 @@ impl Kernel {
                         weight: scx_weight_of_nice(t.nice),
                         nr_cpus_allowed: t.allowed.count() as u64,
                         enq_cnt: t.enq_cnt,
+                        nr_starts: t.nr_starts,
                     };
                     shadow.queued(&mut ModelHost(self), self.now, &kt).unwrap();
                 }
                 let free: Vec<CpuId> = (0..self.running.len())
-                    .filter(|&c| self.running[c].is_none() && self.dsq[c].is_empty())
+                    .filter(|&c| wants_work(self, c))
                     .map(|c| CpuId(c as u32))
                     .collect();
                 shadow.schedule(&mut ModelHost(self), self.now, &free, &mut orders).unwrap();
@@ -256,12 +293,13 @@ impl Kernel {
             for cpu in 0..self.running.len() {
                 // Entries of tasks that left the queue since (an affinity change re-enqueued them) go.
                 self.dsq[cpu].retain(|&(i, _)| self.tasks[i].st == St::Dsq);
-                if self.running[cpu].is_none() {
+                if self.running[cpu].is_none() && self.now >= self.kthread_until[cpu] {
                     if let Some((i, slice)) = self.dsq[cpu].pop_front() {
                         let t = &mut self.tasks[i];
                         t.st = St::Running(cpu);
                         t.cpu = cpu;
                         t.start_ts = self.now;
+                        t.nr_starts += 1;
                         t.max_wait_ns = t.max_wait_ns.max(self.now - t.runnable_since);
                         self.running[cpu] = Some((i, self.now + slice));
                     }
@@ -429,6 +467,78 @@ fn the_round_trip_of_a_continue_and_of_a_switch_is_measured_from_the_kernel_time
     assert_eq!(s.stats().continue_gap_ns + s.stats().switch_gap_ns, 0, "{:?}", s.stats());
 }
 
+/// A kernel thread that preempts a task lets it resume without a message (it goes back to the head
+/// of its CPU's queue with its slice left), so the task's next message carries the start after the
+/// kernel thread, not the one that answered the scheduler: from that start, a round trip would be
+/// the 400 us latency plus the task's run before the preemption plus the kernel thread's 200 us.
+/// The adapter sees from the start count (`nr_starts`) that the task started twice and leaves such
+/// gaps out.
+#[test]
+fn a_round_trip_is_counted_only_when_the_task_ran_once_since() {
+    let mut k = Kernel::new(2);
+    k.msg_latency_ns = 400_000;
+    // Every 10 ms (not a multiple of the 4 ms tick, so it falls at every point of a slice).
+    k.kthread = Some((10 * NSEC_PER_MSEC, 200_000));
+    k.spawn(0, Ns::MAX, 0, None);
+    k.spawn(0, Ns::MAX, 0, None);
+    let mut s = shadow("cfs", 2, 0);
+    k.run(&mut s, NSEC_PER_SEC);
+    let st = s.stats();
+    // A preemption every 10 ms on each CPU spoils at most the gap it falls in: 200 in a second.
+    assert!(st.nr_gaps_unverified > 50 && st.nr_gaps_unverified <= 200, "{st:?}");
+    assert!(st.nr_continue_gaps > 200, "{st:?}");
+    assert_eq!(st.mean_continue_gap_ns(), 400_000, "{st:?}");
+    assert_eq!(st.sd_continue_gap_ns(), 0, "{st:?}");
+}
+
+/// Three tasks on one CPU that each run 1 ms and sleep 1 ms: when one blocks, another is queued,
+/// and the scheduler sees the CPU free only 300 us later (the kernel's idle path and the kick to
+/// the scheduler's CPU). The round trip after a block runs from the blocked task's stop, which only
+/// its next message tells, to the start of the task picked: 300 us, plus at most the scheduler's
+/// sleep after a round that left tasks queued.
+#[test]
+fn the_round_trip_after_a_block_runs_from_the_blocked_tasks_stop() {
+    let mut k = Kernel::new(1);
+    k.idle_latency_ns = 300_000;
+    // A hog's returns teach the adapter the clock offset (0 here: messages arrive at once).
+    k.spawn(0, Ns::MAX, 0, None);
+    for _ in 0..3 {
+        k.spawn(0, NSEC_PER_MSEC, NSEC_PER_MSEC, None);
+    }
+    let mut s = shadow("fifo", 1, 0);
+    k.run(&mut s, 20 * NSEC_PER_MSEC);
+    // FIFO: the hog, queued first, runs without end; the rest never start.
+    assert_eq!(s.stats().nr_block_gaps, 0, "{:?}", s.stats());
+    let mut k = Kernel::new(1);
+    k.idle_latency_ns = 300_000;
+    k.spawn(0, 6 * NSEC_PER_MSEC, 1, Some(1));
+    for _ in 0..3 {
+        k.spawn(0, NSEC_PER_MSEC, NSEC_PER_MSEC, None);
+    }
+    let mut s = shadow("cfs", 1, 0);
+    k.run(&mut s, NSEC_PER_SEC);
+    let st = s.stats();
+    assert!(st.nr_block_gaps > 300, "{st:?}");
+    let mean = st.mean_block_gap_ns();
+    assert!((300_000..=300_000 + schedlab_scx_adapter::shadow::MAX_SLEEP_NS).contains(&mean), "{st:?}");
+}
+
+/// A task that sleeps 100 us, less than the 400 us the scheduler takes to see its CPU free, is
+/// woken before then: the CPU runs it again after a wait for its wakeup, not for a decision, and
+/// that is no round trip (the task was not queued when it stopped).
+#[test]
+fn a_cpu_that_waited_for_a_wakeup_measures_no_round_trip() {
+    let mut k = Kernel::new(1);
+    k.idle_latency_ns = 400_000;
+    // 6 ms bursts: each ends at a tick first (a return: the clock offset), then blocks.
+    k.spawn(0, 6 * NSEC_PER_MSEC, 100_000, None);
+    let mut s = shadow("cfs", 1, 0);
+    k.run(&mut s, NSEC_PER_SEC);
+    let st = s.stats();
+    assert!(st.nr_blocked_found_wakeup > 100, "{st:?}");
+    assert_eq!(st.nr_block_gaps, 0, "{st:?}");
+}
+
 #[test]
 fn a_task_pinned_after_it_started_runs_only_where_it_may_and_a_nice_change_takes_effect() {
     // exec pins and renices its threads after they start, as taskset and renice do.
@@ -531,6 +641,7 @@ fn ticks_that_fell_before_a_task_blocked_are_charged_to_it() {
         weight: scx_weight_of_nice(0),
         nr_cpus_allowed: 1,
         enq_cnt,
+        nr_starts: enq_cnt - 1,
     };
     s.queued(&mut OneThread, 0, &msg(true, 0, 0, 1)).unwrap();
     s.schedule(&mut OneThread, 0, &[CpuId(0)], &mut orders).unwrap();

@@ -54,8 +54,9 @@ pub struct RealRuns {
     pub failures: Vec<String>,
 }
 
-/// User-space round trips measured by schedlab-scx (its `continue_gap*` and `switch_gap*`
-/// counters: from a task's stop to the next start on its CPU, in the kernel's timestamps).
+/// User-space round trips measured by schedlab-scx (its `continue_gap*`, `switch_gap*` and
+/// `block_gap*` counters: from a task's stop to the next start on its CPU, in the kernel's
+/// timestamps, counted only where the next task's message shows that start).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RoundTrip {
     /// How many.
@@ -90,8 +91,8 @@ impl RoundTrip {
         Some(RoundTrip { count: n, mean_ns: mean.round() as u64, sd_ns: var.sqrt().round() as u64 })
     }
 
-    /// The round trips in schedlab-scx's output: its last counter line's continue and switch gaps,
-    /// pooled. `None` if no line has them (an older schedlab-scx) or none was measured.
+    /// The round trips in schedlab-scx's output: its last counter line's continue, switch and block
+    /// gaps, pooled. `None` if no line has them (an older schedlab-scx) or none was measured.
     pub fn from_scx_log(log: &[String]) -> Option<RoundTrip> {
         let line =
             log.iter().rev().find(|l| l.contains("schedlab-scx: t=") && l.contains("continue_gaps="))?;
@@ -106,7 +107,9 @@ impl RoundTrip {
                 sd_ns: field(&format!("{kind}_gap_sd_us"))? * 1000,
             })
         };
-        RoundTrip::pool([group("continue")?, group("switch")?])
+        // Block gaps are counted by schedlab-scx from 2026-11-27 on; an older line has none.
+        let block = group("block").unwrap_or(RoundTrip { count: 0, mean_ns: 0, sd_ns: 0 });
+        RoundTrip::pool([group("continue")?, group("switch")?, block])
     }
 }
 
@@ -515,6 +518,13 @@ paper = "p"
         assert_eq!(RoundTrip::pool([narrow]), Some(narrow));
         assert_eq!(RoundTrip::pool([]), None);
         assert_eq!(RoundTrip::pool([RoundTrip { count: 0, mean_ns: 5, sd_ns: 1 }]), None);
+        // With round trips after blocks, 4 of 0.5 ms (sd 0): 3 of 1 ms, 1 of 3 ms and 4 of 0.5 ms
+        // are 8 of mean 1 ms and sd sqrt((3 x 1 + 9 + 4 x 0.25) / 8 - 1) = sqrt(0.625) ms.
+        let with_blocks = [
+            "schedlab-scx: t=2.0s tasks=3 continue_gaps=3 continue_gap_us=1000 continue_gap_sd_us=0 switch_gaps=1 switch_gap_us=3000 switch_gap_sd_us=0 block_gaps=4 block_gap_us=500 block_gap_sd_us=0 gaps_unverified=2".to_string(),
+        ];
+        let rt = RoundTrip::from_scx_log(&with_blocks).unwrap();
+        assert_eq!((rt.count, rt.mean_ns, rt.sd_ns), (8, 1_000_000, 790_569));
         // An older schedlab-scx without the counters.
         assert_eq!(RoundTrip::from_scx_log(&["schedlab-scx: t=1.0s tasks=3 continues=4".to_string()]), None);
     }
