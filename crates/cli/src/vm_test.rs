@@ -293,13 +293,13 @@ pub fn vm_test_cmd(args: VmTestArgs) -> Result<()> {
             if run.policy.is_some() { o.state_after.as_str() } else { "-" },
             o.report.as_deref().and_then(nice_share_ratio).map_or("-".to_string(), |r| format!("{r:.2}")),
             // schedlab-scx's measured user-space round trip: mean and standard deviation.
-            crate::reproduce::real::RoundTrip::from_scx_log(&o.scx_log).map_or(
+            crate::reproduce::real::RoundTrips::from_scx_log(&o.scx_log).map_or(
                 "-".to_string(),
                 |rt| format!(
                     "{:.2} ms (sd {:.2}, {})",
-                    rt.mean_ns as f64 / 1e6,
-                    rt.sd_ns as f64 / 1e6,
-                    rt.count
+                    rt.all.mean_ns as f64 / 1e6,
+                    rt.all.sd_ns as f64 / 1e6,
+                    rt.all.count
                 )
             )
         ));

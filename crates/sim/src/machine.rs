@@ -1,7 +1,7 @@
 //! The simulated machine: topology, tick rate, CPU speed and the cost model, with presets for the
 //! seed papers' machines and a TOML form for any other (up to 1,024 CPUs).
 
-use schedlab_core::{Level, Ns, Topology, NSEC_PER_MSEC, NSEC_PER_USEC};
+use schedlab_core::{Level, Ns, Topology, NSEC_PER_MSEC, NSEC_PER_SEC, NSEC_PER_USEC};
 use serde::{Deserialize, Serialize};
 
 /// Every cost the engine charges in simulated time. All fields have documented defaults
@@ -141,8 +141,9 @@ pub struct CostModel {
     /// The policy decides in user space, as it does when it runs as the kernel's scheduler through
     /// sched_ext (schedlab-scx; docs/real-kernel.md): every decision makes a round trip from the
     /// CPU that needs it to the user-space scheduler and back, this long, which schedlab-scx
-    /// measures in the kernel's own timestamps (`continue_gap_us`, `switch_gap_us`). Set, the
-    /// engine models the real path:
+    /// measures in the kernel's own timestamps (`switch_gap_us`; a continue and a pick after a
+    /// block take their own where `scx_continue_round_trip_ns` and `scx_block_round_trip_ns` are
+    /// set). Set, the engine models the real path:
     ///
     /// * a CPU that needs a task because its own ended (blocked, exited, yielded, its slice or a
     ///   tick ran out) waits this long before the task it picks runs (charged as switch overhead:
@@ -165,6 +166,22 @@ pub struct CostModel {
     /// round trip is `scx_round_trip_ns`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scx_round_trip_jitter_ns: Option<Ns>,
+    /// The round trip of a *continue*, where it differs: at a tick after which the running task
+    /// goes on while another waits (schedlab-scx's `continue_gap_us`). Needs `scx_round_trip_ns`;
+    /// unset, a continue costs that.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scx_continue_round_trip_ns: Option<Ns>,
+    /// The spread of the continues' round trips (as `scx_round_trip_jitter_ns`; unset: none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scx_continue_round_trip_jitter_ns: Option<Ns>,
+    /// The round trip *after a block*, where it differs: a CPU whose task blocked or exited waits
+    /// this long before the task it picks runs (schedlab-scx's `block_gap_us`, which includes the
+    /// kernel's finding the CPU idle). Needs `scx_round_trip_ns`; unset, it costs that.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scx_block_round_trip_ns: Option<Ns>,
+    /// The spread of the round trips after a block (as `scx_round_trip_jitter_ns`; unset: none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scx_block_round_trip_jitter_ns: Option<Ns>,
 }
 
 impl Default for CostModel {
@@ -205,11 +222,59 @@ impl Default for CostModel {
             resume_busy_ns: Vec::new(),
             scx_round_trip_ns: None,
             scx_round_trip_jitter_ns: None,
+            scx_continue_round_trip_ns: None,
+            scx_continue_round_trip_jitter_ns: None,
+            scx_block_round_trip_ns: None,
+            scx_block_round_trip_jitter_ns: None,
         }
     }
 }
 
 impl CostModel {
+    /// Checks the user-space round trips: each from 1 ns to 1 s, a spread no wider than its
+    /// round trip, a kind's round trip only beside `scx_round_trip_ns`. The error names the key.
+    pub fn validate_scx(&self) -> Result<(), (&'static str, String)> {
+        let kinds = [
+            (
+                "scx_round_trip_ns",
+                "scx_round_trip_jitter_ns",
+                self.scx_round_trip_ns,
+                self.scx_round_trip_jitter_ns,
+            ),
+            (
+                "scx_continue_round_trip_ns",
+                "scx_continue_round_trip_jitter_ns",
+                self.scx_continue_round_trip_ns,
+                self.scx_continue_round_trip_jitter_ns,
+            ),
+            (
+                "scx_block_round_trip_ns",
+                "scx_block_round_trip_jitter_ns",
+                self.scx_block_round_trip_ns,
+                self.scx_block_round_trip_jitter_ns,
+            ),
+        ];
+        for (i, (key, jitter_key, rt, jitter)) in kinds.into_iter().enumerate() {
+            if rt.is_some_and(|rt| rt == 0 || rt > NSEC_PER_SEC) {
+                return Err((key, "must be 1 ns to 1 s (leave it out for none)".into()));
+            }
+            if i > 0 && rt.is_some() && self.scx_round_trip_ns.is_none() {
+                return Err((key, "needs scx_round_trip_ns (the round trip of every other decision)".into()));
+            }
+            match (rt, jitter) {
+                (None, Some(_)) => return Err((jitter_key, format!("needs {key}"))),
+                (Some(rt), Some(j)) if j > rt => {
+                    return Err((
+                        jitter_key,
+                        format!("{j} is more than {key} ({rt}): a round trip cannot be negative"),
+                    ))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
     /// Cold-cache time after a move across `level`.
     pub fn refill_ns(&self, level: Level) -> Ns {
         match level {
@@ -526,33 +591,10 @@ impl Machine {
                 format!("{} is not in 1..=100", doc.costs.cold_speed_pct),
             ));
         }
-        if doc.costs.scx_round_trip_ns.is_some_and(|rt| rt == 0 || rt > 1_000_000_000) {
-            let pos = src.find("scx_round_trip_ns").unwrap_or(0);
-            return Err(at(
-                pos..pos,
-                "costs.scx_round_trip_ns",
-                "must be 1 ns to 1 s (leave it out for none)".into(),
-            ));
-        }
-        if let Some(j) = doc.costs.scx_round_trip_jitter_ns {
-            let pos = src.find("scx_round_trip_jitter_ns").unwrap_or(0);
-            match doc.costs.scx_round_trip_ns {
-                None => {
-                    return Err(at(
-                        pos..pos,
-                        "costs.scx_round_trip_jitter_ns",
-                        "needs scx_round_trip_ns".into(),
-                    ))
-                }
-                Some(rt) if j > rt => {
-                    return Err(at(
-                        pos..pos,
-                        "costs.scx_round_trip_jitter_ns",
-                        format!("{j} is more than scx_round_trip_ns ({rt}): a round trip cannot be negative"),
-                    ))
-                }
-                Some(_) => {}
-            }
+        if let Err((key, msg)) = doc.costs.validate_scx() {
+            // The costs table is read without spans: point at the key's line.
+            let pos = src.find(key).unwrap_or(0);
+            return Err(at(pos..pos, &format!("costs.{key}"), msg));
         }
         if let Err((key, msg)) = doc.costs.validate_resume() {
             // The costs table is read without spans: point at the key's line.

@@ -304,6 +304,18 @@ pub(crate) enum Step {
     Failed,
 }
 
+/// The kinds of user-space round trip (`CostModel::scx_round_trip_ns` and the kinds' own), as
+/// schedlab-scx measures them apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ScxTrip {
+    /// A decision on a task's return (its slice or tick ran out) or on a wakeup's message.
+    Switch,
+    /// A tick after which the running task goes on while another waits.
+    Continue,
+    /// A pick for a CPU whose task blocked or exited.
+    Block,
+}
+
 /// One simulation run. Build it with [`Sim::new`] and consume it with [`Sim::run`].
 pub struct Sim<'a> {
     pub(crate) machine: &'a Machine,
@@ -971,7 +983,7 @@ impl<'a> Sim<'a> {
             self.program_segment(cpu);
             return;
         }
-        let rt = self.scx_round_trip().unwrap_or(0);
+        let rt = self.scx_round_trip(ScxTrip::Switch).unwrap_or(0);
         self.settle(cpu);
         let now = self.now;
         let c = &mut self.cpus[cpu.idx()];
@@ -985,12 +997,22 @@ impl<'a> Sim<'a> {
         self.program_segment(cpu);
     }
 
-    /// One user-space round trip (`CostModel::scx_round_trip_ns`, spread by
-    /// `scx_round_trip_jitter_ns`), or `None` when the policy decides in the kernel.
-    fn scx_round_trip(&mut self) -> Option<Ns> {
+    /// One user-space round trip of the kind `kind` (`CostModel::scx_round_trip_ns`, or the
+    /// kind's own where the machine gives one, spread by its jitter), or `None` when the policy
+    /// decides in the kernel.
+    fn scx_round_trip(&mut self, kind: ScxTrip) -> Option<Ns> {
         let costs = &self.machine.costs;
-        let rt = costs.scx_round_trip_ns?;
-        Some(match costs.scx_round_trip_jitter_ns {
+        let base = (costs.scx_round_trip_ns?, costs.scx_round_trip_jitter_ns);
+        let (rt, jitter) = match kind {
+            ScxTrip::Switch => base,
+            ScxTrip::Continue => costs
+                .scx_continue_round_trip_ns
+                .map_or(base, |rt| (rt, costs.scx_continue_round_trip_jitter_ns)),
+            ScxTrip::Block => {
+                costs.scx_block_round_trip_ns.map_or(base, |rt| (rt, costs.scx_block_round_trip_jitter_ns))
+            }
+        };
+        Some(match jitter {
             Some(j) if j > 0 => self.scx_rng.around(rt, j),
             _ => rt,
         })
@@ -1009,7 +1031,7 @@ impl<'a> Sim<'a> {
             // user space already, or for its switch-in): its kernel slice is not ticking.
             return;
         }
-        let rt = self.scx_round_trip().unwrap_or(0);
+        let rt = self.scx_round_trip(ScxTrip::Continue).unwrap_or(0);
         self.settle(cpu);
         let c = &mut self.cpus[cpu.idx()];
         c.useful_start = c.useful_start.max(self.now) + rt;
@@ -1049,7 +1071,8 @@ impl<'a> Sim<'a> {
     /// latency if `cpu` is idle; at once for a busy CPU acting on itself.
     pub(crate) fn kick(&mut self, cpu: CpuId, from: CpuId) {
         if !self.cpus[cpu.idx()].resched_pending {
-            let round_trip = self.scx_round_trip();
+            // A decision on a message (the wakeup's), as a switch is on a return's.
+            let round_trip = self.scx_round_trip(ScxTrip::Switch);
             let c = &mut self.cpus[cpu.idx()];
             c.resched_pending = true;
             let costs = &self.machine.costs;
@@ -1321,11 +1344,11 @@ impl<'a> Sim<'a> {
                     self.check_work_conservation(cpu);
                 }
             }
-            Some(d) => self.switch_in(cpu, d, switched, examined),
+            Some(d) => self.switch_in(cpu, d, switched, examined, why),
         }
     }
 
-    fn switch_in(&mut self, cpu: CpuId, d: Dispatch, switched: bool, examined: u64) {
+    fn switch_in(&mut self, cpu: CpuId, d: Dispatch, switched: bool, examined: u64, why: SwitchReason) {
         let t = d.task;
         let now = self.now;
         let costs = &self.machine.costs;
@@ -1337,7 +1360,8 @@ impl<'a> Sim<'a> {
             let decided = std::mem::take(&mut self.cpus[cpu.idx()].scx_decided);
             let nothing_waits = self.nr_runnable <= self.cpus.len() - self.nr_idle;
             if !decided && (switched || !nothing_waits) {
-                overhead += self.scx_round_trip().unwrap_or(0);
+                let kind = if why.still_runnable() { ScxTrip::Switch } else { ScxTrip::Block };
+                overhead += self.scx_round_trip(kind).unwrap_or(0);
             }
         }
         let costs = &self.machine.costs;

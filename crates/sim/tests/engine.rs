@@ -1185,6 +1185,44 @@ fn under_sched_ext_a_cpu_waits_a_round_trip_at_each_tick_while_a_task_waits() {
 }
 
 #[test]
+fn under_sched_ext_each_kind_of_decision_takes_its_own_round_trip() {
+    // One CPU at HZ 250, FIFO, round trips of 1 ms, but 0.5 ms for a continue and 3 ms after a
+    // block, as schedlab-scx measures them apart. Two hogs: the first starts after one round trip
+    // of a decision on a message (1 ms), then each of the 249 ticks after it costs a continue's
+    // 0.5 ms: 125.5 ms lost of the second.
+    let hogs = {
+        let mut w = WorkloadBuilder::new("scx-kinds");
+        for i in 0..2 {
+            w.task(format!("hog{i}"), P::new().compute(10 * NSEC_PER_SEC).build());
+        }
+        w.build().unwrap()
+    };
+    let mut m = one_cpu_without_costs();
+    m.hz = 250;
+    m.costs.scx_round_trip_ns = Some(MS);
+    m.costs.scx_continue_round_trip_ns = Some(MS / 2);
+    m.costs.scx_block_round_trip_ns = Some(3 * MS);
+    let r = run(&m, &hogs, "fifo", NSEC_PER_SEC);
+    assert_eq!(task(&r, "hog0").run_ns, NSEC_PER_SEC - MS - 249 * MS / 2);
+    // Two tasks of 1.5 ms: the first runs from 1 ms to 2.5 ms and exits, and the CPU waits 3 ms
+    // for the second, which ends at 7 ms (4 ms with the one round trip for every decision).
+    let pair = {
+        let mut w = WorkloadBuilder::new("scx-block");
+        for name in ["a", "b"] {
+            w.task(name, P::new().compute(3 * MS / 2).build());
+        }
+        w.stop(StopWhen::AllDone);
+        w.build().unwrap()
+    };
+    let r = run(&m, &pair, "fifo", NSEC_PER_SEC);
+    assert_eq!(task(&r, "a").exited_ns, Some(5 * MS / 2));
+    assert_eq!(task(&r, "b").exited_ns, Some(7 * MS));
+    m.costs.scx_block_round_trip_ns = None;
+    let r = run(&m, &pair, "fifo", NSEC_PER_SEC);
+    assert_eq!(task(&r, "b").exited_ns, Some(5 * MS));
+}
+
+#[test]
 fn a_constant_round_trip_locks_into_phase_with_the_ticks_and_a_spread_one_does_not() {
     // Two round-robin hogs on one CPU at HZ 250, round trips of 1 ms: a switch every 11 ms (above),
     // so the pattern repeats every 44 ms, in which one hog's two slices meet 2 and 3 ticks and the

@@ -104,9 +104,9 @@ struct Job<'a> {
     case: usize,
     policy: usize,
     seed: u64,
-    /// Simulate the policy deciding in user space (`--real`): the case's machine with this
-    /// round trip and jitter, ns (`CostModel::scx_round_trip_ns`, `scx_round_trip_jitter_ns`).
-    scx: Option<real::RoundTrip>,
+    /// Simulate the policy deciding in user space (`--real`): the case's machine with these
+    /// round trips (`real::RoundTrips::apply`: `CostModel::scx_round_trip_ns` and the kinds').
+    scx: Option<real::RoundTrips>,
 }
 
 fn run_job(job: &Job) -> Result<Value> {
@@ -123,8 +123,7 @@ fn run_job(job: &Job) -> Result<Value> {
     let mut machine = std::borrow::Cow::Borrowed(&case.machine);
     if let Some(rt) = job.scx {
         let m = machine.to_mut();
-        m.costs.scx_round_trip_ns = Some(rt.mean_ns);
-        m.costs.scx_round_trip_jitter_ns = Some(rt.jitter_ns());
+        rt.apply(&mut m.costs);
         // The policy ticks at schedlab-scx's rate there, whatever the experiment's machine says.
         m.hz = real::SCX_HZ;
     }

@@ -49,7 +49,7 @@ pub struct RealRuns {
     pub runs: Runs,
     /// `round_trips[case][policy]`: the user-space round trips schedlab-scx measured over the
     /// policy's runs of the case (`None`: none measured).
-    pub round_trips: Vec<Vec<Option<RoundTrip>>>,
+    pub round_trips: Vec<Vec<Option<RoundTrips>>>,
     /// Runs that failed a check, with why.
     pub failures: Vec<String>,
 }
@@ -90,10 +90,30 @@ impl RoundTrip {
         let var = (sq / n as f64 - mean * mean).max(0.0);
         Some(RoundTrip { count: n, mean_ns: mean.round() as u64, sd_ns: var.sqrt().round() as u64 })
     }
+}
 
+/// A kind of round trip with fewer measured than this is simulated with the pooled mean and spread
+/// (its own mean and deviation from so few would be noise).
+pub const MIN_KIND_ROUND_TRIPS: u64 = 100;
+
+/// The user-space round trips schedlab-scx measured in a run (or pooled over runs), by kind.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RoundTrips {
+    /// Every kind pooled.
+    pub all: RoundTrip,
+    /// Continues: a task sent back to its CPU after its tick.
+    pub continues: RoundTrip,
+    /// Switches: another task picked when one came back.
+    pub switches: RoundTrip,
+    /// After blocks: a task picked for a CPU whose task blocked (none from a schedlab-scx older
+    /// than these counters).
+    pub blocks: RoundTrip,
+}
+
+impl RoundTrips {
     /// The round trips in schedlab-scx's output: its last counter line's continue, switch and block
-    /// gaps, pooled. `None` if no line has them (an older schedlab-scx) or none was measured.
-    pub fn from_scx_log(log: &[String]) -> Option<RoundTrip> {
+    /// gaps. `None` if no line has them (an older schedlab-scx) or none was measured.
+    pub fn from_scx_log(log: &[String]) -> Option<RoundTrips> {
         let line =
             log.iter().rev().find(|l| l.contains("schedlab-scx: t=") && l.contains("continue_gaps="))?;
         let field = |key: &str| -> Option<u64> {
@@ -107,9 +127,41 @@ impl RoundTrip {
                 sd_ns: field(&format!("{kind}_gap_sd_us"))? * 1000,
             })
         };
-        // Block gaps are counted by schedlab-scx from 2026-11-27 on; an older line has none.
-        let block = group("block").unwrap_or(RoundTrip { count: 0, mean_ns: 0, sd_ns: 0 });
-        RoundTrip::pool([group("continue")?, group("switch")?, block])
+        let none = RoundTrip { count: 0, mean_ns: 0, sd_ns: 0 };
+        let (continues, switches) = (group("continue")?, group("switch")?);
+        let blocks = group("block").unwrap_or(none);
+        let all = RoundTrip::pool([continues, switches, blocks])?;
+        Some(RoundTrips { all, continues, switches, blocks })
+    }
+
+    /// Pools the round trips of several runs, kind by kind.
+    pub fn pool(runs: &[RoundTrips]) -> Option<RoundTrips> {
+        let none = RoundTrip { count: 0, mean_ns: 0, sd_ns: 0 };
+        let kind = |f: fn(&RoundTrips) -> RoundTrip| RoundTrip::pool(runs.iter().map(f)).unwrap_or(none);
+        Some(RoundTrips {
+            all: RoundTrip::pool(runs.iter().map(|r| r.all))?,
+            continues: kind(|r| r.continues),
+            switches: kind(|r| r.switches),
+            blocks: kind(|r| r.blocks),
+        })
+    }
+
+    /// Makes `costs` a policy deciding in user space with these round trips: a switch's (and a
+    /// wakeup's) as `scx_round_trip_ns`, a continue's and a block's as their own; a kind with
+    /// fewer than [`MIN_KIND_ROUND_TRIPS`] measured takes the pooled mean and spread.
+    pub fn apply(&self, costs: &mut schedlab_sim::CostModel) {
+        let enough = |rt: RoundTrip| (rt.count >= MIN_KIND_ROUND_TRIPS).then_some(rt);
+        let base = enough(self.switches).unwrap_or(self.all);
+        costs.scx_round_trip_ns = Some(base.mean_ns.max(1));
+        costs.scx_round_trip_jitter_ns = Some(base.jitter_ns().min(base.mean_ns.max(1)));
+        let own =
+            |rt: Option<RoundTrip>| rt.map(|rt| (rt.mean_ns.max(1), rt.jitter_ns().min(rt.mean_ns.max(1))));
+        let c = own(enough(self.continues));
+        costs.scx_continue_round_trip_ns = c.map(|c| c.0);
+        costs.scx_continue_round_trip_jitter_ns = c.map(|c| c.1);
+        let b = own(enough(self.blocks));
+        costs.scx_block_round_trip_ns = b.map(|b| b.0);
+        costs.scx_block_round_trip_jitter_ns = b.map(|b| b.1);
     }
 }
 
@@ -239,10 +291,10 @@ pub fn collect(exp: &Experiment, repeat: u32, outcomes: &[vm_test::RunOutcome], 
                     Some(Ok(v)) => reports.push(v),
                     _ => failures.push(format!("{name}: the report that came back is not JSON")),
                 }
-                measured.extend(RoundTrip::from_scx_log(&o.scx_log));
+                measured.extend(RoundTrips::from_scx_log(&o.scx_log));
             }
             per_policy.push(reports);
-            trips.push(RoundTrip::pool(measured));
+            trips.push(RoundTrips::pool(&measured));
         }
         runs.push(per_policy);
         round_trips.push(trips);
@@ -297,7 +349,7 @@ fn report(
 /// The simulations of `exp`'s real cases under each policy and seed: in the kernel (`trips`
 /// `None`), or deciding in user space with the round trips measured for each case and policy
 /// (a policy with none measured is simulated in the kernel and marked so by the caller).
-fn sim_jobs<'a>(exp: &'a Experiment, trips: Option<&[Vec<Option<RoundTrip>>]>) -> Vec<Job<'a>> {
+fn sim_jobs<'a>(exp: &'a Experiment, trips: Option<&[Vec<Option<RoundTrips>>]>) -> Vec<Job<'a>> {
     let mut jobs = Vec::new();
     for (ci, c) in exp.cases.iter().enumerate().filter(|(_, c)| c.real) {
         for pi in 0..c.policies.len() {
@@ -393,14 +445,18 @@ pub fn reproduce_real(
         report(exp, &sim_out, &scx_out, &real_out, &mut text, &mut md);
         for (case, trips) in exp.cases.iter().zip(&real.round_trips).filter(|(c, _)| c.real) {
             for (p, rt) in case.policies.iter().zip(trips) {
+                let ms = |rt: RoundTrip| format!("{:.2} ms ({})", rt.mean_ns as f64 / 1e6, rt.count);
                 let _ = match rt {
                     Some(rt) => writeln!(
                         text,
-                        "  round trip under {p} ({}): {:.2} ms, sd {:.2} ms, {} measured",
+                        "  round trip under {p} ({}): {:.2} ms, sd {:.2} ms, {} measured (continues {}, switches {}, after blocks {})",
                         case.name,
-                        rt.mean_ns as f64 / 1e6,
-                        rt.sd_ns as f64 / 1e6,
-                        rt.count
+                        rt.all.mean_ns as f64 / 1e6,
+                        rt.all.sd_ns as f64 / 1e6,
+                        rt.all.count,
+                        ms(rt.continues),
+                        ms(rt.switches),
+                        ms(rt.blocks),
                     ),
                     None => writeln!(
                         text,
@@ -420,9 +476,13 @@ pub fn reproduce_real(
             "repeat": o.repeat,
             "simulated": sim_out,
             "simulated_scx": scx_out,
-            "round_trips": real.round_trips.iter().map(|per| per.iter().map(|rt| rt.map(|rt| serde_json::json!({
-                "count": rt.count, "mean_ns": rt.mean_ns, "sd_ns": rt.sd_ns,
-            }))).collect::<Vec<_>>()).collect::<Vec<_>>(),
+            "round_trips": real.round_trips.iter().map(|per| per.iter().map(|rt| rt.map(|rt| {
+                let kind = |k: RoundTrip| serde_json::json!({ "count": k.count, "mean_ns": k.mean_ns, "sd_ns": k.sd_ns });
+                serde_json::json!({
+                    "count": rt.all.count, "mean_ns": rt.all.mean_ns, "sd_ns": rt.all.sd_ns,
+                    "continues": kind(rt.continues), "switches": kind(rt.switches), "blocks": kind(rt.blocks),
+                })
+            })).collect::<Vec<_>>()).collect::<Vec<_>>(),
             "real": real_out,
             "real_run": exp.claims.iter().map(|c| claim_runs(exp, c)).collect::<Vec<_>>(),
             "failures": real.failures,
@@ -509,8 +569,10 @@ paper = "p"
         ]
         .map(String::from)
         .to_vec();
-        let rt = RoundTrip::from_scx_log(&log).unwrap();
+        let rts = RoundTrips::from_scx_log(&log).unwrap();
+        let rt = rts.all;
         assert_eq!((rt.count, rt.mean_ns, rt.sd_ns), (4, 1_500_000, 866_025));
+        assert_eq!((rts.continues.count, rts.switches.count, rts.blocks.count), (3, 1, 0));
         assert_eq!(rt.jitter_ns(), 1_499_999, "sqrt(3) x 0.866025 ms, below the mean");
         let narrow = RoundTrip { count: 9, mean_ns: 1_000_000, sd_ns: 100_000 };
         assert_eq!(narrow.jitter_ns(), 173_205);
@@ -523,10 +585,10 @@ paper = "p"
         let with_blocks = [
             "schedlab-scx: t=2.0s tasks=3 continue_gaps=3 continue_gap_us=1000 continue_gap_sd_us=0 switch_gaps=1 switch_gap_us=3000 switch_gap_sd_us=0 block_gaps=4 block_gap_us=500 block_gap_sd_us=0 gaps_unverified=2".to_string(),
         ];
-        let rt = RoundTrip::from_scx_log(&with_blocks).unwrap();
+        let rt = RoundTrips::from_scx_log(&with_blocks).unwrap().all;
         assert_eq!((rt.count, rt.mean_ns, rt.sd_ns), (8, 1_000_000, 790_569));
         // An older schedlab-scx without the counters.
-        assert_eq!(RoundTrip::from_scx_log(&["schedlab-scx: t=1.0s tasks=3 continues=4".to_string()]), None);
+        assert_eq!(RoundTrips::from_scx_log(&["schedlab-scx: t=1.0s tasks=3 continues=4".to_string()]), None);
     }
 
     /// The simulations under sched_ext take each real case's policy's own round trips, at
@@ -535,7 +597,13 @@ paper = "p"
     fn each_policy_is_simulated_with_its_own_measured_round_trips() {
         let dir = tempdir("scx-jobs");
         let e = load(&write(&dir, "e.toml", EXP), Mode::Real).unwrap();
-        let cfs = RoundTrip { count: 10, mean_ns: 1_200_000, sd_ns: 300_000 };
+        let kind = |count, mean_ns| RoundTrip { count, mean_ns, sd_ns: 300_000 };
+        let cfs = RoundTrips {
+            all: kind(210, 1_200_000),
+            continues: kind(100, 1_000_000),
+            switches: kind(10, 2_000_000),
+            blocks: kind(100, 1_240_000),
+        };
         let trips = vec![vec![Some(cfs), None], vec![None, None]];
         let jobs = sim_jobs(&e, Some(&trips));
         // Only the real case ("small"), each policy, each seed.
@@ -551,6 +619,36 @@ paper = "p"
             v["cpus"][0]["idle_ns"].as_u64().unwrap() + v["cpus"][0]["overhead_ns"].as_u64().unwrap()
         };
         assert!(idle(&run) > idle(&plain) + 100_000_000, "{} vs {}", idle(&run), idle(&plain));
+    }
+
+    /// Each kind of round trip with enough measured is simulated as its own; one with too few
+    /// (here the 10 switches) takes the pooled mean and spread.
+    #[test]
+    fn each_kind_of_round_trip_is_simulated_with_its_own_measurement() {
+        let kind = |count, mean_ns, sd_ns| RoundTrip { count, mean_ns, sd_ns };
+        let rts = RoundTrips {
+            all: kind(210, 1_200_000, 300_000),
+            continues: kind(100, 1_000_000, 100_000),
+            switches: kind(10, 2_000_000, 0),
+            blocks: kind(100, 1_300_000, 2_000_000),
+        };
+        let mut costs = schedlab_sim::CostModel::default();
+        rts.apply(&mut costs);
+        assert_eq!(costs.scx_round_trip_ns, Some(1_200_000), "pooled: too few switches");
+        assert_eq!(costs.scx_round_trip_jitter_ns, Some(519_615), "sqrt(3) x 0.3 ms");
+        assert_eq!(costs.scx_continue_round_trip_ns, Some(1_000_000));
+        assert_eq!(costs.scx_continue_round_trip_jitter_ns, Some(173_205));
+        assert_eq!(costs.scx_block_round_trip_ns, Some(1_300_000));
+        assert_eq!(costs.scx_block_round_trip_jitter_ns, Some(1_300_000), "capped at the mean");
+        assert_eq!(costs.validate_scx(), Ok(()));
+        // Pooled over two runs, kind by kind.
+        let two = RoundTrips::pool(&[rts, rts]).unwrap();
+        assert_eq!(
+            (two.all.count, two.continues.count, two.switches.count, two.blocks.count),
+            (420, 200, 20, 200)
+        );
+        assert_eq!(two.blocks.mean_ns, 1_300_000);
+        assert_eq!(RoundTrips::pool(&[]), None);
     }
 
     /// `--real` reads the `[real]` section over the quick sizes: its duration and cases, and a
