@@ -110,13 +110,13 @@ fn main() {
     c = patch(
         &c,
         "\tu64 enq_cnt;\n};\n",
-        "\tu64 enq_cnt;\n\n\t/* schedlab: how many times the task has started running (ops.running). */\n\tu64 nr_starts;\n};\n",
+        "\tu64 enq_cnt;\n\n\t/* schedlab: how many times the task has started running (ops.running). */\n\tu64 nr_starts;\n\n\t/* schedlab: when it last started, CLOCK_MONOTONIC (the user-space scheduler's clock). */\n\tu64 start_mono;\n};\n",
         "struct task_ctx",
     );
     c = patch(
         &c,
         "\ttctx->start_ts = scx_bpf_now();\n",
-        "\ttctx->start_ts = scx_bpf_now();\n\ttctx->nr_starts++;\n",
+        "\ttctx->start_ts = scx_bpf_now();\n\ttctx->nr_starts++;\n\ttctx->start_mono = bpf_ktime_get_ns();\n",
         "start timestamp in ops.running",
     );
     c = patch(
@@ -124,6 +124,12 @@ fn main() {
         "\ttask->vtime = p->scx.dsq_vtime;\n",
         "\t/* schedlab: the start count, in the vtime field schedlab does not use. */\n\ttask->vtime = tctx->nr_starts;\n",
         "vtime of a queued task's message",
+    );
+    c = patch(
+        &c,
+        "\ttask->exec_runtime = tctx->exec_runtime;\n",
+        "\t/* schedlab: the start on CLOCK_MONOTONIC, in the exec_runtime field schedlab does not use. */\n\ttask->exec_runtime = tctx->start_mono;\n",
+        "exec_runtime of a queued task's message",
     );
     if std::fs::read_to_string("schedlab.bpf.c").ok().as_deref() != Some(c.as_str()) {
         std::fs::write("schedlab.bpf.c", &c).expect("writing schedlab.bpf.c");

@@ -35,6 +35,14 @@
 //! * **Renice** (a task's own `nice` op, or a change seen by the sched_ext adapter): the engine
 //!   stores the new level in `ctx.task(t).nice`, then calls `set_nice(t, old_nice)`; a CPU it
 //!   returns is rescheduled.
+//! * **Class change** (a task's own `policy` op, `sched_setscheduler(2)`; a change of class or RT
+//!   priority only): a running task is put back first (`put_prev(cpu, t, Preempted)`); then, with
+//!   `ctx.task(t)` still showing the old class, `dequeue(cpu, t, Save)`; the engine stores the new class
+//!   and RT priority and calls `set_class(t, old_class, old_rt_priority)`; then `enqueue(cpu, t,
+//!   Restore)` and, for a task that was running, the CPU picks again (the task itself if the policy
+//!   says so, without a context switch). A queued task's CPU is asked `check_preempt`. This is
+//!   Linux's `__sched_setscheduler` (dequeue with `DEQUEUE_SAVE`, `put_prev_task`, the new class,
+//!   enqueue with `ENQUEUE_RESTORE`, `check_class_changed`).
 //! * **Tick** (every 1/HZ on each busy CPU; idle CPUs are tickless): `tick(cpu, curr)`; `true` asks
 //!   for a reschedule, done after balancing. Then `balance(cpu, Periodic)`. If the ticking CPU has at
 //!   least two tasks and some CPUs are idle, `balance(idle_cpu, NohzIdle)` runs for each idle CPU in
@@ -136,6 +144,18 @@ pub enum EnqueueReason {
     Wakeup,
     /// Moved here from another CPU (after `dequeue(.., Migrate)`).
     Migrated,
+    /// Back on the same CPU after its scheduling class or RT priority changed (after
+    /// `dequeue(.., Save)` and `set_class`; Linux's `ENQUEUE_RESTORE`): queue it by its new class,
+    /// keeping its history (no wakeup or creation credit).
+    Restore,
+}
+
+impl EnqueueReason {
+    /// Whether the task was runnable just before (a migration or a class change), so it is not a
+    /// new arrival in the policy's runnable count.
+    pub fn was_runnable(self) -> bool {
+        matches!(self, EnqueueReason::Migrated | EnqueueReason::Restore)
+    }
 }
 
 /// Why a queued, not-running task is being dequeued.
@@ -143,6 +163,9 @@ pub enum EnqueueReason {
 pub enum DequeueReason {
     /// It is moving to another CPU; `enqueue(.., Migrated)` follows.
     Migrate,
+    /// Its scheduling class or RT priority is about to change (Linux's `DEQUEUE_SAVE`): take it out
+    /// of the queue of its old class; `set_class` and `enqueue(.., Restore)` on the same CPU follow.
+    Save,
 }
 
 /// Why the running task stops running.
@@ -269,6 +292,16 @@ pub trait SchedPolicy {
     fn set_nice(&mut self, _ctx: &Ctx, _t: TaskId, _old_nice: i8) -> Option<CpuId> {
         None
     }
+
+    /// The scheduling class or RT priority of `t` changed (`sched_setscheduler(2)`: Linux's
+    /// `__setscheduler_params` and `switched_from`/`switched_to`, FreeBSD's `rtp_to_pri` and
+    /// `sched_class`). Called between `dequeue(.., Save)` and `enqueue(.., Restore)`: `t` is in none
+    /// of the policy's queues, and `ctx.task(t)` shows the new class and RT priority; `old_class`
+    /// and `old_rt_priority` were the ones before. The policy updates what it derived from the old
+    /// class (a cached priority, a timeslice, a per-class count) the way its source does, keeping the
+    /// task's history. The default does nothing: right for policies that read the class whenever they
+    /// queue or pick a task.
+    fn set_class(&mut self, _ctx: &Ctx, _t: TaskId, _old_class: crate::SchedClass, _old_rt_priority: u8) {}
 
     /// Task group `g` was created after `init`: `ctx.groups[g]` is new (its parent is older), and
     /// groups are only ever added, in order. Linux makes a group's per-CPU runqueues and entities

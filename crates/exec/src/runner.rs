@@ -615,6 +615,21 @@ impl<'a> Interp<'a> {
                     }
                     true
                 }
+                Op::SetClass { class, rt_priority } => {
+                    // `pid` 0 is the calling thread: Linux keeps a policy per thread.
+                    let p = match class {
+                        SchedClass::Batch => sys::Policy::Batch,
+                        SchedClass::Idle => sys::Policy::Idle,
+                        SchedClass::Fifo => sys::Policy::Fifo(rt_priority as i32),
+                        SchedClass::Rr => sys::Policy::Rr(rt_priority as i32),
+                        SchedClass::Normal | SchedClass::Iso => sys::Policy::Other,
+                    };
+                    if let Err(e) = sys::set_policy(0, p) {
+                        let msg = format!("{}: sched_setscheduler({p:?}): {e}", self.r.name);
+                        self.r.warnings.push(msg);
+                    }
+                    true
+                }
                 Op::SetCpus(l) => {
                     let cpus = &self.shared.w.cpu_lists[l as usize];
                     if let Err(e) = sys::set_affinity(0, cpus) {

@@ -417,6 +417,19 @@ fn real_time_classes_and_too_many_threads_are_refused_before_anything_runs() {
     .unwrap();
     let e = run(&w, &ExecConfig::default()).err().expect("refused");
     assert!(matches!(e, ExecError::Refused(_)) && e.to_string().contains("--allow-rt"), "{e}");
+    // A normal task that would make itself real-time is refused the same way.
+    let w = parse_toml(
+        "rtop.toml",
+        "[[task]]\nname = \"later\"\nops = [ { compute = \"1ms\" }, { policy = \"rr\", rt_priority = 5 } ]\n",
+    )
+    .unwrap();
+    let e = run(&w, &ExecConfig::default()).err().expect("refused");
+    assert!(
+        e.to_string().contains("`later`")
+            && e.to_string().contains("Rr")
+            && e.to_string().contains("--allow-rt"),
+        "{e}"
+    );
     let w =
         parse_toml("many.toml", "[[task]]\nname = \"x\"\ninstances = 300\nops = [ { compute = \"1ms\" } ]\n")
             .unwrap();
@@ -752,6 +765,40 @@ fn a_forked_task_lives_from_its_fork_and_waits_for_its_first_cpu_in_its_own_clas
             assert!((life..life + 2_000_000).contains(&sum), "{name}: {sum} ns in a life of {life} ns");
         }
     }
+}
+
+/// A `policy` op is `sched_setscheduler` on the task's own thread: made SCHED_FIFO, the task computes
+/// its first 50 ms on CPU 0 without waiting for the normal hog beside it; back at SCHED_OTHER, it
+/// shares the CPU for its second 50 ms and waits about as long as it runs. Had the first op not
+/// taken, it would wait about 100 ms; had the second not, hardly at all.
+#[test]
+fn a_task_that_makes_itself_real_time_runs_ahead_of_a_hog_until_it_goes_back() {
+    let _one = ONE_AT_A_TIME.lock();
+    let w = parse_toml(
+        "test.toml",
+        r#"
+        stop = "all_done"
+        [[task]]
+        name = "changer"
+        cpus = [0]
+        ops = [ { policy = "fifo", rt_priority = 10 }, { compute = "50ms" }, { policy = "normal" }, { compute = "50ms" } ]
+        [[task]]
+        name = "bg"
+        cpus = [0]
+        ops = [ { compute = "400ms" } ]
+        "#,
+    )
+    .unwrap();
+    let cfg = ExecConfig { duration_ns: 2_000_000_000, allow_rt: true, ..ExecConfig::default() };
+    let out = run(&w, &cfg).unwrap();
+    if let Some(w) = out.warnings.iter().find(|w| w.contains("sched_setscheduler(Fifo")) {
+        eprintln!("not privileged, nothing to check: {w}");
+        return;
+    }
+    assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+    let c = task(&out.report, "changer");
+    let ms = |ns: u64| ns / 1_000_000;
+    assert!((25..80).contains(&ms(c.wait_ns)), "waited {} ms, ran {} ms", ms(c.wait_ns), ms(c.run_ns));
 }
 
 /// The workload's nice levels are absolute: run from a thread at nice 5 (as under `nice -n 5`), a

@@ -543,7 +543,7 @@ impl SchedPolicy for Bfs {
     }
 
     fn enqueue(&mut self, ctx: &Ctx, _cpu: CpuId, t: TaskId, why: EnqueueReason) {
-        if why != EnqueueReason::Migrated {
+        if !why.was_runnable() {
             self.nr_running += 1;
         }
         self.enqueue_task(ctx, t);

@@ -544,7 +544,7 @@ impl SchedPolicy for Bsd4 {
     }
 
     fn enqueue(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId, why: EnqueueReason) {
-        if why != EnqueueReason::Migrated {
+        if !why.was_runnable() {
             self.nr_running += 1;
         }
         let q = Self::queue_for(ctx, t, cpu);
@@ -555,9 +555,12 @@ impl SchedPolicy for Bsd4 {
         self.add(ctx, t, q);
     }
 
-    fn dequeue(&mut self, ctx: &Ctx, _cpu: CpuId, t: TaskId, _why: DequeueReason) {
+    fn dequeue(&mut self, ctx: &Ctx, _cpu: CpuId, t: TaskId, why: DequeueReason) {
         // A global-queue thread taken by an idle CPU keeps its place; the matching enqueue follows.
-        if self.tds[t.idx()].queue != Queue::Global || ctx.task(t).allowed.count() < ctx.nr_cpus() {
+        if why == DequeueReason::Save
+            || self.tds[t.idx()].queue != Queue::Global
+            || ctx.task(t).allowed.count() < ctx.nr_cpus()
+        {
             self.remove(t);
         }
     }
@@ -653,6 +656,17 @@ impl SchedPolicy for Bsd4 {
     /// re-add). Simplification: the kernel's `maybe_resched` compares with the thread that called
     /// `setpriority`, which the model does not have; a running thread's own renice never
     /// reschedules (its priority equals the caller's).
+    /// `rtp_to_pri` (FreeBSD 10.4): `sched_class`, then `sched_user_prio` and, for the thread
+    /// itself, `sched_prio` at the new user priority: the thread takes its new class's priority
+    /// (`realtime_pri`, `PRI_MAX_IDLE`, or the timeshare one from its `estcpu`, which is kept) and
+    /// any sleep boost ends. It is off its queue here; `add` files it by that priority.
+    fn set_class(&mut self, ctx: &Ctx, t: TaskId, _old_class: SchedClass, _old_rt_priority: u8) {
+        let pri = self.class_pri(ctx, t);
+        let td = &mut self.tds[t.idx()];
+        td.pri = pri;
+        td.boosted = false;
+    }
+
     fn set_nice(&mut self, ctx: &Ctx, t: TaskId, _old_nice: i8) -> Option<CpuId> {
         self.resetpriority(ctx, t);
         if ctx.task(t).state != TaskState::Runnable {

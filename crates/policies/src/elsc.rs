@@ -252,7 +252,7 @@ impl SchedPolicy for Elsc {
     }
 
     fn enqueue(&mut self, ctx: &Ctx, _cpu: CpuId, t: TaskId, why: EnqueueReason) {
-        if why != EnqueueReason::Migrated {
+        if !why.was_runnable() {
             self.nr_running += 1;
         }
         self.insert(ctx, t);

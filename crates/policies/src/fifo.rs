@@ -83,14 +83,15 @@ impl SchedPolicy for Fifo {
     }
 
     fn enqueue(&mut self, _ctx: &Ctx, _cpu: CpuId, t: TaskId, why: EnqueueReason) {
-        if why != EnqueueReason::Migrated {
+        if !why.was_runnable() {
             self.nr_running += 1;
         }
         self.queue.push_back(t);
     }
 
     fn dequeue(&mut self, _ctx: &Ctx, _cpu: CpuId, t: TaskId, _why: DequeueReason) {
-        // Only migrations dequeue; the task is enqueued again at once, so it stays counted.
+        // Only migrations and class changes dequeue; the task is enqueued again at once, so it
+        // stays counted.
         if let Some(i) = self.queue.iter().position(|&x| x == t) {
             self.queue.remove(i);
         }

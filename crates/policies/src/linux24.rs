@@ -692,10 +692,12 @@ impl SchedPolicy for Goodness {
     }
 
     fn enqueue(&mut self, _ctx: &Ctx, _cpu: CpuId, t: TaskId, why: EnqueueReason) {
-        if why != EnqueueReason::Migrated {
+        if !why.was_runnable() {
             self.nr_running += 1;
         }
         match self.p.kernel {
+            // setscheduler: `move_first_runqueue`, the head of the runqueue, in both kernels.
+            _ if why == EnqueueReason::Restore => self.runqueue.insert(0, t),
             // add_to_runqueue: the head (2.3.99's list_add), the tail (2.4.27's list_add_tail).
             Kernel::V2_3_99 if why != EnqueueReason::Migrated => self.runqueue.insert(0, t),
             _ => self.runqueue.push(t),

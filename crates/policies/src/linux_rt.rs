@@ -218,12 +218,15 @@ impl RtClass {
 pub struct LinuxClasses<F: SchedPolicy> {
     rt: RtClass,
     fair: F,
+    /// Per task: whether the fair class has met it (`task_new`); a task created real-time meets it
+    /// when it first leaves the RT class.
+    fair_known: Vec<bool>,
 }
 
 impl<F: SchedPolicy> LinuxClasses<F> {
     /// Stacks the RT class above `fair`.
     pub fn new(fair: F) -> Self {
-        LinuxClasses { rt: RtClass::new(), fair }
+        LinuxClasses { rt: RtClass::new(), fair, fair_known: Vec::new() }
     }
 
     /// The fair class, for inspection in tests.
@@ -247,12 +250,39 @@ impl<F: SchedPolicy> SchedPolicy for LinuxClasses<F> {
     }
 
     fn task_new(&mut self, ctx: &Ctx, t: TaskId) -> CpuId {
+        if self.fair_known.len() <= t.idx() {
+            self.fair_known.resize(t.idx() + 1, false);
+        }
         if is_rt(ctx, t) {
             self.rt.ensure(ctx, t);
             self.rt.place(ctx, t)
         } else {
+            self.fair_known[t.idx()] = true;
             self.fair.task_new(ctx, t)
         }
+    }
+
+    /// `check_class_changed` across the stack: the task left its old class's queue at
+    /// `dequeue(.., Save)` (the fair class making its vruntime relative, as `dequeue_entity` without
+    /// `DEQUEUE_SLEEP` does) and `enqueue(.., Restore)` queues it in its new class, so a task that
+    /// goes real-time and back keeps its place relative to the fair runqueue's `min_vruntime`. A
+    /// task created real-time is introduced to the fair class (`task_new`, whose CPU choice is
+    /// ignored) the first time it leaves the RT class; 2.6.38 gives such a task the runqueue's
+    /// `min_vruntime`, `task_fork_fair` its child placement (a simplification). A change within the
+    /// fair classes (SCHED_OTHER, BATCH, IDLE) is the fair class's own.
+    fn set_class(&mut self, ctx: &Ctx, t: TaskId, old_class: SchedClass, old_rt_priority: u8) {
+        if is_rt(ctx, t) {
+            self.rt.ensure(ctx, t);
+            return;
+        }
+        if self.fair_known.len() <= t.idx() {
+            self.fair_known.resize(t.idx() + 1, false);
+        }
+        if !self.fair_known[t.idx()] {
+            self.fair_known[t.idx()] = true;
+            self.fair.task_new(ctx, t);
+        }
+        self.fair.set_class(ctx, t, old_class, old_rt_priority);
     }
 
     fn select_cpu(&mut self, ctx: &Ctx, t: TaskId, wake: &WakeInfo) -> CpuId {
@@ -421,6 +451,32 @@ mod tests {
         assert_eq!(w.pick(&mut p, CpuId(0)), Some(low));
         w.stop(&mut p, CpuId(0), SwitchReason::Blocked);
         assert_eq!(w.pick(&mut p, CpuId(0)), Some(fair));
+    }
+
+    #[test]
+    fn a_fair_task_made_real_time_and_back_keeps_its_vruntime_lag() {
+        let mut w = TestWorld::new(1);
+        let mut p = stack(&w);
+        let (a, b) = (w.add_task(0), w.add_task(0));
+        for t in [a, b] {
+            w.start(&mut p, t);
+        }
+        let first = w.pick(&mut p, CpuId(0)).unwrap();
+        w.advance(&mut p, 3_000_000);
+        w.stop(&mut p, CpuId(0), SwitchReason::Preempted);
+        let other = if first == a { b } else { a };
+        let lag =
+            |p: &LinuxClasses<Cfs>| p.fair().vruntime_of(first) as i64 - p.fair().vruntime_of(other) as i64;
+        let before = lag(&p);
+        assert!(before > 0, "the task that ran is ahead");
+        w.set_class(&mut p, first, SchedClass::Fifo, 10);
+        assert_eq!(w.pick(&mut p, CpuId(0)), Some(first), "real time runs first");
+        w.stop(&mut p, CpuId(0), SwitchReason::Preempted);
+        w.set_class(&mut p, first, SchedClass::Normal, 0);
+        // 2.6.38: dequeue_entity without DEQUEUE_SLEEP makes the vruntime relative to
+        // min_vruntime, enqueue_entity without ENQUEUE_WAKEUP absolute again.
+        assert_eq!(lag(&p), before);
+        assert_eq!(w.pick(&mut p, CpuId(0)), Some(other), "the fair order is the one before");
     }
 
     #[test]

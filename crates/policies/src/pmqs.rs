@@ -388,7 +388,7 @@ impl SchedPolicy for Pmqs {
     }
 
     fn enqueue(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId, why: EnqueueReason) {
-        if why != EnqueueReason::Migrated {
+        if !why.was_runnable() {
             self.nr_running += 1;
         }
         if ctx.task(t).class.is_rt() {
@@ -400,10 +400,13 @@ impl SchedPolicy for Pmqs {
         }
     }
 
-    fn dequeue(&mut self, ctx: &Ctx, _cpu: CpuId, t: TaskId, _why: DequeueReason) {
-        // A balancer move: the matching enqueue follows. RT tasks stay on the global list.
+    fn dequeue(&mut self, ctx: &Ctx, _cpu: CpuId, t: TaskId, why: DequeueReason) {
+        // A balancer move: the matching enqueue follows. RT tasks stay on the global list, unless
+        // their class is changing (the enqueue that follows files them by the new one).
         if !ctx.task(t).class.is_rt() {
             self.del(ctx, t);
+        } else if why == DequeueReason::Save {
+            self.rt.retain(|&x| x != t);
         }
     }
 

@@ -379,7 +379,7 @@ impl SchedPolicy for Rsdl {
     }
 
     fn enqueue(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId, why: EnqueueReason) {
-        if why != EnqueueReason::Migrated {
+        if !why.was_runnable() {
             self.nr_running += 1;
         }
         // A nice change takes effect here (the static priority is read at every queueing).
@@ -404,6 +404,18 @@ impl SchedPolicy for Rsdl {
     /// task keeps its place, quota and level in the staircase until its next queueing, where the
     /// new static priority decides its levels (RSDL's design document: the static priority is
     /// read at every queueing); no reschedule is asked for.
+    /// A class change: the task is off its queue (`dequeue(.., Save)`); the next queueing reads the
+    /// class (an RT task at `99 - rt_priority`). A task leaving the RT class starts a fresh
+    /// entitlement at its static priority, as a task new to the rotation (its RT level is no
+    /// staircase level). Simplification: quota it was given at a level stays counted there.
+    fn set_class(&mut self, ctx: &Ctx, t: TaskId, old_class: SchedClass, _old_rt_priority: u8) {
+        if old_class.is_rt() && !ctx.task(t).class.is_rt() {
+            let td = &mut self.tds[t.idx()];
+            td.rotation = None;
+            td.expired = false;
+        }
+    }
+
     fn set_nice(&mut self, ctx: &Ctx, t: TaskId, old_nice: i8) -> Option<CpuId> {
         let info = ctx.task(t);
         self.tds[t.idx()].static_prio = (120 + info.nice.clamp(-20, 19) as i64) as usize;

@@ -129,6 +129,25 @@ impl TestWorld {
         p.set_nice(&self.ctx(), t, old)
     }
 
+    /// Changes the class of the queued, not running task `t` as the engine does: `dequeue(Save)`,
+    /// the new class and RT priority in its facts, `set_class`, `enqueue(Restore)`.
+    pub fn set_class(
+        &mut self,
+        p: &mut dyn SchedPolicy,
+        t: TaskId,
+        class: schedlab_core::SchedClass,
+        rt: u8,
+    ) {
+        assert_eq!(self.tasks[t.idx()].state, TaskState::Runnable, "a queued task");
+        let cpu = self.tasks[t.idx()].cpu;
+        p.dequeue(&self.ctx(), cpu, t, schedlab_core::DequeueReason::Save);
+        let old = (self.tasks[t.idx()].class, self.tasks[t.idx()].rt_priority);
+        self.tasks[t.idx()].class = class;
+        self.tasks[t.idx()].rt_priority = rt;
+        p.set_class(&self.ctx(), t, old.0, old.1);
+        p.enqueue(&self.ctx(), cpu, t, EnqueueReason::Restore);
+    }
+
     /// Advances the clock by `ns`, calling `tick` on every busy CPU at each tick boundary crossed;
     /// returns the CPUs whose tick asked for a reschedule (the test decides what to do).
     pub fn advance(&mut self, p: &mut dyn SchedPolicy, ns: Ns) -> Vec<CpuId> {

@@ -462,8 +462,13 @@ impl SchedPolicy for Vtrr {
         None
     }
 
-    fn dequeue(&mut self, _ctx: &Ctx, _cpu: CpuId, _t: TaskId, _why: DequeueReason) {
-        // Only migrations dequeue, and the queue is global: the client keeps its place.
+    fn dequeue(&mut self, _ctx: &Ctx, _cpu: CpuId, t: TaskId, why: DequeueReason) {
+        // A migration keeps the client's place in the global queue; a class change (to the RT
+        // class above VTRR, or between SCHED_OTHER, BATCH and IDLE) makes it leave, and
+        // `enqueue(.., Restore)` joins it again as a client that left and returned (as `set_nice`).
+        if why == DequeueReason::Save && self.clients[t.idx()].queued {
+            self.leave(t);
+        }
     }
 
     fn pick_next(&mut self, ctx: &Ctx, cpu: CpuId) -> Option<Dispatch> {

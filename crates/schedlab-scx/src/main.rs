@@ -185,6 +185,8 @@ fn run(args: &Args) -> Result<()> {
                         enq_cnt: t.enq_cnt,
                         // schedlab's BPF variant sends the start count here (build.rs).
                         nr_starts: t.vtime,
+                        // ... and the start on CLOCK_MONOTONIC, the clock of `now`, here.
+                        start_mono_ns: t.exec_runtime,
                     };
                     if trace {
                         println!(
@@ -312,6 +314,8 @@ fn print_stats(bpf: &mut BpfScheduler, shadow: &Shadow, elapsed: Ns) {
          affinity_changes={} nice_changes={} groups={} group_moves={} idle_picks={} \
          continue_gaps={} continue_gap_us={} continue_gap_sd_us={} switch_gaps={} switch_gap_us={} \
          switch_gap_sd_us={} block_gaps={} block_gap_us={} block_gap_sd_us={} gaps_unverified={} \
+         continue_halves={} continue_dispatch_us={} continue_halves_gap_us={} switch_halves={} switch_dispatch_us={} \
+         switch_halves_gap_us={} block_halves={} block_dispatch_us={} block_halves_gap_us={} \
          kernel_user_dispatches={} kernel_dispatches={} cancel={} bounce={} failed={} congested={}",
         elapsed as f64 / 1e9,
         shadow.nr_tasks(),
@@ -342,6 +346,15 @@ fn print_stats(bpf: &mut BpfScheduler, shadow: &Shadow, elapsed: Ns) {
         s.mean_block_gap_ns() / 1000,
         s.sd_block_gap_ns() / 1000,
         s.nr_gaps_unverified,
+        s.nr_continue_dispatches,
+        s.mean_continue_dispatch_ns() / 1000,
+        s.continue_dispatched_gap_ns.checked_div(s.nr_continue_dispatches).unwrap_or(0) / 1000,
+        s.nr_switch_dispatches,
+        s.mean_switch_dispatch_ns() / 1000,
+        s.switch_dispatched_gap_ns.checked_div(s.nr_switch_dispatches).unwrap_or(0) / 1000,
+        s.nr_block_dispatches,
+        s.mean_block_dispatch_ns() / 1000,
+        s.block_dispatched_gap_ns.checked_div(s.nr_block_dispatches).unwrap_or(0) / 1000,
         kernel[0],
         kernel[1],
         kernel[2],

@@ -57,6 +57,11 @@ pub struct KernelTask {
     /// a higher class) goes back to the head of its CPU's queue and starts again without a
     /// message, and a message carries only the last start's `start_ts`.
     pub nr_starts: u64,
+    /// When it last started running on the clock of the shadow's `now` (`CLOCK_MONOTONIC`:
+    /// `bpf_ktime_get_ns` in `ops.running`, which schedlab's variant of the BPF program sends in
+    /// the message's `exec_runtime` field), or 0 if not sent. With the time of the order that
+    /// dispatched it, it splits a round trip into its request and dispatch halves.
+    pub start_mono_ns: Ns,
 }
 
 /// A dispatch order for the kernel.
@@ -151,6 +156,29 @@ pub struct ShadowStats {
     pub block_gap_ns: u64,
     /// The sum of the squares of the block round trips, ns².
     pub block_gap_sq: u128,
+    /// Of the round trips measured, those whose dispatch half is known too (the started task's
+    /// message carried its start on the shadow's clock, `KernelTask::start_mono_ns`): continues,
+    /// switches and after blocks.
+    pub nr_continue_dispatches: u64,
+    /// See `nr_continue_dispatches`.
+    pub nr_switch_dispatches: u64,
+    /// See `nr_continue_dispatches`.
+    pub nr_block_dispatches: u64,
+    /// Their dispatch halves' total, ns: from the order that sent the task to its CPU (the shadow's
+    /// `now` when the decision was made) to the task's start. The rest of each round trip, from the
+    /// stop to the decision, is its request half: the message's way to the scheduler, the wait for
+    /// its round, the round itself.
+    pub continue_dispatch_ns: u64,
+    /// See `continue_dispatch_ns`.
+    pub switch_dispatch_ns: u64,
+    /// See `continue_dispatch_ns`.
+    pub block_dispatch_ns: u64,
+    /// The round trips (of those with a dispatch half) in total, ns, to set the halves against.
+    pub continue_dispatched_gap_ns: u64,
+    /// See `continue_dispatched_gap_ns`.
+    pub switch_dispatched_gap_ns: u64,
+    /// See `continue_dispatched_gap_ns`.
+    pub block_dispatched_gap_ns: u64,
     /// Round trips not counted because the dispatched task started more than once before its next
     /// message (`nr_starts`), so the message's `start_ts` is not the start that answered the
     /// dispatch: counted, the task's runs before its last start were taken for waiting
@@ -187,6 +215,30 @@ impl ShadowStats {
     /// The standard deviation of the round trips after a block, ns (0 before two were measured).
     pub fn sd_block_gap_ns(&self) -> u64 {
         sd(self.nr_block_gaps, self.block_gap_ns, self.block_gap_sq)
+    }
+
+    /// The mean dispatch half of a continue's round trip, ns (0 before any was measured).
+    pub fn mean_continue_dispatch_ns(&self) -> u64 {
+        self.continue_dispatch_ns.checked_div(self.nr_continue_dispatches).unwrap_or(0)
+    }
+
+    /// The mean dispatch half of a switch's round trip, ns (0 before any was measured).
+    pub fn mean_switch_dispatch_ns(&self) -> u64 {
+        self.switch_dispatch_ns.checked_div(self.nr_switch_dispatches).unwrap_or(0)
+    }
+
+    /// The mean dispatch half of a round trip after a block, ns (0 before any was measured).
+    pub fn mean_block_dispatch_ns(&self) -> u64 {
+        self.block_dispatch_ns.checked_div(self.nr_block_dispatches).unwrap_or(0)
+    }
+
+    /// The dispatch halves' share of the round trips they belong to, of all three kinds, in
+    /// thousandths (`None` before any was measured).
+    pub fn dispatch_share_permille(&self) -> Option<u64> {
+        let gaps =
+            self.continue_dispatched_gap_ns + self.switch_dispatched_gap_ns + self.block_dispatched_gap_ns;
+        let halves = self.continue_dispatch_ns + self.switch_dispatch_ns + self.block_dispatch_ns;
+        (gaps > 0).then(|| halves * 1000 / gaps)
     }
 }
 
@@ -227,9 +279,11 @@ struct Extra {
     awaiting_block_stop: bool,
     /// The stop at which it blocked, from its first message after it was found blocked.
     block_stop: Option<u64>,
-    /// The start (kernel clock) and queueing time (shadow clock) of the task picked for the CPU
-    /// it blocked on, waiting for `block_stop`.
-    block_waiter: Option<(u64, Ns)>,
+    /// The start (kernel clock), queueing time (shadow clock) and dispatch half (if known) of the
+    /// task picked for the CPU it blocked on, waiting for `block_stop`.
+    block_waiter: Option<(u64, Ns, Option<Ns>)>,
+    /// When the shadow last ordered it to a CPU (shadow clock).
+    ordered_at: Option<Ns>,
 }
 
 /// What freed a CPU before the task dispatched there started (`Extra::gap_from`).
@@ -468,7 +522,7 @@ impl Shadow {
             // Its first message since it was found blocked: it has not run since, so its last
             // stop is the block.
             match e.block_waiter.take() {
-                Some((start, queued_at)) => self.block_gap(kt.stop_ts, start, queued_at),
+                Some((start, queued_at, dispatch)) => self.block_gap(kt.stop_ts, start, queued_at, dispatch),
                 None => self.extra[t.idx()].block_stop = Some(kt.stop_ts),
             }
         }
@@ -479,32 +533,50 @@ impl Shadow {
         }
         let start = kt.start_ts;
         let queued_at = self.extra[t.idx()].queued_at;
+        // The dispatch half: from the order that sent it to the start it answered (one clock).
+        let dispatch = match self.extra[t.idx()].ordered_at {
+            Some(at) if kt.start_mono_ns >= at && kt.start_mono_ns - at < NSEC_PER_SEC => {
+                Some(kt.start_mono_ns - at)
+            }
+            _ => None,
+        };
         match from {
             GapFrom::Return(stop, continued) => {
                 if start > stop && start - stop < NSEC_PER_SEC {
                     let gap = start - stop;
                     let sq = u128::from(gap) * u128::from(gap);
                     let st = &mut self.stats;
+                    let d = dispatch.filter(|&d| d <= gap);
                     if continued {
                         st.nr_continue_gaps += 1;
                         st.continue_gap_ns += gap;
                         st.continue_gap_sq += sq;
+                        if let Some(d) = d {
+                            st.nr_continue_dispatches += 1;
+                            st.continue_dispatch_ns += d;
+                            st.continue_dispatched_gap_ns += gap;
+                        }
                     } else {
                         st.nr_switch_gaps += 1;
                         st.switch_gap_ns += gap;
                         st.switch_gap_sq += sq;
+                        if let Some(d) = d {
+                            st.nr_switch_dispatches += 1;
+                            st.switch_dispatch_ns += d;
+                            st.switch_dispatched_gap_ns += gap;
+                        }
                     }
                 }
             }
-            GapFrom::BlockedAt(stop) => self.block_gap(stop, start, queued_at),
+            GapFrom::BlockedAt(stop) => self.block_gap(stop, start, queued_at, dispatch),
             GapFrom::Blocked(prev, gen) => {
                 let p = &mut self.extra[prev.idx()];
                 if p.block_gen != gen {
                     return; // it has blocked again since: that stop is not this one's
                 }
                 match p.block_stop {
-                    Some(stop) => self.block_gap(stop, start, queued_at),
-                    None if p.awaiting_block_stop => p.block_waiter = Some((start, queued_at)),
+                    Some(stop) => self.block_gap(stop, start, queued_at, dispatch),
+                    None if p.awaiting_block_stop => p.block_waiter = Some((start, queued_at, dispatch)),
                     None => {}
                 }
             }
@@ -515,16 +587,22 @@ impl Shadow {
     /// picked for its CPU started (kernel clock). Counted only if that task was queued in the
     /// kernel by `stop` (its message arrived at `queued_at`, shadow clock, which less the least
     /// message delay seen is no earlier than its enqueue): otherwise the CPU was idle, not waiting.
-    fn block_gap(&mut self, stop: u64, start: u64, queued_at: Ns) {
+    fn block_gap(&mut self, stop: u64, start: u64, queued_at: Ns, dispatch: Option<Ns>) {
         let Some(offset) = self.bpf_clock_offset else { return };
         let enqueued_by = queued_at as i64 - offset;
         if enqueued_by > stop as i64 || start <= stop || start - stop >= NSEC_PER_SEC {
             return;
         }
         let gap = start - stop;
-        self.stats.nr_block_gaps += 1;
-        self.stats.block_gap_ns += gap;
-        self.stats.block_gap_sq += u128::from(gap) * u128::from(gap);
+        let st = &mut self.stats;
+        st.nr_block_gaps += 1;
+        st.block_gap_ns += gap;
+        st.block_gap_sq += u128::from(gap) * u128::from(gap);
+        if let Some(d) = dispatch.filter(|&d| d <= gap) {
+            st.nr_block_dispatches += 1;
+            st.block_dispatch_ns += d;
+            st.block_dispatched_gap_ns += gap;
+        }
     }
 
     /// The group of the cgroup at `path`, made (with its parents) the first time it is met: its
@@ -714,6 +792,7 @@ impl Shadow {
             awaiting_block_stop: false,
             block_stop: None,
             block_waiter: None,
+            ordered_at: None,
         });
         self.by_pid.insert(kt.pid, t);
         self.stats.nr_new += 1;
@@ -898,6 +977,7 @@ impl Shadow {
             self.stats.nr_preempt_dispatches += 1;
         }
         self.orders.push(Order { pid: e.pid, cpu, slice_ns, preempt, enq_cnt: e.enq_cnt });
+        self.extra[t.idx()].ordered_at = Some(self.now);
     }
 
     fn put_prev(&mut self, cpu: CpuId, t: TaskId, why: SwitchReason) {

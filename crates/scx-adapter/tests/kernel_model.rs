@@ -74,6 +74,14 @@ struct Kernel {
     idle_latency_ns: Ns,
     /// Since when each CPU has had nothing to run.
     idle_since: Vec<Option<Ns>>,
+    /// How long an order takes from the scheduler's decision to the CPU's dispatch queue (the
+    /// dispatch half of a round trip; 0: at once).
+    dispatch_latency_ns: Ns,
+    /// Orders on their way, with when they arrive.
+    in_flight: Vec<(Order, Ns)>,
+    /// Messages carry the start on the scheduler's clock (`KernelTask::start_mono_ns`), as
+    /// schedlab's variant of the BPF program sends it.
+    send_start_mono: bool,
 }
 
 struct ModelHost<'a>(&'a Kernel);
@@ -120,6 +128,9 @@ impl Kernel {
             kthread_until: vec![0; cpus],
             idle_latency_ns: 0,
             idle_since: vec![None; cpus],
+            dispatch_latency_ns: 0,
+            in_flight: Vec::new(),
+            send_start_mono: true,
         }
     }
 
@@ -259,6 +270,8 @@ impl Kernel {
                         nr_cpus_allowed: t.allowed.count() as u64,
                         enq_cnt: t.enq_cnt,
                         nr_starts: t.nr_starts,
+                        // The model has one clock.
+                        start_mono_ns: if self.send_start_mono { t.start_ts } else { 0 },
                     };
                     shadow.queued(&mut ModelHost(self), self.now, &kt).unwrap();
                 }
@@ -267,7 +280,17 @@ impl Kernel {
                     .map(|c| CpuId(c as u32))
                     .collect();
                 shadow.schedule(&mut ModelHost(self), self.now, &free, &mut orders).unwrap();
-                for o in orders.drain(..) {
+                let arrive = self.now + self.dispatch_latency_ns;
+                self.in_flight.extend(orders.drain(..).map(|o| (o, arrive)));
+                if let Some(sleep) = shadow.sleep_ns() {
+                    self.sched_sleep_until = self.now + sleep;
+                }
+            }
+            let (due, later): (Vec<_>, Vec<_>) =
+                std::mem::take(&mut self.in_flight).into_iter().partition(|&(_, at)| at <= now);
+            self.in_flight = later;
+            {
+                for (o, _) in due {
                     let Some(i) = self.tasks.iter().position(|t| t.pid == o.pid) else { continue };
                     // The kernel drops a dispatch of a task not in its custody or with a stale counter.
                     if self.tasks[i].st != St::Queued || self.tasks[i].enq_cnt != o.enq_cnt {
@@ -285,9 +308,6 @@ impl Kernel {
                     }
                     self.tasks[i].st = St::Dsq;
                     self.dsq[cpu].push_back((i, o.slice_ns));
-                }
-                if let Some(sleep) = shadow.sleep_ns() {
-                    self.sched_sleep_until = self.now + sleep;
                 }
             }
             for cpu in 0..self.running.len() {
@@ -491,6 +511,39 @@ fn a_round_trip_is_counted_only_when_the_task_ran_once_since() {
     assert_eq!(st.sd_continue_gap_ns(), 0, "{st:?}");
 }
 
+/// A round trip is a request half (the message's way to the scheduler: 400 us here) and a dispatch
+/// half (the order's way to the CPU: 250 us). The adapter tells them apart by the started task's
+/// start on its own clock and the time of the order: two hogs on one CPU under CFS switch at every
+/// tick (the granularity lets neither keep the CPU for two), each round trip 650 us with a 250 us
+/// dispatch half. Messages without the start on the
+/// shadow's clock (`start_mono_ns` 0) leave the halves unmeasured.
+#[test]
+fn a_round_trip_splits_into_its_request_and_dispatch_halves() {
+    let run = |mono: bool| {
+        let mut k = Kernel::new(1);
+        k.msg_latency_ns = 400_000;
+        k.dispatch_latency_ns = 250_000;
+        k.spawn(0, Ns::MAX, 0, None);
+        k.spawn(0, Ns::MAX, 0, None);
+        k.send_start_mono = mono;
+        let mut s = shadow("cfs", 1, 0);
+        k.run(&mut s, NSEC_PER_SEC);
+        s.stats()
+    };
+    let st = run(true);
+    assert!(st.nr_switch_gaps > 200, "{st:?}");
+    assert_eq!(st.mean_switch_gap_ns(), 650_000, "{st:?}");
+    assert_eq!(st.nr_switch_dispatches, st.nr_switch_gaps);
+    assert_eq!(st.mean_switch_dispatch_ns(), 250_000, "{st:?}");
+    assert_eq!(st.dispatch_share_permille(), Some(250 * 1000 / 650));
+    let st = run(false);
+    assert!(st.nr_switch_gaps > 200, "{st:?}");
+    assert_eq!(
+        (st.nr_continue_dispatches, st.nr_switch_dispatches, st.dispatch_share_permille()),
+        (0, 0, None)
+    );
+}
+
 /// Three tasks on one CPU that each run 1 ms and sleep 1 ms: when one blocks, another is queued,
 /// and the scheduler sees the CPU free only 300 us later (the kernel's idle path and the kick to
 /// the scheduler's CPU). The round trip after a block runs from the blocked task's stop, which only
@@ -509,18 +562,33 @@ fn the_round_trip_after_a_block_runs_from_the_blocked_tasks_stop() {
     k.run(&mut s, 20 * NSEC_PER_MSEC);
     // FIFO: the hog, queued first, runs without end; the rest never start.
     assert_eq!(s.stats().nr_block_gaps, 0, "{:?}", s.stats());
-    let mut k = Kernel::new(1);
-    k.idle_latency_ns = 300_000;
-    k.spawn(0, 6 * NSEC_PER_MSEC, 1, Some(1));
-    for _ in 0..3 {
-        k.spawn(0, NSEC_PER_MSEC, NSEC_PER_MSEC, None);
-    }
-    let mut s = shadow("cfs", 1, 0);
-    k.run(&mut s, NSEC_PER_SEC);
-    let st = s.stats();
+    // A 6 ms task, then three that run 1 ms and sleep 1 ms, orders `dispatch_ns` on their way.
+    let three = |dispatch_ns: Ns| {
+        let mut k = Kernel::new(1);
+        k.idle_latency_ns = 300_000;
+        k.dispatch_latency_ns = dispatch_ns;
+        k.spawn(0, 6 * NSEC_PER_MSEC, 1, Some(1));
+        for _ in 0..3 {
+            k.spawn(0, NSEC_PER_MSEC, NSEC_PER_MSEC, None);
+        }
+        let mut s = shadow("cfs", 1, 0);
+        k.run(&mut s, NSEC_PER_SEC);
+        s.stats()
+    };
+    let st = three(0);
     assert!(st.nr_block_gaps > 300, "{st:?}");
     let mean = st.mean_block_gap_ns();
     assert!((300_000..=300_000 + schedlab_scx_adapter::shadow::MAX_SLEEP_NS).contains(&mean), "{st:?}");
+    // Orders reach the CPU at once here: the whole round trip is its request half.
+    assert_eq!((st.nr_block_dispatches, st.mean_block_dispatch_ns()), (st.nr_block_gaps, 0), "{st:?}");
+    // With orders 200 us on their way, each round trip after a block has a dispatch half of 200 us.
+    let st = three(200_000);
+    assert!(st.nr_block_gaps > 300, "{st:?}");
+    assert_eq!((st.nr_block_dispatches, st.mean_block_dispatch_ns()), (st.nr_block_gaps, 200_000), "{st:?}");
+    // The round trip grows by about that much (a round held for another reason sees a CPU free a
+    // little sooner now and then: a mean of 499.6 us here).
+    let mean = st.mean_block_gap_ns();
+    assert!((480_000..=500_000 + schedlab_scx_adapter::shadow::MAX_SLEEP_NS).contains(&mean), "{st:?}");
 }
 
 /// A task that sleeps 100 us, less than the 400 us the scheduler takes to see its CPU free, is
@@ -642,6 +710,7 @@ fn ticks_that_fell_before_a_task_blocked_are_charged_to_it() {
         nr_cpus_allowed: 1,
         enq_cnt,
         nr_starts: enq_cnt - 1,
+        start_mono_ns: 0,
     };
     s.queued(&mut OneThread, 0, &msg(true, 0, 0, 1)).unwrap();
     s.schedule(&mut OneThread, 0, &[CpuId(0)], &mut orders).unwrap();

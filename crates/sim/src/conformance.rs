@@ -14,7 +14,7 @@ use schedlab_workload::{ProgramBuilder as P, StopWhen, Workload, WorkloadBuilder
 const MS: u64 = NSEC_PER_MSEC;
 
 /// The finite mix: everything blocking at once, all tasks finishing: pipes, a mutex, a barrier, fork/wait, I/O, yield,
-/// timers, nice levels, a pinned task.
+/// timers, nice levels, a pinned task, real-time tasks and a task changing its class.
 pub fn finite_mix() -> Workload {
     let mut w = WorkloadBuilder::new("finite-mix");
     let p = w.pipe("p", 1000);
@@ -45,6 +45,29 @@ pub fn finite_mix() -> Workload {
     let t = w.task("rr", P::new().repeat(4, |x| x.compute(3 * MS).yield_now()).build());
     t.class = schedlab_core::SchedClass::Rr;
     t.rt_priority = 5;
+    // sched_setscheduler on itself through every kind of change: into and out of real time, between
+    // the fair classes, and to what it has already (nothing happens).
+    use schedlab_core::SchedClass as C;
+    w.task(
+        "reclass",
+        P::new()
+            .repeat(3, |x| {
+                x.compute(500_000)
+                    .set_class(C::Fifo, 30)
+                    .compute(2 * MS)
+                    .set_class(C::Fifo, 30)
+                    .set_class(C::Batch, 0)
+                    .compute(300_000)
+                    .set_class(C::Rr, 7)
+                    .yield_now()
+                    .compute(MS)
+                    .set_class(C::Idle, 0)
+                    .sleep(200_000)
+                    .compute(200_000)
+                    .set_class(C::Normal, 0)
+            })
+            .build(),
+    );
     w.stop(StopWhen::AllDone);
     w.build().expect("a valid workload")
 }

@@ -49,6 +49,14 @@ pub enum Ev {
     },
     /// A reschedule request reaches a CPU (IPI, or local at the same instant).
     Resched(CpuId),
+    /// Under sched_ext, the user-space scheduler hears that the task of a CPU blocked (the request
+    /// half of a round trip after a block ends); `gen` must match the CPU's block generation.
+    ScxBlockSeen {
+        /// The CPU.
+        cpu: CpuId,
+        /// Its block generation.
+        gen: u32,
+    },
     /// An initial task starts.
     Start(TaskId),
     /// A device finishes its current request.

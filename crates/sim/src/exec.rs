@@ -146,7 +146,7 @@ impl<'a> Sim<'a> {
                 c.fork_process_ns.or(c.fork_ns).unwrap_or(call)
             }
             Op::Fork(_) => c.fork_ns.unwrap_or(call),
-            Op::Io { .. } | Op::WaitChildren | Op::SetCpus(_) | Op::Nice(_) => call,
+            Op::Io { .. } | Op::WaitChildren | Op::SetCpus(_) | Op::Nice(_) | Op::SetClass { .. } => call,
             Op::Send { pipe, bytes } => {
                 let p = &self.pipes[pipe as usize];
                 if !(p.writers.is_empty() && p.used + bytes <= p.capacity) {
@@ -389,6 +389,14 @@ impl<'a> Sim<'a> {
                     self.tasks[t.idx()].pc += 1;
                     self.tasks[t.idx()].nr_yields += 1;
                     return Step::Yield;
+                }
+                Op::SetClass { class, rt_priority } => {
+                    self.tasks[t.idx()].pc += 1;
+                    let v = &self.views[t.idx()];
+                    // A change to what the task has already does nothing, as in Linux.
+                    if (v.class, v.rt_priority) != (class, rt_priority) {
+                        return Step::SetClass(class, rt_priority);
+                    }
                 }
                 Op::Nice(nice) => {
                     self.tasks[t.idx()].pc += 1;
@@ -751,7 +759,7 @@ impl<'a> Sim<'a> {
     /// runs (waiting for it if held then).
     fn reacquire(&mut self, w: TaskId, m: u32, cv: u32, waker: TaskId, cpu: CpuId) {
         self.tasks[w.idx()].relock = Some(m);
-        if self.views[w.idx()].state == TaskState::Blocked {
+        if self.is_blocked(w) {
             // Out of its futex wait, it holds a reference to its group until it runs.
             self.tasks[w.idx()].cond_ref = Some(cv);
             self.conds[cv as usize].refs += 1;
@@ -796,7 +804,7 @@ impl<'a> Sim<'a> {
             d.current = Some(n);
             self.q.push(self.now + service, crate::event::Ev::IoDone(device));
         }
-        if self.views[t.idx()].state == TaskState::Blocked {
+        if self.is_blocked(t) {
             let cpu = self.views[t.idx()].cpu;
             self.wake(t, cpu, None, false);
         }

@@ -182,6 +182,23 @@ pub struct CostModel {
     /// The spread of the round trips after a block (as `scx_round_trip_jitter_ns`; unset: none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scx_block_round_trip_jitter_ns: Option<Ns>,
+    /// The *dispatch half* of a switch's round trip (and of a wakeup's decision), in thousandths
+    /// of it: the part from the user-space scheduler's decision to the picked task's start, which
+    /// the policy's clock charges to the picked task, where the part before the decision (the
+    /// message's way, the wait for the scheduler's round) is charged to the task that stopped, the
+    /// adapter holding it as running until its message arrives. schedlab-scx measures it
+    /// (`switch_dispatch_us` of `switch_halves_gap_us`). Needs `scx_round_trip_ns`; unset, 0: the
+    /// whole round trip passes before the decision (the stopping task is charged all of it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scx_switch_dispatch_permille: Option<u32>,
+    /// The dispatch half of a round trip after a block, in thousandths of it (`block_dispatch_us` of
+    /// `block_halves_gap_us`): before it, the blocked task's CPU waits with the task still running
+    /// for the policy (the adapter learns of the block only when the kernel finds the CPU idle), so
+    /// the policy's clock charges that part to the blocked task, and the task picked then the rest.
+    /// Needs `scx_round_trip_ns`; unset, 1000: the policy hears of the block at once and the picked
+    /// task is charged the whole round trip.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scx_block_dispatch_permille: Option<u32>,
 }
 
 impl Default for CostModel {
@@ -226,6 +243,8 @@ impl Default for CostModel {
             scx_continue_round_trip_jitter_ns: None,
             scx_block_round_trip_ns: None,
             scx_block_round_trip_jitter_ns: None,
+            scx_switch_dispatch_permille: None,
+            scx_block_dispatch_permille: None,
         }
     }
 }
@@ -268,6 +287,19 @@ impl CostModel {
                         jitter_key,
                         format!("{j} is more than {key} ({rt}): a round trip cannot be negative"),
                     ))
+                }
+                _ => {}
+            }
+        }
+        let halves = [
+            ("scx_switch_dispatch_permille", self.scx_switch_dispatch_permille),
+            ("scx_block_dispatch_permille", self.scx_block_dispatch_permille),
+        ];
+        for (key, permille) in halves {
+            match permille {
+                Some(p) if p > 1000 => return Err((key, format!("{p} is more than 1000 thousandths"))),
+                Some(_) if self.scx_round_trip_ns.is_none() => {
+                    return Err((key, "needs scx_round_trip_ns (the round trip it is a part of)".into()))
                 }
                 _ => {}
             }

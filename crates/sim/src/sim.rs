@@ -23,8 +23,8 @@ use crate::report::{self, RunReport, Series};
 use crate::Histogram;
 use schedlab_core::{
     BalanceKind, CpuId, CpuInfo, CpuSet, Ctx, DequeueReason, Dispatch, EnqueueReason, GroupId, GroupInfo,
-    Migration, Ns, SchedPolicy, SwitchReason, TaskId, TaskInfo, TaskState, WaitKind, WakeInfo, WakeKind,
-    WorkConservation,
+    Migration, Ns, SchedClass, SchedPolicy, SwitchReason, TaskId, TaskInfo, TaskState, WaitKind, WakeInfo,
+    WakeKind, WorkConservation,
 };
 use schedlab_workload::{Op, StopWhen, Workload};
 use std::collections::VecDeque;
@@ -202,6 +202,16 @@ pub(crate) struct Cpu {
     /// Why the running task is to be switched out when that reschedule arrives (its slice
     /// expired), if not preempted.
     pub scx_reason: Option<SwitchReason>,
+    /// The dispatch half of the user-space decision in flight to this CPU
+    /// (`CostModel::scx_switch_dispatch_permille`, `scx_block_dispatch_permille`): the task the
+    /// decision picks starts this much after it.
+    pub scx_dispatch_ns: Option<Ns>,
+    /// The running task blocked, and the user-space scheduler has not heard yet (the request half
+    /// of a round trip after a block): the policy still sees it running here, the CPU makes no
+    /// progress, and at the end (or at the task's wakeup, if sooner) the policy is told.
+    pub scx_blocked: Option<TaskId>,
+    /// Generation of the pending `ScxBlockSeen` event.
+    pub scx_block_gen: u32,
 }
 
 /// Per-task engine state and accounting.
@@ -300,6 +310,8 @@ pub(crate) enum Step {
     Exit,
     /// The task's own affinity change excludes its CPU: it must move.
     Migrate,
+    /// The task changes its own scheduling class and RT priority (`sched_setscheduler`).
+    SetClass(SchedClass, u8),
     /// A run error was recorded.
     Failed,
 }
@@ -701,11 +713,16 @@ impl<'a> Sim<'a> {
             }
             Ev::Wake { task, gen } => {
                 let tk = &self.tasks[task.idx()];
-                if tk.wait_gen == gen && self.views[task.idx()].state == TaskState::Blocked {
+                if tk.wait_gen == gen && self.is_blocked(task) {
                     self.on_timer_expiry(task, gen);
                 }
             }
             Ev::Resched(cpu) => self.on_resched(cpu),
+            Ev::ScxBlockSeen { cpu, gen } => {
+                if self.cpus[cpu.idx()].scx_block_gen == gen && self.cpus[cpu.idx()].scx_blocked.is_some() {
+                    self.finish_scx_block(cpu);
+                }
+            }
             Ev::Start(t) => self.start_task(t),
             Ev::IoDone(d) => self.on_io_done(d),
             Ev::Affinity(i) => self.on_affinity(i),
@@ -744,6 +761,13 @@ impl<'a> Sim<'a> {
         let c = &mut self.cpus[cpu.idx()];
         let from = c.seg_start;
         if now <= from {
+            return;
+        }
+        if c.scx_blocked.is_some() {
+            // Its task blocked, user space not told yet: the CPU waits, the task sleeps.
+            c.overhead_ns += now - from;
+            c.dynamic_pj += (now - from) as u128 * c.dynamic_mw as u128;
+            c.seg_start = now;
             return;
         }
         let ov_end = c.useful_start.clamp(from, now);
@@ -895,11 +919,16 @@ impl<'a> Sim<'a> {
                 }
             }
             Step::Block => {
-                self.views[t.idx()].state = TaskState::Blocked;
                 self.tasks[t.idx()].since = self.now;
                 self.tasks[t.idx()].blocked_at = Some(self.now);
                 self.tasks[t.idx()].wait = self.wait_kind(t);
-                self.schedule(cpu, SwitchReason::Blocked);
+                match self.scx_block_halves() {
+                    Some((request, dispatch)) => self.defer_scx_block(cpu, t, request, dispatch),
+                    None => {
+                        self.views[t.idx()].state = TaskState::Blocked;
+                        self.schedule(cpu, SwitchReason::Blocked);
+                    }
+                }
             }
             Step::Yield => {
                 self.policy.yield_task(ctx!(self), cpu, t);
@@ -907,8 +936,82 @@ impl<'a> Sim<'a> {
             }
             Step::Exit => self.exit_task(cpu, t),
             Step::Migrate => self.move_running(cpu, t),
+            Step::SetClass(class, rt_priority) => self.change_class(cpu, t, class, rt_priority),
             Step::Failed => {}
         }
+    }
+
+    /// Whether `t` is blocked: asleep as the policy knows it, or blocked while the user-space
+    /// scheduler has not heard yet (`Cpu::scx_blocked`).
+    pub(crate) fn is_blocked(&self, t: TaskId) -> bool {
+        self.views[t.idx()].state == TaskState::Blocked || self.scx_blocked_on(t).is_some()
+    }
+
+    /// The CPU on which `t` blocked while the user-space scheduler has not heard yet, if any.
+    fn scx_blocked_on(&self, t: TaskId) -> Option<CpuId> {
+        let c = self.views[t.idx()].cpu;
+        (self.cpus[c.idx()].scx_blocked == Some(t)).then_some(c)
+    }
+
+    /// Under sched_ext with the halves of a round trip after a block set
+    /// (`CostModel::scx_block_dispatch_permille`): one such round trip drawn and split into its
+    /// request half (before the user-space scheduler hears of the block) and its dispatch half.
+    fn scx_block_halves(&mut self) -> Option<(Ns, Ns)> {
+        let permille = self.machine.costs.scx_block_dispatch_permille?;
+        let rt = self.scx_round_trip(ScxTrip::Block)?;
+        let dispatch = rt * permille as u64 / 1000;
+        Some((rt - dispatch, dispatch))
+    }
+
+    /// The running task `t` of `cpu` blocked; user space hears of it `request_ns` later. Until then
+    /// the policy still sees `t` running there (as the adapter holds it until the kernel finds the
+    /// CPU idle), the CPU makes no progress and its ticks reach no policy; the task picked then
+    /// starts `dispatch_ns` after the pick. A wakeup of `t` before that tells the policy at once.
+    fn defer_scx_block(&mut self, cpu: CpuId, t: TaskId, request_ns: Ns, dispatch_ns: Ns) {
+        self.settle(cpu);
+        let now = self.now;
+        let c = &mut self.cpus[cpu.idx()];
+        c.gen = c.gen.wrapping_add(1); // cancels the pending segment event
+        c.slice_end = None;
+        c.need_resched = false;
+        c.useful_start = Ns::MAX;
+        c.scx_blocked = Some(t);
+        c.scx_dispatch_ns = Some(dispatch_ns);
+        c.scx_block_gen = c.scx_block_gen.wrapping_add(1);
+        let gen = c.scx_block_gen;
+        self.q.push(now + request_ns, Ev::ScxBlockSeen { cpu, gen });
+    }
+
+    /// Ends the wait of `cpu` for user space to hear of its task's block: the policy is told
+    /// (`put_prev(.., Blocked)`), and returns the task, the CPU now without one (the caller picks).
+    fn end_scx_block(&mut self, cpu: CpuId) -> Option<TaskId> {
+        self.settle(cpu); // the CPU's own accounting only, while the task is blocked
+        let t = self.cpus[cpu.idx()].scx_blocked.take()?;
+        self.cpus[cpu.idx()].useful_start = self.now;
+        self.views[t.idx()].state = TaskState::Blocked;
+        self.deschedule(cpu, SwitchReason::Blocked)
+    }
+
+    /// User space heard of the block on `cpu`: the policy is told and picks for the CPU.
+    fn finish_scx_block(&mut self, cpu: CpuId) {
+        let prev = self.end_scx_block(cpu);
+        self.pick_and_switch(cpu, prev, SwitchReason::Blocked);
+    }
+
+    /// `sched_setscheduler` of the running task `t` on `cpu` (Linux's `__sched_setscheduler`): it
+    /// is put back (`put_prev`), taken out of its old class's queue (`dequeue(.., Save)`), given the
+    /// new class and RT priority (`set_class`), queued by them (`enqueue(.., Restore)`), and the CPU
+    /// picks again: the task itself unless the policy now prefers another.
+    fn change_class(&mut self, cpu: CpuId, t: TaskId, class: SchedClass, rt_priority: u8) {
+        let prev = self.deschedule(cpu, SwitchReason::Preempted);
+        self.policy.dequeue(ctx!(self), cpu, t, DequeueReason::Save);
+        let v = &mut self.views[t.idx()];
+        let (old_class, old_rt_priority) = (v.class, v.rt_priority);
+        v.class = class;
+        v.rt_priority = rt_priority;
+        self.policy.set_class(ctx!(self), t, old_class, old_rt_priority);
+        self.policy.enqueue(ctx!(self), cpu, t, EnqueueReason::Restore);
+        self.pick_and_switch(cpu, prev, SwitchReason::Preempted);
     }
 
     /// `jiffies` now: ticks fall at `tick_phase_ns + k * tick_ns`.
@@ -930,6 +1033,11 @@ impl<'a> Sim<'a> {
             self.cpus[cpu.idx()].tick_armed = false;
             return;
         };
+        if self.cpus[cpu.idx()].scx_blocked.is_some() {
+            // Its task blocked: the adapter ticks a task only up to its stop.
+            self.q.push_tick(cpu, self.now + self.tick_ns);
+            return;
+        }
         // No settling here: nothing a tick does reads the running segment's accounting (the
         // ondemand governor's sample settles what it reads), and every event that changes the
         // segment's speed, counter rotation or task settles it first (docs/architecture.md).
@@ -984,17 +1092,27 @@ impl<'a> Sim<'a> {
             return;
         }
         let rt = self.scx_round_trip(ScxTrip::Switch).unwrap_or(0);
+        let (request, dispatch) = self.scx_switch_halves(rt);
         self.settle(cpu);
         let now = self.now;
         let c = &mut self.cpus[cpu.idx()];
         c.need_resched = true;
         c.slice_end = None;
-        c.useful_start = c.useful_start.max(now) + rt;
+        c.useful_start = c.useful_start.max(now) + request;
         c.resched_pending = true;
         c.scx_decided = true;
+        c.scx_dispatch_ns = Some(dispatch);
         c.scx_reason = Some(why);
-        self.q.push(now + rt, Ev::Resched(cpu));
+        self.q.push(now + request, Ev::Resched(cpu));
         self.program_segment(cpu);
+    }
+
+    /// A switch's (or a wakeup decision's) round trip `rt` split into its request half, before the
+    /// decision, and its dispatch half (`CostModel::scx_switch_dispatch_permille`; unset, none).
+    fn scx_switch_halves(&self, rt: Ns) -> (Ns, Ns) {
+        let permille = self.machine.costs.scx_switch_dispatch_permille.unwrap_or(0);
+        let dispatch = rt * permille as u64 / 1000;
+        (rt - dispatch, dispatch)
     }
 
     /// One user-space round trip of the kind `kind` (`CostModel::scx_round_trip_ns`, or the
@@ -1042,9 +1160,16 @@ impl<'a> Sim<'a> {
         let c = &mut self.cpus[cpu.idx()];
         c.resched_pending = false;
         let why = c.scx_reason.take().unwrap_or(SwitchReason::Preempted);
+        if c.scx_blocked.is_some() {
+            // A decision for a CPU whose task blocked meanwhile: the block is told with it.
+            self.finish_scx_block(cpu);
+            return;
+        }
         // An idle CPU looks for work; a busy one reschedules if something asked it to.
         if self.cpu_views[cpu.idx()].curr.is_none() || c.need_resched {
             self.schedule(cpu, why);
+        } else {
+            c.scx_dispatch_ns = None;
         }
     }
 
@@ -1082,9 +1207,15 @@ impl<'a> Sim<'a> {
                 lat += costs.idle_exit_ns;
             }
             if let Some(rt) = round_trip {
-                // Under sched_ext the decision comes from user space first.
-                lat += rt;
+                // Under sched_ext the decision comes from user space first; the task it picks
+                // starts its dispatch half later (a block told with it keeps the block's).
+                let permille = self.machine.costs.scx_switch_dispatch_permille.unwrap_or(0);
+                let dispatch = rt * permille as u64 / 1000;
+                lat += rt - dispatch;
                 c.scx_decided = true;
+                if c.scx_blocked.is_none() {
+                    c.scx_dispatch_ns = Some(dispatch);
+                }
             }
             self.q.push(self.now + lat, Ev::Resched(cpu));
         }
@@ -1144,6 +1275,9 @@ impl<'a> Sim<'a> {
 
     /// Wakes a blocked task. `waker_cpu` is the CPU the wakeup happens on.
     pub(crate) fn wake(&mut self, t: TaskId, waker_cpu: CpuId, waker: Option<TaskId>, sync: bool) {
+        // Woken before user space heard of its block: its message tells both (the adapter puts it
+        // back as blocked, wakes it, then picks for the CPU it left, in one round).
+        let told = self.scx_blocked_on(t).map(|c| (c, self.end_scx_block(c)));
         debug_assert_eq!(self.views[t.idx()].state, TaskState::Blocked);
         let now = self.now;
         let tk = &mut self.tasks[t.idx()];
@@ -1171,7 +1305,15 @@ impl<'a> Sim<'a> {
         self.cpu_views[cpu.idx()].nr_running += 1;
         self.nr_runnable += 1;
         self.policy.enqueue(ctx!(self), cpu, t, EnqueueReason::Wakeup);
-        self.preempt_check(cpu, t, WakeKind::Wakeup, waker_cpu);
+        match told {
+            Some((freed, prev)) => {
+                if cpu != freed {
+                    self.preempt_check(cpu, t, WakeKind::Wakeup, waker_cpu);
+                }
+                self.pick_and_switch(freed, prev, SwitchReason::Blocked);
+            }
+            None => self.preempt_check(cpu, t, WakeKind::Wakeup, waker_cpu),
+        }
     }
 
     fn exit_task(&mut self, cpu: CpuId, t: TaskId) {
@@ -1334,6 +1476,7 @@ impl<'a> Sim<'a> {
             None => {
                 let c = &mut self.cpus[cpu.idx()];
                 c.scx_decided = false;
+                c.scx_dispatch_ns = None;
                 c.idle_since = self.now;
                 self.cpu_views[cpu.idx()].idle_since_ns = self.now;
                 if !self.idle.contains(cpu) {
@@ -1359,7 +1502,10 @@ impl<'a> Sim<'a> {
             // without asking: its kernel slice is refilled.
             let decided = std::mem::take(&mut self.cpus[cpu.idx()].scx_decided);
             let nothing_waits = self.nr_runnable <= self.cpus.len() - self.nr_idle;
-            if !decided && (switched || !nothing_waits) {
+            if let Some(dispatch) = self.cpus[cpu.idx()].scx_dispatch_ns.take() {
+                // The decision was made already: its dispatch half is left.
+                overhead += dispatch;
+            } else if !decided && (switched || !nothing_waits) {
                 let kind = if why.still_runnable() { ScxTrip::Switch } else { ScxTrip::Block };
                 overhead += self.scx_round_trip(kind).unwrap_or(0);
             }
@@ -1459,6 +1605,12 @@ impl<'a> Sim<'a> {
 
     fn apply_migration(&mut self, m: Migration, initiator: CpuId) {
         let t = m.task;
+        if let Some(c) = self.scx_blocked_on(t) {
+            // The policy moves a task it thinks runs, which blocked meanwhile: user space hears
+            // of the block with the move (the adapter's put-back finds it asleep), and it stays.
+            self.finish_scx_block(c);
+            return;
+        }
         let bad = |s: &Self| {
             let Some(v) = s.views.get(t.idx()) else { return Some("no such task".to_string()) };
             if !matches!(v.state, TaskState::Runnable | TaskState::Running) {
@@ -1535,7 +1687,8 @@ impl<'a> Sim<'a> {
             let t = TaskId(ti as u32);
             self.views[ti].allowed = mask;
             let v = &self.views[ti];
-            if mask.contains(v.cpu) {
+            if mask.contains(v.cpu) || self.scx_blocked_on(t).is_some() {
+                // Allowed where it is, or blocked (user space not told yet): it stays.
                 continue;
             }
             let dest = mask.first().expect("validated non-empty");
@@ -1651,6 +1804,10 @@ impl<'a> Sim<'a> {
             let cpu = CpuId(i as u32);
             if self.cpu_views[i].curr.is_some() {
                 self.settle(cpu);
+                if let Some(t) = self.cpus[i].scx_blocked {
+                    // Blocked, user space not told yet: it sleeps, as the report says.
+                    self.views[t.idx()].state = TaskState::Blocked;
+                }
             } else {
                 let c = &mut self.cpus[i];
                 c.idle_ns += end - c.idle_since;

@@ -993,12 +993,19 @@ fn a_deadlock_of_the_workload_is_reported_as_a_stall_with_its_time() {
     not_stalled(w.build().unwrap());
 }
 
-/// Records each wakeup's `WakeInfo` and the time and `jiffies` of each tick, and otherwise schedules
-/// as its inner policy.
+/// Records each wakeup's `WakeInfo`, the time and `jiffies` of each tick, and the time and reason
+/// of each `put_prev`, and otherwise schedules as its inner policy.
 struct WakeRecorder {
     inner: Box<dyn SchedPolicy>,
     seen: Vec<(TaskId, schedlab_core::WaitKind, bool)>,
     ticks: Vec<(u64, u64)>,
+    puts: Vec<(u64, TaskId, SwitchReason)>,
+}
+
+impl WakeRecorder {
+    fn new(inner: Box<dyn SchedPolicy>) -> WakeRecorder {
+        WakeRecorder { inner, seen: Vec::new(), ticks: Vec::new(), puts: Vec::new() }
+    }
 }
 
 impl SchedPolicy for WakeRecorder {
@@ -1028,6 +1035,7 @@ impl SchedPolicy for WakeRecorder {
         self.inner.pick_next(ctx, c)
     }
     fn put_prev(&mut self, ctx: &Ctx, c: CpuId, t: TaskId, why: SwitchReason) {
+        self.puts.push((ctx.now, t, why));
         self.inner.put_prev(ctx, c, t, why)
     }
     fn tick(&mut self, ctx: &Ctx, c: CpuId, t: TaskId) -> bool {
@@ -1062,8 +1070,7 @@ fn wakeups_say_what_the_task_slept_on() {
     w.task("parent", P::new().sleep(40 * MS).fork(child).wait_children().build());
     w.task("child", P::new().compute(MS).build()).instances = 0;
     w.stop(StopWhen::AllDone);
-    let mut rec =
-        WakeRecorder { inner: schedlab_policies::create("rr").unwrap(), seen: Vec::new(), ticks: Vec::new() };
+    let mut rec = WakeRecorder::new(schedlab_policies::create("rr").unwrap());
     run_with(&Machine::flat(1), &w.build().unwrap(), &mut rec, 1_000 * MS);
     let (reader, writer, parent) = (TaskId(0), TaskId(1), TaskId(2));
     assert_eq!(
@@ -1097,7 +1104,7 @@ fn ticks_fall_at_the_configured_phase() {
     m.hz = 250;
     let ticks = |phase: u64| {
         let inner = schedlab_policies::create("eevdf").unwrap();
-        let mut rec = WakeRecorder { inner, seen: Vec::new(), ticks: Vec::new() };
+        let mut rec = WakeRecorder::new(inner);
         let cfg = RunConfig { duration_ns: 100 * MS, tick_phase_ns: phase, ..RunConfig::default() };
         Sim::new(&m, &w, &mut rec, "test", cfg).unwrap().run().unwrap();
         rec.ticks
@@ -1220,6 +1227,74 @@ fn under_sched_ext_each_kind_of_decision_takes_its_own_round_trip() {
     m.costs.scx_block_round_trip_ns = None;
     let r = run(&m, &pair, "fifo", NSEC_PER_SEC);
     assert_eq!(task(&r, "b").exited_ns, Some(5 * MS));
+}
+
+#[test]
+fn under_sched_ext_a_round_trip_after_a_block_is_a_request_half_then_a_dispatch_half() {
+    // One CPU at HZ 100 (no tick before the end), FIFO, round trips of 1 ms, 2 ms after a block,
+    // of which a quarter is its dispatch half. `a` starts after one decision (1 ms), computes 1 ms
+    // and blocks at 2 ms; user space hears of it 1.5 ms later, so the policy sees `a` run until
+    // 3.5 ms, and `b`, picked then, starts at 4 ms and ends at 5 ms.
+    let mut m = one_cpu_without_costs();
+    m.hz = 100;
+    m.costs.scx_round_trip_ns = Some(MS);
+    m.costs.scx_block_round_trip_ns = Some(2 * MS);
+    m.costs.scx_block_dispatch_permille = Some(250);
+    let build = |sleep_ns| {
+        let mut w = WorkloadBuilder::new("scx-halves");
+        w.task("a", P::new().compute(MS).sleep(sleep_ns).compute(MS).build());
+        w.task("b", P::new().compute(MS).build());
+        w.stop(StopWhen::AllDone);
+        w.build().unwrap()
+    };
+    let run_recording = |m: &Machine, w: &Workload| {
+        let mut p = WakeRecorder::new(schedlab_policies::create("fifo").unwrap());
+        let r = run_with(m, w, &mut p, NSEC_PER_SEC);
+        (r, p.puts)
+    };
+    let (r, puts) = run_recording(&m, &build(10 * MS));
+    assert_eq!(puts[0], (7 * MS / 2, TaskId(0), SwitchReason::Blocked));
+    assert_eq!(task(&r, "b").exited_ns, Some(5 * MS));
+    // `a` sleeps from its block, not from when the policy heard: 10 ms, woken at 12 ms.
+    assert_eq!(task(&r, "a").sleep_ns, 10 * MS);
+    // Woken at 2.5 ms, before user space heard: its message tells both, the policy puts it back as
+    // blocked, wakes it, and picks for the CPU in one round (FIFO: `b`, queued first), and `b`
+    // starts a dispatch half (0.5 ms) later: at 3 ms, ending at 4 ms.
+    let (r, puts) = run_recording(&m, &build(MS / 2));
+    assert_eq!(puts[0], (5 * MS / 2, TaskId(0), SwitchReason::Blocked));
+    assert_eq!(task(&r, "b").exited_ns, Some(4 * MS));
+    // Without the halves, the policy hears of the block at once and the task it picks waits the
+    // whole 2 ms: `b` ends at 5 ms.
+    m.costs.scx_block_dispatch_permille = None;
+    let (r, puts) = run_recording(&m, &build(MS / 2));
+    assert_eq!(puts[0], (2 * MS, TaskId(0), SwitchReason::Blocked));
+    assert_eq!(task(&r, "b").exited_ns, Some(5 * MS));
+}
+
+#[test]
+fn under_sched_ext_a_switch_charges_its_request_half_to_the_task_that_stopped() {
+    // Two round-robin hogs (5 ms slices) on one CPU at HZ 100, switch round trips of 2 ms. With a
+    // dispatch half of 40 %, the first decision (a wakeup's) is made at 1.2 ms and hog0 starts at
+    // 2 ms; its slice, counted from the pick, ends at 6.2 ms, and the policy hears 1.2 ms later,
+    // at 7.4 ms, before the first tick (10 ms). Without the halves: picked at 2 ms, starting at
+    // once, its slice ends at 7 ms and the policy hears at 9 ms.
+    let mut m = one_cpu_without_costs();
+    m.hz = 100;
+    m.costs.scx_round_trip_ns = Some(2 * MS);
+    m.costs.scx_switch_dispatch_permille = Some(400);
+    let mut w = WorkloadBuilder::new("scx-switch-halves");
+    for i in 0..2 {
+        w.task(format!("hog{i}"), P::new().compute(100 * MS).build());
+    }
+    let w = w.build().unwrap();
+    let first_put = |m: &Machine| {
+        let mut p = WakeRecorder::new(schedlab_policies::create("rr[slice_ns=5000000]").unwrap());
+        run_with(m, &w, &mut p, 9 * MS + MS / 2);
+        p.puts[0]
+    };
+    assert_eq!(first_put(&m), (7 * MS + 2 * MS / 5, TaskId(0), SwitchReason::SliceExpired));
+    m.costs.scx_switch_dispatch_permille = None;
+    assert_eq!(first_put(&m), (9 * MS, TaskId(0), SwitchReason::SliceExpired));
 }
 
 #[test]

@@ -127,6 +127,10 @@ impl ProgramBuilder {
     pub fn nice(self, nice: i8) -> Self {
         self.op(Op::Nice(nice))
     }
+    /// Change the task's own scheduling policy and RT priority (1..=99 for FIFO and RR, else 0).
+    pub fn set_class(self, class: schedlab_core::SchedClass, rt_priority: u8) -> Self {
+        self.op(Op::SetClass { class, rt_priority })
+    }
     /// Exit.
     pub fn exit(self) -> Self {
         self.op(Op::Exit)

@@ -182,6 +182,16 @@ pub enum Op {
     /// Change the task's own nice level (`setpriority(PRIO_PROCESS, gettid(), nice)`), -20..=19.
     /// The policy keeps the task's history (Linux's `set_user_nice`, FreeBSD's `sched_nice`).
     Nice(i8),
+    /// Change the task's own scheduling policy and RT priority (`sched_setscheduler(gettid(),
+    /// policy, {rt_priority})`): 1..=99 for FIFO and RR, 0 for the others. A change to what the
+    /// task already has does nothing (as in Linux); otherwise the policy keeps the task's history
+    /// and queues it by its new class (`SchedPolicy::set_class`).
+    SetClass {
+        /// The new policy.
+        class: SchedClass,
+        /// The new RT priority (0 unless `class` is FIFO or RR).
+        rt_priority: u8,
+    },
     /// Lock a mutex.
     Lock(MutexId),
     /// Unlock a mutex the task owns.
@@ -591,6 +601,14 @@ impl Workload {
                 Op::SetCpus(l) if l as usize >= self.cpu_lists.len() => return bad("CPU list", l),
                 Op::Nice(v) if !(-20..=19).contains(&v) => {
                     return Err(format!("op {i}: nice {v} is outside -20..=19"))
+                }
+                Op::SetClass { class, rt_priority } if class.is_rt() && !(1..=99).contains(&rt_priority) => {
+                    return Err(format!("op {i}: rt_priority {rt_priority} is outside 1..=99 for {class:?}"))
+                }
+                Op::SetClass { class, rt_priority } if !class.is_rt() && rt_priority != 0 => {
+                    return Err(format!(
+                        "op {i}: only fifo and rr have an RT priority ({class:?} has {rt_priority})"
+                    ))
                 }
                 Op::Compute { work: d }
                 | Op::Spin { time: d }

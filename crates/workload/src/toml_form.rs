@@ -325,21 +325,7 @@ pub fn parse_toml_with(file: &str, src: &str, limits: &Limits) -> Result<Workloa
             }
         }
         if let Some(p) = &v.policy {
-            spec.class = match p.get_ref().as_str() {
-                "normal" | "other" => SchedClass::Normal,
-                "batch" => SchedClass::Batch,
-                "idle" => SchedClass::Idle,
-                "iso" => SchedClass::Iso,
-                "fifo" => SchedClass::Fifo,
-                "rr" => SchedClass::Rr,
-                other => {
-                    return Err(r.err(
-                        p.span(),
-                        "policy",
-                        format!("`{other}` is not one of normal, batch, idle, iso, fifo, rr"),
-                    ))
-                }
-            };
+            spec.class = parse_class(p.get_ref()).map_err(|m| r.err(p.span(), "policy", m))?;
         }
         if let Some(n) = &v.nice {
             if !(-20..=19).contains(n.get_ref()) {
@@ -750,7 +736,33 @@ struct Names {
 }
 
 const VERBS: &str = "compute, spin, sleep, timer, yield, lock, unlock, wait, signal, broadcast, sem_wait, \
-sem_post, suspend, resume, cpus, nice, count, send, recv, barrier, fork, wait_children, io, loop, exit";
+sem_post, suspend, resume, cpus, nice, policy, count, send, recv, barrier, fork, wait_children, io, loop, exit";
+
+/// A scheduling policy by its workload-file name (`policy = "fifo"`, as `sched_setscheduler` names
+/// them without `SCHED_`).
+fn parse_class(name: &str) -> Result<SchedClass, String> {
+    Ok(match name {
+        "normal" | "other" => SchedClass::Normal,
+        "batch" => SchedClass::Batch,
+        "idle" => SchedClass::Idle,
+        "iso" => SchedClass::Iso,
+        "fifo" => SchedClass::Fifo,
+        "rr" => SchedClass::Rr,
+        other => return Err(format!("`{other}` is not one of normal, batch, idle, iso, fifo, rr")),
+    })
+}
+
+/// The workload-file name of a scheduling policy (the inverse of `parse_class`).
+pub(crate) fn class_name(class: SchedClass) -> &'static str {
+    match class {
+        SchedClass::Normal => "normal",
+        SchedClass::Batch => "batch",
+        SchedClass::Idle => "idle",
+        SchedClass::Iso => "iso",
+        SchedClass::Fifo => "fifo",
+        SchedClass::Rr => "rr",
+    }
+}
 
 /// What op parsing needs besides the op: the name tables and the CPU lists being collected.
 struct OpCx<'a> {
@@ -792,6 +804,7 @@ fn parse_op(t: &toml::Table, path: &str, cx: &mut OpCx, out: &mut Vec<Op>) -> Re
         "timer" => &["mode", "ref"],
         "barrier" => &["spin_max"],
         "loop" => &["ops"],
+        "policy" => &["rt_priority"],
         _ => &[],
     };
     for k in t.keys() {
@@ -913,6 +926,29 @@ fn parse_op(t: &toml::Table, path: &str, cx: &mut OpCx, out: &mut Vec<Op>) -> Re
             toml::Value::Integer(n) if (-20..=19).contains(&n) => Op::Nice(n as i8),
             _ => return Err((key("nice"), "expected a nice level, an integer in -20..=19".into())),
         },
+        "policy" => {
+            let class = match &t["policy"] {
+                toml::Value::String(n) => parse_class(n).map_err(|m| (key("policy"), m))?,
+                _ => {
+                    return Err((
+                        key("policy"),
+                        "expected a policy name: normal, batch, idle, iso, fifo, rr".into(),
+                    ))
+                }
+            };
+            let rt_priority = match t.get("rt_priority") {
+                None if class.is_rt() => 10,
+                None => 0,
+                Some(_) if !class.is_rt() => {
+                    return Err((key("rt_priority"), "only fifo and rr have an RT priority".into()))
+                }
+                Some(toml::Value::Integer(p)) if (1..=99).contains(p) => *p as u8,
+                Some(_) => {
+                    return Err((key("rt_priority"), "expected an RT priority, an integer in 1..=99".into()))
+                }
+            };
+            Op::SetClass { class, rt_priority }
+        }
         "loop" => {
             let count = loop_count(&t["loop"]).map_err(|m| (key("loop"), m))?;
             let body = match t.get("ops") {
@@ -1004,6 +1040,31 @@ ops = [
         let e = err("[[task]]\nname = \"a\"\nops = [\n  { nice = 20 },\n]\n");
         assert_eq!(e.line, 4, "{e}");
         assert!(e.key.ends_with("nice") && e.to_string().contains("-20..=19"), "{e}");
+    }
+
+    #[test]
+    fn a_policy_op_is_read_written_and_checked() {
+        let src = "[[task]]\nname = \"a\"\nops = [ { policy = \"fifo\", rt_priority = 40 }, { compute = \"1ms\" }, \
+                   { policy = \"rr\" }, { policy = \"idle\" } ]\n";
+        let w = parse_toml("p.toml", src).unwrap();
+        let ops = &w.tasks[0].program.ops;
+        assert_eq!(ops[0], Op::SetClass { class: SchedClass::Fifo, rt_priority: 40 });
+        // The task-level default RT priority, 10, when none is given.
+        assert_eq!(ops[2], Op::SetClass { class: SchedClass::Rr, rt_priority: 10 });
+        assert_eq!(ops[3], Op::SetClass { class: SchedClass::Idle, rt_priority: 0 });
+        let again = parse_toml("again.toml", &crate::toml_write::to_toml(&w)).unwrap();
+        assert_eq!(&again.tasks[0].program.ops, ops);
+        let cases = [
+            ("{ policy = \"normal\", rt_priority = 5 }", "rt_priority", "only fifo and rr"),
+            ("{ policy = \"fifo\", rt_priority = 100 }", "rt_priority", "1..=99"),
+            ("{ policy = \"deadline\" }", "policy", "not one of normal, batch, idle, iso, fifo, rr"),
+            ("{ policy = 1 }", "policy", "expected a policy name"),
+        ];
+        for (op, key, msg) in cases {
+            let e = err(&format!("[[task]]\nname = \"a\"\nops = [\n  {op},\n]\n"));
+            assert_eq!(e.line, 4, "{e}");
+            assert!(e.key.ends_with(key) && e.to_string().contains(msg), "{op}: {e}");
+        }
     }
 
     #[test]

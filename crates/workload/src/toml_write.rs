@@ -69,6 +69,14 @@ fn write_ops(out: &mut String, w: &Workload, ops: &[Op], from: usize, to: usize,
             }
             Op::Yield => "{ yield = true }".into(),
             Op::Nice(n) => format!("{{ nice = {n} }}"),
+            Op::SetClass { class, rt_priority } => {
+                let name = crate::toml_form::class_name(class);
+                if class.is_rt() {
+                    format!("{{ policy = {}, rt_priority = {rt_priority} }}", q(name))
+                } else {
+                    format!("{{ policy = {} }}", q(name))
+                }
+            }
             Op::Lock(m) => format!("{{ lock = {} }}", q(&w.mutexes[m as usize])),
             Op::Unlock(m) => format!("{{ unlock = {} }}", q(&w.mutexes[m as usize])),
             Op::CondWait { cond, mutex } => {

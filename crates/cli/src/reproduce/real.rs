@@ -92,6 +92,46 @@ impl RoundTrip {
     }
 }
 
+/// How the round trips of one kind split: the dispatch halves (from the user-space scheduler's
+/// decision to the picked task's start) of those whose start was sent on the scheduler's clock,
+/// against those round trips' own total.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Halves {
+    /// Round trips with both halves measured.
+    pub count: u64,
+    /// Their mean dispatch half, ns.
+    pub dispatch_ns: u64,
+    /// Their mean round trip, ns.
+    pub gap_ns: u64,
+}
+
+impl Halves {
+    /// The dispatch half's share of the round trip, in thousandths (`None` with fewer than
+    /// [`MIN_KIND_ROUND_TRIPS`] measured).
+    pub fn dispatch_permille(&self) -> Option<u32> {
+        (self.count >= MIN_KIND_ROUND_TRIPS && self.gap_ns > 0)
+            .then(|| (self.dispatch_ns * 1000 / self.gap_ns).min(1000) as u32)
+    }
+
+    /// Pools the halves of several runs (weighted by count).
+    pub fn pool(groups: impl IntoIterator<Item = Halves>) -> Halves {
+        let (mut n, mut d, mut g) = (0u64, 0u128, 0u128);
+        for h in groups {
+            n += h.count;
+            d += u128::from(h.count) * u128::from(h.dispatch_ns);
+            g += u128::from(h.count) * u128::from(h.gap_ns);
+        }
+        match n {
+            0 => Halves::default(),
+            n => Halves {
+                count: n,
+                dispatch_ns: (d / u128::from(n)) as u64,
+                gap_ns: (g / u128::from(n)) as u64,
+            },
+        }
+    }
+}
+
 /// A kind of round trip with fewer measured than this is simulated with the pooled mean and spread
 /// (its own mean and deviation from so few would be noise).
 pub const MIN_KIND_ROUND_TRIPS: u64 = 100;
@@ -108,6 +148,10 @@ pub struct RoundTrips {
     /// After blocks: a task picked for a CPU whose task blocked (none from a schedlab-scx older
     /// than these counters).
     pub blocks: RoundTrip,
+    /// The halves of the switches (none from a schedlab-scx older than these counters).
+    pub switch_halves: Halves,
+    /// The halves of the round trips after blocks.
+    pub block_halves: Halves,
 }
 
 impl RoundTrips {
@@ -131,7 +175,18 @@ impl RoundTrips {
         let (continues, switches) = (group("continue")?, group("switch")?);
         let blocks = group("block").unwrap_or(none);
         let all = RoundTrip::pool([continues, switches, blocks])?;
-        Some(RoundTrips { all, continues, switches, blocks })
+        let halves = |kind: &str| -> Halves {
+            let h = || -> Option<Halves> {
+                Some(Halves {
+                    count: field(&format!("{kind}_halves"))?,
+                    dispatch_ns: field(&format!("{kind}_dispatch_us"))? * 1000,
+                    gap_ns: field(&format!("{kind}_halves_gap_us"))? * 1000,
+                })
+            };
+            h().unwrap_or_default()
+        };
+        let (switch_halves, block_halves) = (halves("switch"), halves("block"));
+        Some(RoundTrips { all, continues, switches, blocks, switch_halves, block_halves })
     }
 
     /// Pools the round trips of several runs, kind by kind.
@@ -143,6 +198,8 @@ impl RoundTrips {
             continues: kind(|r| r.continues),
             switches: kind(|r| r.switches),
             blocks: kind(|r| r.blocks),
+            switch_halves: Halves::pool(runs.iter().map(|r| r.switch_halves)),
+            block_halves: Halves::pool(runs.iter().map(|r| r.block_halves)),
         })
     }
 
@@ -162,6 +219,9 @@ impl RoundTrips {
         let b = own(enough(self.blocks));
         costs.scx_block_round_trip_ns = b.map(|b| b.0);
         costs.scx_block_round_trip_jitter_ns = b.map(|b| b.1);
+        // Each half charged where the real path charges it, where enough were measured.
+        costs.scx_switch_dispatch_permille = self.switch_halves.dispatch_permille();
+        costs.scx_block_dispatch_permille = self.block_halves.dispatch_permille();
     }
 }
 
@@ -446,10 +506,16 @@ pub fn reproduce_real(
         for (case, trips) in exp.cases.iter().zip(&real.round_trips).filter(|(c, _)| c.real) {
             for (p, rt) in case.policies.iter().zip(trips) {
                 let ms = |rt: RoundTrip| format!("{:.2} ms ({})", rt.mean_ns as f64 / 1e6, rt.count);
+                let half = |h: Halves| match h.dispatch_permille() {
+                    Some(p) => {
+                        format!("{:.1} % of {:.2} ms ({})", p as f64 / 10.0, h.gap_ns as f64 / 1e6, h.count)
+                    }
+                    None => format!("too few measured ({})", h.count),
+                };
                 let _ = match rt {
                     Some(rt) => writeln!(
                         text,
-                        "  round trip under {p} ({}): {:.2} ms, sd {:.2} ms, {} measured (continues {}, switches {}, after blocks {})",
+                        "  round trip under {p} ({}): {:.2} ms, sd {:.2} ms, {} measured (continues {}, switches {}, after blocks {}); dispatch halves: switches {}, after blocks {}",
                         case.name,
                         rt.all.mean_ns as f64 / 1e6,
                         rt.all.sd_ns as f64 / 1e6,
@@ -457,6 +523,8 @@ pub fn reproduce_real(
                         ms(rt.continues),
                         ms(rt.switches),
                         ms(rt.blocks),
+                        half(rt.switch_halves),
+                        half(rt.block_halves),
                     ),
                     None => writeln!(
                         text,
@@ -478,9 +546,14 @@ pub fn reproduce_real(
             "simulated_scx": scx_out,
             "round_trips": real.round_trips.iter().map(|per| per.iter().map(|rt| rt.map(|rt| {
                 let kind = |k: RoundTrip| serde_json::json!({ "count": k.count, "mean_ns": k.mean_ns, "sd_ns": k.sd_ns });
+                let halves = |h: Halves| serde_json::json!({
+                    "count": h.count, "dispatch_ns": h.dispatch_ns, "gap_ns": h.gap_ns,
+                    "dispatch_permille": h.dispatch_permille(),
+                });
                 serde_json::json!({
                     "count": rt.all.count, "mean_ns": rt.all.mean_ns, "sd_ns": rt.all.sd_ns,
                     "continues": kind(rt.continues), "switches": kind(rt.switches), "blocks": kind(rt.blocks),
+                    "switch_halves": halves(rt.switch_halves), "block_halves": halves(rt.block_halves),
                 })
             })).collect::<Vec<_>>()).collect::<Vec<_>>(),
             "real": real_out,
@@ -585,8 +658,16 @@ paper = "p"
         let with_blocks = [
             "schedlab-scx: t=2.0s tasks=3 continue_gaps=3 continue_gap_us=1000 continue_gap_sd_us=0 switch_gaps=1 switch_gap_us=3000 switch_gap_sd_us=0 block_gaps=4 block_gap_us=500 block_gap_sd_us=0 gaps_unverified=2".to_string(),
         ];
-        let rt = RoundTrips::from_scx_log(&with_blocks).unwrap().all;
+        let rts = RoundTrips::from_scx_log(&with_blocks).unwrap();
+        let rt = rts.all;
         assert_eq!((rt.count, rt.mean_ns, rt.sd_ns), (8, 1_000_000, 790_569));
+        assert_eq!(rts.block_halves, Halves::default(), "no halves in this schedlab-scx's line");
+        // With the halves: 3 of the 4 after blocks, 0.3 ms of their 0.5 ms dispatched.
+        let with_halves =
+            [with_blocks[0].clone() + " block_halves=3 block_dispatch_us=300 block_halves_gap_us=500"];
+        let rts = RoundTrips::from_scx_log(&with_halves).unwrap();
+        assert_eq!(rts.block_halves, Halves { count: 3, dispatch_ns: 300_000, gap_ns: 500_000 });
+        assert_eq!(rts.block_halves.dispatch_permille(), None, "too few for the model");
         // An older schedlab-scx without the counters.
         assert_eq!(RoundTrips::from_scx_log(&["schedlab-scx: t=1.0s tasks=3 continues=4".to_string()]), None);
     }
@@ -603,6 +684,8 @@ paper = "p"
             continues: kind(100, 1_000_000),
             switches: kind(10, 2_000_000),
             blocks: kind(100, 1_240_000),
+            switch_halves: Halves::default(),
+            block_halves: Halves::default(),
         };
         let trips = vec![vec![Some(cfs), None], vec![None, None]];
         let jobs = sim_jobs(&e, Some(&trips));
@@ -631,6 +714,8 @@ paper = "p"
             continues: kind(100, 1_000_000, 100_000),
             switches: kind(10, 2_000_000, 0),
             blocks: kind(100, 1_300_000, 2_000_000),
+            switch_halves: Halves { count: 10, dispatch_ns: 1_000_000, gap_ns: 2_000_000 },
+            block_halves: Halves { count: 100, dispatch_ns: 910_000, gap_ns: 1_300_000 },
         };
         let mut costs = schedlab_sim::CostModel::default();
         rts.apply(&mut costs);
@@ -640,6 +725,9 @@ paper = "p"
         assert_eq!(costs.scx_continue_round_trip_jitter_ns, Some(173_205));
         assert_eq!(costs.scx_block_round_trip_ns, Some(1_300_000));
         assert_eq!(costs.scx_block_round_trip_jitter_ns, Some(1_300_000), "capped at the mean");
+        // The halves: too few switches measured for theirs; after blocks, 0.91 of 1.3 ms.
+        assert_eq!(costs.scx_switch_dispatch_permille, None);
+        assert_eq!(costs.scx_block_dispatch_permille, Some(700));
         assert_eq!(costs.validate_scx(), Ok(()));
         // Pooled over two runs, kind by kind.
         let two = RoundTrips::pool(&[rts, rts]).unwrap();
@@ -648,6 +736,7 @@ paper = "p"
             (420, 200, 20, 200)
         );
         assert_eq!(two.blocks.mean_ns, 1_300_000);
+        assert_eq!(two.block_halves, Halves { count: 200, dispatch_ns: 910_000, gap_ns: 1_300_000 });
         assert_eq!(RoundTrips::pool(&[]), None);
     }
 

@@ -846,6 +846,11 @@ impl SchedPolicy for Cfs {
     }
 
     fn enqueue(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId, why: EnqueueReason) {
+        if why == EnqueueReason::Restore {
+            // ENQUEUE_RESTORE after a class change: as a migration to the same CPU (2.6.38 makes
+            // the vruntime absolute again; 6.6 places the entity at its saved lag).
+            return self.enqueue_migrated(cpu, t, Self::group_of(ctx, t), ctx.now);
+        }
         if why == EnqueueReason::Migrated {
             if self.premoved.get(t.idx()).copied().unwrap_or(false) {
                 // pull_task moved it already.
@@ -1032,6 +1037,10 @@ impl SchedPolicy for Cfs {
             BalanceKind::NewlyIdle if self.eevdf => self.newidle_balance_66(ctx, cpu, out),
             BalanceKind::NewlyIdle => self.idle_balance(ctx, cpu, out),
         }
+    }
+
+    fn set_class(&mut self, ctx: &Ctx, t: TaskId, _old_class: SchedClass, _old_rt_priority: u8) {
+        self.reclass_fair(ctx, t);
     }
 
     fn set_nice(&mut self, ctx: &Ctx, t: TaskId, old_nice: i8) -> Option<CpuId> {

@@ -22,6 +22,26 @@ use super::Cfs;
 use schedlab_core::{Ctx, TaskId, TaskState};
 
 impl Cfs {
+    /// A change between the fair classes (SCHED_OTHER, BATCH, IDLE) of a task off its runqueue
+    /// (`__sched_setscheduler` after `dequeue_task(DEQUEUE_SAVE)`): `set_load_weight` gives it the
+    /// weight of its new class (`WEIGHT_IDLEPRIO` for SCHED_IDLE), through `reweight_task` in 6.6
+    /// onwards (its saved lag scaled by old/new weight, its load average rescaled), a store in
+    /// 2.6.38 (its relative vruntime kept). The enqueue that follows places it.
+    pub(crate) fn reclass_fair(&mut self, ctx: &Ctx, t: TaskId) {
+        let info = ctx.task(t);
+        let se = self.task_se[t.idx()];
+        let old_weight = self.ses[se as usize].weight;
+        let (weight, inv_weight) = task_load(info.class, info.nice);
+        if weight == old_weight {
+            return;
+        }
+        if self.eevdf {
+            self.pelt_reweight(t, false, old_weight, weight, ctx.now);
+        }
+        self.reweight_entity(se, weight, ctx.now);
+        self.ses[se as usize].inv_weight = inv_weight;
+    }
+
     /// `set_user_nice` for a task of the fair class; `ctx.task(t).nice` is the new level. Returns
     /// whether the task's CPU is to be rescheduled.
     pub(crate) fn renice_fair(&mut self, ctx: &Ctx, t: TaskId, old_nice: i8) -> bool {

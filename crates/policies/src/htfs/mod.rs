@@ -878,7 +878,8 @@ impl SchedPolicy for Htfs {
                 }
                 self.place_waking(se, d);
             }
-            EnqueueReason::Migrated => {
+            // A migration or a class change: the vruntime was made relative at the dequeue.
+            EnqueueReason::Migrated | EnqueueReason::Restore => {
                 let e = &mut self.ents[t.idx()];
                 e.vruntime = e.vruntime.wrapping_add(vtime);
             }
@@ -906,6 +907,22 @@ impl SchedPolicy for Htfs {
         self.group_weight.push(0);
         self.duals.extend((0..self.ncpus).map(|_| Dual::default()));
         self.gents.extend((0..self.ncpus).map(|_| Ent::new(info.shares.max(1))));
+    }
+
+    /// A change between SCHED_OTHER, BATCH and IDLE (RT tasks run in `LinuxClasses` above): the
+    /// task is off its runqueue (`dequeue(.., Save)`), so only its weight follows the class
+    /// (`WEIGHT_IDLEPRIO` for SCHED_IDLE), its boosted-weight level moving as in `set_nice`; the
+    /// enqueue that follows counts it at the new weight.
+    fn set_class(&mut self, ctx: &Ctx, t: TaskId, _old_class: SchedClass, _old_rt_priority: u8) {
+        let w = Self::weight_of(ctx, t);
+        let e = self.ents[t.idx()];
+        if e.weight == w || e.queued {
+            return;
+        }
+        let shift = initial_level(w) as i64 - initial_level(e.weight) as i64;
+        let ent = &mut self.ents[t.idx()];
+        ent.set_weight(w);
+        ent.level = (e.level as i64 + shift).clamp(0, BWEIGHTS.len() as i64 - 1) as usize;
     }
 
     fn set_nice(&mut self, ctx: &Ctx, t: TaskId, _old_nice: i8) -> Option<CpuId> {

@@ -446,6 +446,8 @@ impl SchedPolicy for O1 {
                 Self::activate(ctx, t, st);
             }
             EnqueueReason::Migrated => expired = self.tasks[t.idx()].expired,
+            // sched_setscheduler's __activate_task: the active array, at the tail.
+            EnqueueReason::Restore => {}
         }
         let w = Self::load_weight(&self.tasks[t.idx()], ctx, t);
         let rq = &mut self.q.rqs[cpu.idx()];
@@ -638,6 +640,15 @@ impl SchedPolicy for O1 {
     /// same array (the running task, which 2.6.22 keeps queued, likewise: it goes to the tail when
     /// it stops). Its remaining slice is kept; the next one follows the new level. The CPU is
     /// rescheduled when the priority rose, or fell for the running task.
+    /// `sched_setscheduler` (2.6.22): between `deactivate_task` and `__activate_task`,
+    /// `__setscheduler` sets `prio = normal_prio(p)`: `99 - rt_priority` for an RT task, else
+    /// `effective_prio` (the static priority less the bonus, the task's `sleep_avg` kept); the load
+    /// weight follows the class (`set_load_weight`, read at the enqueue that follows).
+    fn set_class(&mut self, ctx: &Ctx, t: TaskId, _old_class: SchedClass, _old_rt_priority: u8) {
+        let st = &mut self.tasks[t.idx()];
+        st.prio = Self::effective_prio(ctx, t, st);
+    }
+
     fn set_nice(&mut self, ctx: &Ctx, t: TaskId, _old_nice: i8) -> Option<CpuId> {
         let info = ctx.task(t);
         let static_prio = (120 + info.nice.clamp(-20, 19) as i64) as usize;
@@ -769,6 +780,34 @@ mod tests {
     /// priority resumes before the equal-priority task queued behind it, while one whose slice ran
     /// out (or that yielded) goes behind it (`task_running_tick` requeues at the tick, `schedule()`
     /// does not move a preempted task).
+    /// `sched_setscheduler`: the priority follows the class (`99 - rt_priority` for an RT task,
+    /// `effective_prio` again after), the task's `sleep_avg` is kept, and the load weight moves.
+    #[test]
+    fn a_class_change_takes_the_new_classs_priority_and_keeps_the_sleep_average() {
+        let mut w = TestWorld::new(1);
+        let mut o = O1::new(NoParams);
+        o.init(&w.ctx());
+        let (a, b) = (w.add_task(0), w.add_task(-20));
+        w.start(&mut o, a);
+        w.start(&mut o, b);
+        o.tasks[a.idx()].sleep_avg = 600 * NSEC_PER_MSEC;
+        let fair_load = o.q.rqs[0].load;
+        w.set_class(&mut o, a, SchedClass::Fifo, 40);
+        assert_eq!(o.tasks[a.idx()].prio, 99 - 40);
+        assert_eq!(
+            o.q.rqs[0].load,
+            fair_load - prio_load_weight(120, w.tick_ns) + rt_load_weight(40, w.tick_ns)
+        );
+        assert_eq!(w.pick(&mut o, CpuId(0)), Some(a), "real time before nice -20");
+        w.stop(&mut o, CpuId(0), SwitchReason::Preempted);
+        w.set_class(&mut o, a, SchedClass::Normal, 0);
+        assert_eq!(o.sleep_avg_of(a), 600 * NSEC_PER_MSEC);
+        // Bonus 600 ms x 10 / 1 s - 5 = 1: priority 119.
+        assert_eq!(o.tasks[a.idx()].prio, 119);
+        assert_eq!(o.q.rqs[0].load, fair_load);
+        assert_eq!(w.pick(&mut o, CpuId(0)), Some(b));
+    }
+
     #[test]
     fn a_preempted_task_keeps_its_place_at_the_head_of_its_list() {
         let mut w = TestWorld::new(1);

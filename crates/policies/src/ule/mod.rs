@@ -905,6 +905,28 @@ impl SchedPolicy for Ule {
     /// `td_priority`); the running thread's new priority only updates its CPU's `tdq_lowpri`; a
     /// sleeping thread loses any `static_boost`. Simplification: the re-add stays on the thread's
     /// CPU, where the kernel's `sched_add` would run `sched_pickcpu` again.
+    /// `rtp_to_pri` (FreeBSD 10.4): `sched_class` stores the new class, `sched_user_prio` the
+    /// class's user priority, and `sched_prio` applies it to the thread itself: a real-time or idle
+    /// thread takes its fixed priority, a timeshare one the user priority `sched_priority` computes
+    /// from its kept history (interactivity score, `%CPU`, nice). The thread is off its run queue
+    /// here (`sched_rem`); `enqueue(.., Restore)` adds it again by that priority.
+    fn set_class(&mut self, ctx: &Ctx, t: TaskId, _old_class: SchedClass, _old_rt_priority: u8) {
+        let class = Self::class_of(ctx, t);
+        self.threads[t.idx()].class = class;
+        match class {
+            Class::Timeshare => {
+                self.sched_priority(ctx, t);
+                self.userret(t);
+            }
+            _ => {
+                let pri = Self::fixed_pri(ctx, t, class);
+                let th = &mut self.threads[t.idx()];
+                th.pri = pri;
+                th.user_pri = pri;
+            }
+        }
+    }
+
     fn set_nice(&mut self, ctx: &Ctx, t: TaskId, _old_nice: i8) -> Option<CpuId> {
         if self.threads[t.idx()].class != Class::Timeshare {
             return None;
