@@ -1207,10 +1207,14 @@ impl<'a> Sim<'a> {
                 lat += costs.idle_exit_ns;
             }
             if let Some(rt) = round_trip {
-                // Under sched_ext the decision comes from user space first; the task it picks
-                // starts its dispatch half later (a block told with it keeps the block's).
+                // Under sched_ext the decision comes from user space first. A CPU running a task
+                // (a wakeup preemption) runs it on until the preempting dispatch lands, the whole
+                // round trip; an idle one (or one whose task blocked unheard) picks at the decision
+                // and the task it picks starts its dispatch half later (a block told with it keeps
+                // the block's).
+                let running = self.cpu_views[cpu.idx()].curr.is_some() && c.scx_blocked.is_none();
                 let permille = self.machine.costs.scx_switch_dispatch_permille.unwrap_or(0);
-                let dispatch = rt * permille as u64 / 1000;
+                let dispatch = if running { 0 } else { rt * permille as u64 / 1000 };
                 lat += rt - dispatch;
                 c.scx_decided = true;
                 if c.scx_blocked.is_none() {

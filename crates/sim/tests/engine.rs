@@ -1298,6 +1298,31 @@ fn under_sched_ext_a_switch_charges_its_request_half_to_the_task_that_stopped() 
 }
 
 #[test]
+fn under_sched_ext_a_wakeup_preemption_lets_the_running_task_run_until_the_dispatch_lands() {
+    // One CPU at HZ 100, Linux 2.4, round trips of 2 ms, half of them dispatch. `sleeper` (nice -5,
+    // created first) starts after the first decision (1 ms to decide, 1 ms to dispatch: at 2 ms),
+    // sleeps 5 ms at once, and `hog` starts after a round trip after that block (at 4 ms). Woken
+    // at 7 ms, the sleeper's better goodness preempts the hog: the hog runs on until the
+    // preempting dispatch lands, the whole round trip later (9 ms), and the sleeper starts then,
+    // no CPU time lost to the switch.
+    let mut m = one_cpu_without_costs();
+    m.hz = 100;
+    m.costs.scx_round_trip_ns = Some(2 * MS);
+    m.costs.scx_switch_dispatch_permille = Some(500);
+    let mut w = WorkloadBuilder::new("scx-preempt");
+    w.task("sleeper", P::new().sleep(5 * MS).compute(MS).build()).nice = -5;
+    w.task("hog", P::new().compute(100 * MS).build());
+    let w = w.build().unwrap();
+    let mut p = WakeRecorder::new(schedlab_policies::create("linux24").unwrap());
+    let r = run_with(&m, &w, &mut p, 9 * MS + MS / 2);
+    let hog = TaskId(1);
+    let preempted: Vec<_> = p.puts.iter().filter(|&&(_, t, _)| t == hog).collect();
+    assert_eq!(preempted, vec![&(9 * MS, hog, SwitchReason::Preempted)]);
+    assert_eq!(task(&r, "hog").run_ns, 5 * MS, "from 4 ms to 9 ms");
+    assert_eq!(task(&r, "sleeper").run_ns, MS / 2, "from 9 ms");
+}
+
+#[test]
 fn a_constant_round_trip_locks_into_phase_with_the_ticks_and_a_spread_one_does_not() {
     // Two round-robin hogs on one CPU at HZ 250, round trips of 1 ms: a switch every 11 ms (above),
     // so the pattern repeats every 44 ms, in which one hog's two slices meet 2 and 3 ticks and the

@@ -107,8 +107,8 @@ impl SchedPolicy for Lottery {
     }
 
     fn enqueue(&mut self, _ctx: &Ctx, _cpu: CpuId, t: TaskId, why: EnqueueReason) {
-        // One global queue: a task moved between CPUs keeps its place.
-        if why != EnqueueReason::Migrated {
+        // One global queue: a task moved between CPUs, or whose class changed, keeps its place.
+        if !why.was_runnable() {
             self.nr_running += 1;
             self.queue.push(t);
         }
