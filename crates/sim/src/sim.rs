@@ -857,6 +857,9 @@ impl<'a> Sim<'a> {
     /// (Re)programs the end of the running segment on `cpu`.
     pub(crate) fn program_segment(&mut self, cpu: CpuId) {
         let Some(t) = self.cpu_views[cpu.idx()].curr else { return };
+        if self.cpus[cpu.idx()].scx_blocked.is_some() {
+            return; // its task blocked: nothing runs until the policy hears (`ScxBlockSeen`)
+        }
         let start = self.cpus[cpu.idx()].useful_start.max(self.now);
         let mut end = start + self.time_to_finish(cpu, t);
         if let Some(se) = self.cpus[cpu.idx()].slice_end {

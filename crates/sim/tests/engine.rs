@@ -1372,3 +1372,24 @@ fn under_sched_ext_a_wakeup_reaches_an_idle_cpu_a_round_trip_later() {
     let (e0, e1) = (task(&r0, "sleeper").exited_ns.unwrap(), task(&r1, "sleeper").exited_ns.unwrap());
     assert_eq!(e1 - e0, 11 * 300 * US, "ten wakeups and the start");
 }
+
+/// Under sched_ext with the halves of each round trip, the conformance mix (every kind of blocking,
+/// class changes, a pinned task) completes on a 4-CPU machine with an ondemand governor and
+/// contention modelled (whose frequency and speed changes reprogram busy CPUs' segments; one whose
+/// task blocked unheard has none), under policies of each family, with the invariant checks on.
+#[test]
+fn under_sched_ext_with_halves_the_conformance_mix_completes_with_dvfs_and_contention() {
+    let m = Machine::from_toml(
+        "scx-dvfs.toml",
+        "cores_per_llc = 4\nhz = 250\ncpu_mhz = 2000\n[dvfs]\nlevels_mhz = [1000, 2000]\nlevels_mv = [900, 1100]\n\
+         governor = 'ondemand'\n[contention]\nenabled = true\nbus_permille = 800\n[costs]\n\
+         scx_round_trip_ns = 1500000\nscx_round_trip_jitter_ns = 1000000\nscx_block_round_trip_ns = 2000000\n\
+         scx_block_dispatch_permille = 600\nscx_switch_dispatch_permille = 400\n",
+    )
+    .unwrap();
+    let w = schedlab_sim::conformance::finite_mix();
+    for spec in ["cfs", "eevdf", "linux24", "bfs", "ule", "o1", "4bsd"] {
+        let r = run(&m, &w, spec, 60_000 * MS);
+        assert_eq!(r.summary.nr_exited, r.summary.nr_tasks, "{spec}: a task never finished");
+    }
+}
