@@ -23,6 +23,18 @@
 //   measures the user-space round trip from a task's next start after a dispatch, and only the
 //   count tells whether the `start_ts` a message carries is that start (a task preempted with
 //   slice left, by a kernel thread or a higher class, resumes without a message).
+// * Each message carries the task's scheduling policy (`p->policy` + 1, 0 meaning "not sent") in
+//   bits 32-39 of `nr_cpus_allowed` and its real-time priority in bits 40-47: a change between
+//   SCHED_NORMAL, SCHED_BATCH and SCHED_IDLE keeps the task in sched_ext and changes nothing else in
+//   its messages (SCHED_IDLE's weight is the nice level's), so the adapter would not see it.
+// * A task that leaves sched_ext alive (`sched_setscheduler` to SCHED_FIFO, SCHED_RR or
+//   SCHED_DEADLINE: the kernel's `switched_from_scx` calls `ops.disable`) is reported by a message
+//   of its own, marked `SCHEDLAB_LEFT_EXT` in `flags`, carrying its new policy: scx_rustland_core
+//   has no `ops.disable`, and without it the adapter kept holding a task the kernel's real-time
+//   class was running. On Linux 7.2 `ops.disable` runs before the new policy is written (measured
+//   in the VM: the message carries SCHED_NORMAL), so the adapter reads the new class from the
+//   host. A task that exits also passes `ops.disable` (`PF_EXITING` set); it sends nothing, as
+//   before. Its return (`ops.enable`, then an enqueue) is its next ordinary message.
 fn patch(src: &str, anchor: &str, with: &str, what: &str) -> String {
     assert!(src.contains(anchor), "scx_rustland_core's {what} changed: the schedlab patch needs a new place");
     src.replacen(anchor, with, 1)
@@ -130,6 +142,50 @@ fn main() {
         "\ttask->exec_runtime = tctx->exec_runtime;\n",
         "\t/* schedlab: the start on CLOCK_MONOTONIC, in the exec_runtime field schedlab does not use. */\n\ttask->exec_runtime = tctx->start_mono;\n",
         "exec_runtime of a queued task's message",
+    );
+    c = patch(
+        &c,
+        "\ttask->nr_cpus_allowed = p->nr_cpus_allowed;\n",
+        "\t/* schedlab: the policy (+1) in bits 32-39, the real-time priority in bits 40-47. */\n\
+         \ttask->nr_cpus_allowed = p->nr_cpus_allowed | ((u64)(p->policy + 1) << 32) |\n\
+         \t\t\t\t((u64)(p->rt_priority & 0xff) << 40);\n",
+        "nr_cpus_allowed of a queued task's message",
+    );
+    c = patch(
+        &c,
+        "/*\n * A task joins the sched_ext scheduler.\n */\n",
+        "/*\n * schedlab: a task leaves the sched_ext scheduler alive (a class change to a real-time or\n\
+         * deadline policy): tell user space, so its policy stops holding the task. Exits pass here\n\
+         * too (PF_EXITING) and send nothing.\n */\n\
+         #define SCHEDLAB_PF_EXITING 0x00000004\n\
+         #define SCHEDLAB_LEFT_EXT (1ULL << 62)\n\
+         void BPF_STRUCT_OPS(rustland_disable, struct task_struct *p)\n\
+         {\n\
+         \tstruct queued_task_ctx *task;\n\
+         \tstruct task_ctx *tctx;\n\n\
+         \tif ((p->flags & SCHEDLAB_PF_EXITING) || is_usersched_task(p))\n\
+         \t\treturn;\n\
+         \ttctx = try_lookup_task_ctx(p);\n\
+         \tif (!tctx)\n\
+         \t\treturn;\n\
+         \ttask = bpf_ringbuf_reserve(&queued, sizeof(*task), 0);\n\
+         \tif (!task)\n\
+         \t\treturn;\n\
+         \tget_task_info(task, p, tctx, SCHEDLAB_LEFT_EXT, scx_bpf_task_cpu(p));\n\
+         \ttask->vtime = tctx->nr_starts;\n\
+         \tbpf_ringbuf_submit(task, 0);\n\
+         \t__sync_fetch_and_add(&nr_queued, 1);\n\
+         \tif (usersched_cpu >= 0)\n\
+         \t\tscx_bpf_kick_cpu(usersched_cpu, SCX_KICK_IDLE);\n\
+         }\n\n\
+         /*\n * A task joins the sched_ext scheduler.\n */\n",
+        "ops.enable",
+    );
+    c = patch(
+        &c,
+        "\t       .enable\t\t\t= (void *)rustland_enable,\n",
+        "\t       .enable\t\t\t= (void *)rustland_enable,\n\t       .disable\t\t= (void *)rustland_disable,\n",
+        "SCX_OPS_DEFINE (.enable)",
     );
     if std::fs::read_to_string("schedlab.bpf.c").ok().as_deref() != Some(c.as_str()) {
         std::fs::write("schedlab.bpf.c", &c).expect("writing schedlab.bpf.c");

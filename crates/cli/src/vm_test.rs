@@ -136,6 +136,9 @@ pub struct Run {
     pub sample_interval: Option<String>,
     /// `schedlab exec --spawn-at-start`: no task sleeps at a start gate before its start.
     pub spawn_at_start: bool,
+    /// `schedlab exec --allow-rt`: the workload makes threads real-time (the guest is a VM of its
+    /// own; the workload's threads still cannot take the controller's CPU: it runs SCHED_FIFO).
+    pub allow_rt: bool,
 }
 
 /// One boot of the VM: its files, runs and CPUs.
@@ -209,7 +212,7 @@ pub fn vm_test_cmd(args: VmTestArgs) -> Result<()> {
     let workload_src = std::fs::read(&args.workload).with_context(|| {
         format!("--workload {}: cannot read it (a file is needed: it is copied into the VM)", args.workload)
     })?;
-    crate::load_workload(&args.workload)?;
+    let allow_rt = crate::load_workload(&args.workload)?.real_time_task().is_some();
     let run_ns =
         schedlab_workload::parse_duration(&args.duration).map_err(|e| anyhow::anyhow!("--duration: {e}"))?;
     args.vm.validate()?;
@@ -227,6 +230,7 @@ pub fn vm_test_cmd(args: VmTestArgs) -> Result<()> {
             max_threads: 256,
             sample_interval: None,
             spawn_at_start: args.spawn_at_start,
+            allow_rt,
         };
         runs.push(run(format!("{BASELINE}{suffix}"), None));
         for p in &args.policy {
@@ -627,7 +631,7 @@ say boot kernel="$(uname -r)" cpus="$(nproc)" state="$(state)"
 PS=$(@EXEC_PIN@/bin/schedlab calibrate --loop 2>/dev/null)
 say loop ps-per-loop="$PS"
 run() {
-  name=$1; policy=$2; workload=$3; duration=$4; threads=$5; sample=$6; spawn=$7
+  name=$1; policy=$2; workload=$3; duration=$4; threads=$5; sample=$6; spawn=$7; rt=$8
   if [ -n "$policy" ]; then
     $SCX_ENV /bin/schedlab-scx --policy "$policy" --stats-interval 1@SCX_ARGS@ > /tmp/scx-$name.log 2>&1 &
     scx=$!
@@ -652,7 +656,7 @@ run() {
     };
     s = s.replace("@EXEC_PIN@", &exec_pin);
     s.push_str(&format!(
-        "  {exec_pin}/bin/schedlab exec /work/$workload --duration $duration --max-threads $threads ${{PS:+--ps-per-loop $PS}} ${{sample:+--sample-interval $sample}} ${{spawn:+--spawn-at-start}} --json /tmp/$name.json --no-trace --fifo-controller -q > /tmp/exec-$name.log 2>&1\n"
+        "  {exec_pin}/bin/schedlab exec /work/$workload --duration $duration --max-threads $threads ${{PS:+--ps-per-loop $PS}} ${{sample:+--sample-interval $sample}} ${{spawn:+--spawn-at-start}} ${{rt:+--allow-rt}} --json /tmp/$name.json --no-trace --fifo-controller -q > /tmp/exec-$name.log 2>&1\n"
     ));
     s.push_str(
         r#"  say run $name exec-exit=$?
@@ -682,14 +686,15 @@ run() {
     }
     for r in runs {
         s.push_str(&format!(
-            "run {} '{}' '{}' {} {} '{}' '{}'\n",
+            "run {} '{}' '{}' {} {} '{}' '{}' '{}'\n",
             r.name,
             r.policy.as_deref().unwrap_or(""),
             r.workload,
             r.duration,
             r.max_threads,
             r.sample_interval.as_deref().unwrap_or(""),
-            if r.spawn_at_start { "1" } else { "" }
+            if r.spawn_at_start { "1" } else { "" },
+            if r.allow_rt { "1" } else { "" }
         ));
     }
     s.push_str("say done\ndmesg | grep -i sched_ext | sed 's/^/SCHEDLAB-VM dmesg: /'\npoweroff -f\n");
@@ -1048,6 +1053,7 @@ mod tests {
                 max_threads: 256,
                 sample_interval: None,
                 spawn_at_start: false,
+                allow_rt: false,
             },
             Run {
                 name: "cfs-r2".into(),
@@ -1057,6 +1063,7 @@ mod tests {
                 max_threads: 4096,
                 sample_interval: Some("100ms".into()),
                 spawn_at_start: true,
+                allow_rt: true,
             },
         ];
         let mut boot = Boot {
@@ -1078,8 +1085,9 @@ mod tests {
         );
         let cal = init.find("/bin/schedlab calibrate -o /tmp/calibrate.toml").expect("calibrate step");
         assert!(cal < init.find("run kernel '' 'workload.toml' 4s 256").expect("baseline run"), "{init}");
-        assert!(init.contains("run cfs-r2 'cfs' 'g10.toml' 3000000000ns 4096 '100ms' '1'"), "{init}");
-        assert!(init.contains("run kernel '' 'workload.toml' 4s 256 '' ''"), "{init}");
+        assert!(init.contains("run cfs-r2 'cfs' 'g10.toml' 3000000000ns 4096 '100ms' '1' '1'\n"), "{init}");
+        assert!(init.contains("run kernel '' 'workload.toml' 4s 256 '' '' ''\n"), "{init}");
+        assert!(init.contains("${rt:+--allow-rt}"), "{init}");
         assert!(init.contains("${spawn:+--spawn-at-start}"), "{init}");
         assert!(init.contains("${sample:+--sample-interval $sample}"), "{init}");
         assert!(init.contains(
@@ -1116,6 +1124,7 @@ mod tests {
             max_threads: 8,
             sample_interval: None,
             spawn_at_start: false,
+            allow_rt: false,
         };
         let boot = Boot {
             files: Vec::new(),

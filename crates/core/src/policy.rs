@@ -165,6 +165,11 @@ pub enum DequeueReason {
     Migrate,
     /// Its scheduling class or RT priority is about to change (Linux's `DEQUEUE_SAVE`): take it out
     /// of the queue of its old class; `set_class` and `enqueue(.., Restore)` on the same CPU follow.
+    /// Under sched_ext (the adapter of crates/scx-adapter) a task that goes real-time leaves the
+    /// policy between the two: `set_class` is called for the real-time class, time passes while
+    /// the kernel's real-time class runs it, and `set_class` back to a fair class and
+    /// `enqueue(.., Restore)` (on the CPU it comes back on) follow at its return; if it exits
+    /// meanwhile, `task_exit` follows instead.
     Save,
 }
 

@@ -330,20 +330,7 @@ pub fn check(w: &Workload, cfg: &ExecConfig) -> Result<(), ExecError> {
         )));
     }
     if !cfg.allow_rt {
-        let rt_op = |t: &&schedlab_workload::TaskSpec| {
-            t.program.ops.iter().find_map(|op| match *op {
-                schedlab_workload::Op::SetClass { class, .. } if class.is_rt() => Some(class),
-                _ => None,
-            })
-        };
-        let asks = w.tasks.iter().find_map(|t| {
-            if t.class.is_rt() {
-                Some((t, t.class))
-            } else {
-                rt_op(&t).map(|c| (t, c))
-            }
-        });
-        if let Some((t, class)) = asks {
+        if let Some((t, class)) = w.real_time_task() {
             return Err(ExecError::Refused(format!(
                 "task `{}` asks for a real-time class ({class:?}); a runaway RT thread can freeze the machine, \
                  so this needs --allow-rt",

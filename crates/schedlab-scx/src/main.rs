@@ -24,6 +24,7 @@ use clap::Parser;
 use libbpf_rs::OpenObject;
 use schedlab_core::{CpuId, Ns, NSEC_PER_SEC};
 use schedlab_scx_adapter::host::{current_cpu, monotonic_ns, topology_from_sysfs};
+use schedlab_scx_adapter::message::{unpack_nr_cpus_allowed, LEFT_EXT_FLAG};
 use schedlab_scx_adapter::{KernelTask, LinuxHost, Order, Shadow};
 use std::mem::MaybeUninit;
 
@@ -174,6 +175,8 @@ fn run(args: &Args) -> Result<()> {
         loop {
             match bpf.dequeue_task() {
                 Ok(Some(t)) => {
+                    // schedlab's BPF variant packs the class into nr_cpus_allowed (build.rs).
+                    let packed = unpack_nr_cpus_allowed(t.nr_cpus_allowed);
                     let kt = KernelTask {
                         pid: t.pid,
                         cpu: t.cpu,
@@ -181,20 +184,25 @@ fn run(args: &Args) -> Result<()> {
                         start_ts: t.start_ts,
                         stop_ts: t.stop_ts,
                         weight: t.weight,
-                        nr_cpus_allowed: t.nr_cpus_allowed,
+                        nr_cpus_allowed: packed.nr_cpus_allowed,
                         enq_cnt: t.enq_cnt,
                         // schedlab's BPF variant sends the start count here (build.rs).
                         nr_starts: t.vtime,
                         // ... and the start on CLOCK_MONOTONIC, the clock of `now`, here.
                         start_mono_ns: t.exec_runtime,
+                        class: packed.class,
+                        rt_priority: packed.rt_priority,
+                        left_ext: t.flags & LEFT_EXT_FLAG != 0,
                     };
                     if trace {
                         println!(
-                            "schedlab-scx: msg at {} pid {} cpu {} wakeup {} enq {} start {} stop {} was {}",
+                            "schedlab-scx: msg at {} pid {} cpu {} wakeup {} left {} class {:?} enq {} start {} stop {} was {}",
                             now,
                             kt.pid,
                             kt.cpu,
                             kt.wakeup,
+                            kt.left_ext,
+                            kt.class,
                             kt.enq_cnt,
                             kt.start_ts,
                             kt.stop_ts,
@@ -311,7 +319,7 @@ fn print_stats(bpf: &mut BpfScheduler, shadow: &Shadow, elapsed: Ns) {
     let mut line = format!(
         "schedlab-scx: t={:.1}s tasks={} queued={} messages={} new={} wakeups={} dispatches={} continues={} \
          preempt_dispatches={} ticks={} tick_resched={} blocked_found_idle={} exits={} migrations={} \
-         affinity_changes={} nice_changes={} groups={} group_moves={} idle_picks={} \
+         affinity_changes={} nice_changes={} class_changes={} left_ext={} groups={} group_moves={} idle_picks={} \
          continue_gaps={} continue_gap_us={} continue_gap_sd_us={} switch_gaps={} switch_gap_us={} \
          switch_gap_sd_us={} block_gaps={} block_gap_us={} block_gap_sd_us={} gaps_unverified={} \
          continue_halves={} continue_dispatch_us={} continue_halves_gap_us={} switch_halves={} switch_dispatch_us={} \
@@ -333,6 +341,8 @@ fn print_stats(bpf: &mut BpfScheduler, shadow: &Shadow, elapsed: Ns) {
         s.nr_migrations,
         s.nr_affinity_changes,
         s.nr_nice_changes,
+        s.nr_class_changes,
+        s.nr_left_ext,
         s.nr_groups,
         s.nr_group_moves,
         s.nr_idle_picks,

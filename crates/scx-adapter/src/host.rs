@@ -15,8 +15,10 @@ pub struct TaskFacts {
     pub allowed: CpuSet,
     /// Nice level, if it could be read (otherwise the kernel's weight gives it).
     pub nice: Option<i8>,
-    /// Scheduling class.
+    /// Scheduling class (`sched_getscheduler`; SCHED_DEADLINE is taken as SCHED_FIFO).
     pub class: SchedClass,
+    /// Real-time priority (`sched_getparam`): 1-99 in a real-time class, else 0.
+    pub rt_priority: u8,
 }
 
 /// The machine as the shadow scheduler sees it.
@@ -51,20 +53,21 @@ impl Host for LinuxHost {
             .ok()
             .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Tgid:")).and_then(|v| v.trim().parse().ok()))
             .unwrap_or(pid as u32);
-        // SAFETY: plain system calls on a thread id; errno is reset before getpriority, whose -1 is
-        // also a valid nice level.
-        let (nice, policy) = unsafe {
+        // SAFETY: plain system calls on a thread id with a valid out-pointer (sched_param is plain
+        // data); errno is reset before getpriority, whose -1 is also a valid nice level.
+        let (nice, policy, param) = unsafe {
             *libc::__errno_location() = 0;
             let prio = libc::getpriority(libc::PRIO_PROCESS, pid as libc::id_t);
             let nice = if prio == -1 && *libc::__errno_location() != 0 { None } else { Some(prio) };
-            (nice, libc::sched_getscheduler(pid))
+            let mut param: libc::sched_param = std::mem::zeroed();
+            if libc::sched_getparam(pid, &mut param) != 0 {
+                param.sched_priority = 0;
+            }
+            (nice, libc::sched_getscheduler(pid), param)
         };
-        let class = match policy {
-            libc::SCHED_BATCH => SchedClass::Batch,
-            libc::SCHED_IDLE => SchedClass::Idle,
-            _ => SchedClass::Normal,
-        };
-        Some(TaskFacts { tgid, allowed, nice: nice.map(|n| n.clamp(-20, 19) as i8), class })
+        let class = crate::message::class_of_linux_policy(policy.max(0) as u32);
+        let rt_priority = crate::message::rt_priority_of(class, param.sched_priority.clamp(0, 99) as u8);
+        Some(TaskFacts { tgid, allowed, nice: nice.map(|n| n.clamp(-20, 19) as i8), class, rt_priority })
     }
 
     fn is_alive(&mut self, pid: i32) -> bool {

@@ -40,8 +40,15 @@
 //!   second (`kill(pid, 0)`), then `put_prev(Exited)` or `task_exit` runs.
 //! * *Wakee facts*: the kernel does not say who woke a task, nor whether the wakeup was synchronous,
 //!   so `WakeInfo` names the CPU the task last ran on, no waker, and `sync = false`.
-//! * *Classes*: real-time tasks never reach sched_ext (the kernel's RT class runs them), so every
-//!   task is SCHED_NORMAL, SCHED_BATCH or SCHED_IDLE as `sched_getscheduler` says.
+//! * *Classes*: real-time tasks never reach sched_ext (the kernel's RT class runs them). A task's
+//!   class is `sched_getscheduler`'s when it is first met; later each message says it (schedlab's
+//!   BPF variant packs `p->policy` into it, [`message`]), and a change reaches the policy as the
+//!   engine's `change_class` does: `put_prev(Preempted)` if it ran, `dequeue(Save)` if it was
+//!   queued, `set_class`, `enqueue(Restore)`. A task that goes real-time leaves sched_ext (a
+//!   message from `ops.disable`): the policy is told its new class (`set_class`) but not given
+//!   it back (`Restore`) until it returns with a message of a fair class, as it is not the
+//!   policy's to run meanwhile. One that returns running (it changed its own class) is seen at
+//!   its next message, up to one kernel slice later.
 //! * *Task groups* are the cgroups of the `cpu` controller, read from `/proc/PID/cgroup` (the v1
 //!   `cpu` hierarchy, else the unified one) with their `cpu.weight` (or v1 `cpu.shares`): each
 //!   cgroup is made a group, parents first, when the first of its threads is met
@@ -62,6 +69,7 @@
 #![warn(missing_docs)]
 
 pub mod host;
+pub mod message;
 pub mod shadow;
 pub mod weight;
 

@@ -3,10 +3,12 @@
 //! approximates are in the [crate docs](crate).
 
 use crate::host::Host;
+use crate::message::rt_priority_of;
 use crate::weight::{nice_of_weight, scx_weight_of_nice};
 use schedlab_core::{
     BalanceKind, CpuId, CpuInfo, CpuSet, Ctx, DequeueReason, EnqueueReason, GroupId, GroupInfo, Migration,
-    Ns, SchedPolicy, SwitchReason, TaskId, TaskInfo, TaskState, Topology, WakeInfo, WakeKind, NSEC_PER_SEC,
+    Ns, SchedClass, SchedPolicy, SwitchReason, TaskId, TaskInfo, TaskState, Topology, WakeInfo, WakeKind,
+    NSEC_PER_SEC,
 };
 use std::collections::HashMap;
 
@@ -62,6 +64,14 @@ pub struct KernelTask {
     /// the message's `exec_runtime` field), or 0 if not sent. With the time of the order that
     /// dispatched it, it splits a round trip into its request and dispatch halves.
     pub start_mono_ns: Ns,
+    /// Its scheduling class, if the message carries it (schedlab's BPF variant packs `p->policy`
+    /// into `nr_cpus_allowed`'s upper bits: [`crate::message`]).
+    pub class: Option<SchedClass>,
+    /// Its real-time priority (1-99 in a real-time class, else 0).
+    pub rt_priority: u8,
+    /// The message says the task left sched_ext alive (`ops.disable`,
+    /// [`crate::message::LEFT_EXT_FLAG`]): a change to a real-time class; `class` is the new one.
+    pub left_ext: bool,
 }
 
 /// A dispatch order for the kernel.
@@ -134,6 +144,11 @@ pub struct ShadowStats {
     pub nr_groups: u64,
     /// Known tasks seen in another group than before (a thread written to `cgroup.threads`).
     pub nr_group_moves: u64,
+    /// Scheduling-class changes seen (`sched_setscheduler` on a known task; passed to
+    /// `SchedPolicy::set_class`), leaving and returning to sched_ext included.
+    pub nr_class_changes: u64,
+    /// Of those, tasks that left sched_ext for the kernel's real-time class (`ops.disable`).
+    pub nr_left_ext: u64,
     /// Round trips measured after a continue: a task whose kernel slice ended was sent back to
     /// its CPU, and its next message said when it started again.
     pub nr_continue_gaps: u64,
@@ -284,6 +299,14 @@ struct Extra {
     block_waiter: Option<(u64, Ns, Option<Ns>)>,
     /// When the shadow last ordered it to a CPU (shadow clock).
     ordered_at: Option<Ns>,
+    /// It left sched_ext (a real-time class runs it): the shadow holds it as blocked and the policy
+    /// does not run it until it comes back.
+    away: bool,
+    /// It was taken out of its CPU's queue for a class change (`dequeue(Save)`) and awaits its
+    /// `enqueue(Restore)`, which its return to sched_ext brings.
+    saved: bool,
+    /// The CPU it was running on when it left sched_ext (held by it: `Slot::rt_held`).
+    away_from: Option<CpuId>,
 }
 
 /// What freed a CPU before the task dispatched there started (`Extra::gap_from`).
@@ -310,6 +333,9 @@ struct Slot {
     /// Its task blocked and nothing has been picked for it since (the round trip after a block
     /// runs from that task's stop to the start of the next).
     freed: Option<GapFrom>,
+    /// Its running task left sched_ext for the kernel's real-time class, which runs it here now:
+    /// nothing is picked for it until the kernel reports it free or that task comes back.
+    rt_held: bool,
 }
 
 /// The shadow core scheduler.
@@ -473,9 +499,20 @@ impl Shadow {
         self.stats.nr_messages += 1;
         self.messages_since_round = true;
         let Some(&t) = self.by_pid.get(&kt.pid) else {
+            // A task never met that leaves: nothing to tell the policy.
+            if kt.left_ext {
+                return Ok(());
+            }
             return self.new_task(host, kt);
         };
         self.extra[t.idx()].enq_cnt = kt.enq_cnt;
+        if kt.left_ext {
+            self.left_ext(host, t, kt);
+            return self.take_error();
+        }
+        if let Some(class) = kt.class {
+            self.reclass(t, class, rt_priority_of(class, kt.rt_priority), kt.cpu);
+        }
         self.refresh_facts(host, t, kt);
         if !kt.wakeup && kt.stop_ts > 0 {
             let gap = self.now as i64 - kt.stop_ts as i64;
@@ -693,6 +730,7 @@ impl Shadow {
                     None => self.exit(c, t),
                 }
             }
+            self.slots[c.idx()].rt_held = false;
             self.slots[c.idx()].needs_pick = true;
         }
         for i in 0..self.cpus.len() {
@@ -703,7 +741,7 @@ impl Shadow {
                     self.put_prev(c, t, SwitchReason::Preempted);
                     self.pick(c, true);
                 }
-                None if slot.needs_pick || slot.resched => self.pick(c, false),
+                None if (slot.needs_pick || slot.resched) && !slot.rt_held => self.pick(c, false),
                 _ => {}
             }
             self.slots[i].needs_pick = false;
@@ -766,7 +804,9 @@ impl Shadow {
             id: t,
             tgid: facts.tgid,
             parent: None,
-            class: facts.class,
+            // The message's class is the one the kernel enqueued it with (a fair one: real-time
+            // tasks are not sched_ext's); `sched_getscheduler`'s may be later.
+            class: Some(kt.class.unwrap_or(facts.class)).filter(|c| !c.is_rt()).unwrap_or_default(),
             nice: facts.nice.unwrap_or_else(|| nice_of_weight(kt.weight)),
             rt_priority: 0,
             group,
@@ -793,6 +833,9 @@ impl Shadow {
             block_stop: None,
             block_waiter: None,
             ordered_at: None,
+            away: false,
+            saved: false,
+            away_from: None,
         });
         self.by_pid.insert(kt.pid, t);
         self.stats.nr_new += 1;
@@ -859,6 +902,95 @@ impl Shadow {
         }
     }
 
+    /// `t` left sched_ext alive (`kt` is `ops.disable`'s message). Linux 7.2 calls `ops.disable`
+    /// before it writes the new policy, so the message carries the old one; the class it left for
+    /// is then read from the host. A fair class there means the task is back already (its return
+    /// message follows) or sched_ext itself is being disabled: nothing to do.
+    fn left_ext(&mut self, host: &mut dyn Host, t: TaskId, kt: &KernelTask) {
+        let reported = kt.class.filter(|c| c.is_rt()).map(|c| (c, kt.rt_priority));
+        let now_in = || host.task_facts(kt.pid).filter(|f| f.class.is_rt()).map(|f| (f.class, f.rt_priority));
+        if let Some((class, rt_priority)) = reported.or_else(now_in) {
+            self.reclass(t, class, rt_priority_of(class, rt_priority), kt.cpu);
+        }
+    }
+
+    /// The kernel reports `t` in `class` (real-time priority `rt_priority`), last on CPU `kcpu`.
+    /// A change takes the engine's `change_class` path as far as sched_ext lets it: the task leaves
+    /// its CPU (`put_prev(Preempted)`) if it ran and its queue (`dequeue(Save)`) if it was queued,
+    /// the policy learns the new class (`set_class`), and the task is queued again
+    /// (`enqueue(Restore)`). A task that went real-time is not given back: it left sched_ext (the
+    /// kernel's real-time class runs it), so it waits, out of every queue and held as blocked, for
+    /// its return, whose message brings its `Restore` (on the CPU it comes back on) or, if it was
+    /// not queued when it left, its wakeup.
+    fn reclass(&mut self, t: TaskId, class: SchedClass, rt_priority: u8, kcpu: i32) {
+        let (old_class, old_rt_priority) = (self.tasks[t.idx()].class, self.tasks[t.idx()].rt_priority);
+        if class == old_class && rt_priority == old_rt_priority {
+            return;
+        }
+        self.stats.nr_class_changes += 1;
+        let away = self.extra[t.idx()].away;
+        let cpu = self.tasks[t.idx()].cpu;
+        if !away {
+            if self.tasks[t.idx()].state == TaskState::Running {
+                self.put_prev(cpu, t, SwitchReason::Preempted);
+                if class.is_rt() {
+                    // The real-time class runs it on this CPU now.
+                    self.slots[cpu.idx()].rt_held = true;
+                    self.extra[t.idx()].away_from = Some(cpu);
+                } else {
+                    self.slots[cpu.idx()].needs_pick = true;
+                }
+            }
+            if self.tasks[t.idx()].state == TaskState::Runnable {
+                self.policy.dequeue(ctx!(self), cpu, t, DequeueReason::Save);
+                self.extra[t.idx()].saved = true;
+            }
+        }
+        let tk = &mut self.tasks[t.idx()];
+        tk.class = class;
+        tk.rt_priority = rt_priority;
+        self.policy.set_class(ctx!(self), t, old_class, old_rt_priority);
+        if class.is_rt() {
+            if !away {
+                self.stats.nr_left_ext += 1;
+                self.extra[t.idx()].away = true;
+                let pid = self.extra[t.idx()].pid;
+                self.orders.retain(|o| o.pid != pid);
+                if self.tasks[t.idx()].state == TaskState::Runnable {
+                    self.set_state(t, TaskState::Blocked);
+                    self.cpus[cpu.idx()].nr_running -= 1;
+                }
+            }
+            return;
+        }
+        self.extra[t.idx()].away = false;
+        if let Some(held) = self.extra[t.idx()].away_from.take() {
+            if self.slots[held.idx()].rt_held {
+                self.slots[held.idx()].rt_held = false;
+                if self.cpus[held.idx()].curr.is_none() {
+                    self.slots[held.idx()].needs_pick = true;
+                }
+            }
+        }
+        if !self.extra[t.idx()].saved {
+            return; // not queued: it is blocked, or comes back through its wakeup
+        }
+        self.extra[t.idx()].saved = false;
+        let mut cpu = cpu;
+        if away {
+            // Back from the real-time class: queued where the kernel has it.
+            let back = usize::try_from(kcpu).ok().filter(|&c| c < self.cpus.len()).map(|c| CpuId(c as u32));
+            cpu = back.filter(|&c| self.tasks[t.idx()].allowed.contains(c)).unwrap_or(cpu);
+            self.tasks[t.idx()].cpu = cpu;
+            self.set_state(t, TaskState::Runnable);
+            self.cpus[cpu.idx()].nr_running += 1;
+        }
+        self.policy.enqueue(ctx!(self), cpu, t, EnqueueReason::Restore);
+        if self.cpus[cpu.idx()].curr.is_none() && !self.slots[cpu.idx()].rt_held {
+            self.slots[cpu.idx()].needs_pick = true;
+        }
+    }
+
     fn allowed_or_fixed(&mut self, t: TaskId, chosen: CpuId) -> CpuId {
         let allowed = self.tasks[t.idx()].allowed;
         if chosen.idx() < self.cpus.len() && allowed.contains(chosen) {
@@ -893,7 +1025,8 @@ impl Shadow {
                     self.slots[cpu.idx()].resched = true;
                 }
             }
-            None => self.slots[cpu.idx()].needs_pick = true,
+            // A CPU the real-time class holds keeps the task queued until it is free.
+            None => self.slots[cpu.idx()].needs_pick = !self.slots[cpu.idx()].rt_held,
         }
     }
 
@@ -1138,10 +1271,13 @@ impl Shadow {
         self.after_enqueue(to, t, WakeKind::Migration);
     }
 
-    /// What the shadow scheduler knows of thread `pid` (`unknown`, or its state and CPU).
+    /// What the shadow scheduler knows of thread `pid` (`unknown`, or its state, CPU and class).
     pub fn describe_pid(&self, pid: i32) -> String {
         match self.by_pid.get(&pid) {
-            Some(t) => format!("{:?} cpu {}", self.tasks[t.idx()].state, self.tasks[t.idx()].cpu),
+            Some(t) => {
+                let tk = &self.tasks[t.idx()];
+                format!("{:?} cpu {} class {:?}", tk.state, tk.cpu, tk.class)
+            }
             None => "unknown".into(),
         }
     }

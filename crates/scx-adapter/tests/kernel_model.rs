@@ -20,7 +20,24 @@ enum St {
     Dsq,
     Running(usize),
     Sleeping(Ns),
+    /// In the kernel's real-time class (out of sched_ext), running on this CPU ahead of every
+    /// sched_ext task there.
+    Rt(usize),
     Done,
+}
+
+/// A message to user space.
+#[derive(Clone, Copy, Debug)]
+struct Msg {
+    task: usize,
+    wakeup: bool,
+    /// When the scheduler can see it.
+    at: Ns,
+    /// `ops.disable`: the task left sched_ext (schedlab's BPF variant).
+    left: bool,
+    /// The class and real-time priority it reports.
+    class: SchedClass,
+    rt_priority: u8,
 }
 
 #[derive(Clone, Debug)]
@@ -47,6 +64,8 @@ struct Task {
     run_on: Vec<Ns>,
     /// Its cgroup (`/` the root).
     group: String,
+    class: SchedClass,
+    rt_priority: u8,
 }
 
 struct Kernel {
@@ -54,8 +73,8 @@ struct Kernel {
     tasks: Vec<Task>,
     running: Vec<Option<(usize, Ns)>>,
     dsq: Vec<VecDeque<(usize, Ns)>>,
-    /// Messages to user space: (task, woken, when the scheduler can see it).
-    msgs: Vec<(usize, bool, Ns)>,
+    /// Messages to user space.
+    msgs: Vec<Msg>,
     /// How long a message takes to reach the user-space scheduler (0: at once).
     msg_latency_ns: Ns,
     weight_only: bool,
@@ -82,6 +101,8 @@ struct Kernel {
     /// Messages carry the start on the scheduler's clock (`KernelTask::start_mono_ns`), as
     /// schedlab's variant of the BPF program sends it.
     send_start_mono: bool,
+    /// Dispatches that arrived for a task in the real-time class (the kernel drops them).
+    orders_for_rt: u32,
 }
 
 struct ModelHost<'a>(&'a Kernel);
@@ -90,7 +111,13 @@ impl Host for ModelHost<'_> {
     fn task_facts(&mut self, pid: i32) -> Option<TaskFacts> {
         let t = self.0.tasks.iter().find(|t| t.pid == pid)?;
         let nice = if self.0.weight_only { None } else { Some(t.nice) };
-        Some(TaskFacts { tgid: pid as u32, allowed: t.allowed, nice, class: SchedClass::Normal })
+        Some(TaskFacts {
+            tgid: pid as u32,
+            allowed: t.allowed,
+            nice,
+            class: t.class,
+            rt_priority: t.rt_priority,
+        })
     }
     fn is_alive(&mut self, pid: i32) -> bool {
         self.0.tasks.iter().any(|t| t.pid == pid && t.st != St::Done)
@@ -131,6 +158,7 @@ impl Kernel {
             dispatch_latency_ns: 0,
             in_flight: Vec::new(),
             send_start_mono: true,
+            orders_for_rt: 0,
         }
     }
 
@@ -156,6 +184,8 @@ impl Kernel {
             allowed: CpuSet::first_n(self.running.len()),
             run_on: vec![0; self.running.len()],
             group: "/".into(),
+            class: SchedClass::Normal,
+            rt_priority: 0,
         });
         self.message(i, false);
         i
@@ -166,7 +196,59 @@ impl Kernel {
         t.st = St::Queued;
         t.enq_cnt += 1;
         t.runnable_since = self.now;
-        self.msgs.push((i, wakeup, self.now + self.msg_latency_ns));
+        let (class, rt_priority) = (t.class, t.rt_priority);
+        self.msgs.push(Msg {
+            task: i,
+            wakeup,
+            at: self.now + self.msg_latency_ns,
+            left: false,
+            class,
+            rt_priority,
+        });
+    }
+
+    /// `sched_setscheduler`: to a real-time class the task leaves sched_ext (`ops.disable` sends
+    /// its message, with the class it had) and runs on its CPU ahead of the sched_ext tasks; back from one it is
+    /// re-enqueued (the real kernel lets a task that changed its own class run on unseen until its
+    /// slice ends); between fair classes it is re-enqueued if runnable, as a nice change is.
+    fn set_class(&mut self, i: usize, class: SchedClass, rt_priority: u8) {
+        let was = self.tasks[i].st;
+        let (old_class, old_rt_priority) = (self.tasks[i].class, self.tasks[i].rt_priority);
+        self.tasks[i].class = class;
+        self.tasks[i].rt_priority = rt_priority;
+        if class.is_rt() {
+            let cpu = match was {
+                St::Running(c) => {
+                    self.stop(c);
+                    c
+                }
+                _ => self.tasks[i].cpu,
+            };
+            let t = &mut self.tasks[i];
+            t.st = St::Rt(cpu);
+            t.cpu = cpu;
+            t.enq_cnt += 1;
+            let at = self.now + self.msg_latency_ns;
+            // On Linux 7.2 `ops.disable` runs before the task's new policy is written: its
+            // message carries the old one (measured in the VM), and the adapter asks the host.
+            self.msgs.push(Msg {
+                task: i,
+                wakeup: false,
+                at,
+                left: true,
+                class: old_class,
+                rt_priority: old_rt_priority,
+            });
+            return;
+        }
+        match was {
+            St::Rt(_) | St::Queued | St::Dsq => self.message(i, false),
+            St::Running(c) => {
+                self.stop(c);
+                self.message(i, false);
+            }
+            _ => {}
+        }
     }
 
     /// `sched_setaffinity`: a queued task is taken back and re-enqueued, a running one on a CPU it
@@ -207,6 +289,18 @@ impl Kernel {
                     }
                 }
             }
+            for i in 0..self.tasks.len() {
+                let St::Rt(cpu) = self.tasks[i].st else { continue };
+                // The real-time class takes the CPU: a sched_ext task there goes back to the head
+                // of its queue with the rest of its slice, without a message.
+                if let Some((j, slice_end)) = self.running[cpu] {
+                    self.stop(cpu);
+                    self.tasks[j].st = St::Dsq;
+                    self.dsq[cpu].push_front((j, slice_end.saturating_sub(self.now).max(DT)));
+                }
+                self.tasks[i].run_ns += DT;
+                self.tasks[i].run_on[cpu] += DT;
+            }
             for cpu in 0..self.running.len() {
                 let Some((i, slice_end)) = self.running[cpu] else { continue };
                 let t = &mut self.tasks[i];
@@ -240,8 +334,9 @@ impl Kernel {
             // The BPF side runs the scheduler when it has messages, or when it said tasks are pending
             // and a CPU has run out of work; never while it sleeps; at least once a second.
             let now = self.now;
+            let rt_on = |k: &Kernel, c: usize| k.tasks.iter().any(|t| t.st == St::Rt(c));
             for c in 0..self.running.len() {
-                if self.running[c].is_some() || !self.dsq[c].is_empty() {
+                if self.running[c].is_some() || !self.dsq[c].is_empty() || rt_on(self, c) {
                     self.idle_since[c] = None;
                 } else if self.idle_since[c].is_none() {
                     self.idle_since[c] = Some(now);
@@ -250,20 +345,20 @@ impl Kernel {
             let lat = self.idle_latency_ns;
             let wants_work = |k: &Kernel, c: usize| k.idle_since[c].is_some_and(|t| t + lat <= now);
             let cpu_wants_work = (0..self.running.len()).any(|c| wants_work(self, c));
-            let wanted = self.msgs.iter().any(|m| m.2 <= now)
+            let wanted = self.msgs.iter().any(|m| m.at <= now)
                 || (shadow.nr_queued() > 0 && cpu_wants_work)
                 || self.now >= self.sched_last_run + NSEC_PER_SEC;
             if wanted && self.now >= self.sched_sleep_until {
                 self.sched_last_run = self.now;
                 let (msgs, later): (Vec<_>, Vec<_>) =
-                    std::mem::take(&mut self.msgs).into_iter().partition(|m| m.2 <= now);
+                    std::mem::take(&mut self.msgs).into_iter().partition(|m| m.at <= now);
                 self.msgs = later;
-                for (i, wakeup, _) in msgs {
-                    let t = &self.tasks[i];
+                for m in msgs {
+                    let t = &self.tasks[m.task];
                     let kt = KernelTask {
                         pid: t.pid,
                         cpu: t.cpu as i32,
-                        wakeup,
+                        wakeup: m.wakeup,
                         start_ts: t.start_ts,
                         stop_ts: t.stop_ts,
                         weight: scx_weight_of_nice(t.nice),
@@ -272,6 +367,9 @@ impl Kernel {
                         nr_starts: t.nr_starts,
                         // The model has one clock.
                         start_mono_ns: if self.send_start_mono { t.start_ts } else { 0 },
+                        class: Some(m.class),
+                        rt_priority: m.rt_priority,
+                        left_ext: m.left,
                     };
                     shadow.queued(&mut ModelHost(self), self.now, &kt).unwrap();
                 }
@@ -292,6 +390,9 @@ impl Kernel {
             {
                 for (o, _) in due {
                     let Some(i) = self.tasks.iter().position(|t| t.pid == o.pid) else { continue };
+                    if matches!(self.tasks[i].st, St::Rt(_)) {
+                        self.orders_for_rt += 1;
+                    }
                     // The kernel drops a dispatch of a task not in its custody or with a stale counter.
                     if self.tasks[i].st != St::Queued || self.tasks[i].enq_cnt != o.enq_cnt {
                         continue;
@@ -313,7 +414,7 @@ impl Kernel {
             for cpu in 0..self.running.len() {
                 // Entries of tasks that left the queue since (an affinity change re-enqueued them) go.
                 self.dsq[cpu].retain(|&(i, _)| self.tasks[i].st == St::Dsq);
-                if self.running[cpu].is_none() && self.now >= self.kthread_until[cpu] {
+                if self.running[cpu].is_none() && self.now >= self.kthread_until[cpu] && !rt_on(self, cpu) {
                     if let Some((i, slice)) = self.dsq[cpu].pop_front() {
                         let t = &mut self.tasks[i];
                         t.st = St::Running(cpu);
@@ -680,6 +781,7 @@ impl Host for OneThread {
             allowed: Topology::flat(1).all(),
             nice: Some(0),
             class: SchedClass::Normal,
+            rt_priority: 0,
         })
     }
     fn is_alive(&mut self, _pid: i32) -> bool {
@@ -711,6 +813,9 @@ fn ticks_that_fell_before_a_task_blocked_are_charged_to_it() {
         enq_cnt,
         nr_starts: enq_cnt - 1,
         start_mono_ns: 0,
+        class: Some(SchedClass::Normal),
+        rt_priority: 0,
+        left_ext: false,
     };
     s.queued(&mut OneThread, 0, &msg(true, 0, 0, 1)).unwrap();
     s.schedule(&mut OneThread, 0, &[CpuId(0)], &mut orders).unwrap();
@@ -719,4 +824,100 @@ fn ticks_that_fell_before_a_task_blocked_are_charged_to_it() {
     assert_eq!(s.stats().nr_ticks, 1);
     s.queued(&mut OneThread, 14 * ms, &msg(true, 4 * ms + 50_000, 13 * ms + 500_000, 3)).unwrap();
     assert_eq!(s.stats().nr_ticks, 3, "{:?}", s.stats());
+}
+
+/// Two hogs on one CPU under CFS; `b` makes itself SCHED_FIFO while it runs, for half a second,
+/// then SCHED_OTHER again. It leaves sched_ext (`ops.disable`'s message): the policy learns its
+/// class, the CPU is the real-time class's, and `a`, still queued in the policy, is neither
+/// dispatched nor charged meanwhile, as Linux's fair class charges only its own current task
+/// (`update_curr`). Back, `b` is restored with its place (`Restore`, its vruntime kept relative),
+/// so the two share the CPU equally at once, as on Linux. Before the message existed the shadow
+/// held `b` running through its half second as FIFO and CFS charged it that: `a` then ran alone
+/// for half a second after `b`'s return.
+#[test]
+fn a_task_that_goes_real_time_leaves_the_policy_and_comes_back_with_its_place() {
+    let mut k = Kernel::new(1);
+    let a = k.spawn(0, Ns::MAX, 0, None);
+    let b = k.spawn(0, Ns::MAX, 0, None);
+    let mut s = shadow("cfs", 1, 0);
+    k.run(&mut s, NSEC_PER_SEC);
+    // Run on until b is the one running (they alternate every tick).
+    while k.tasks[b].st != St::Running(0) {
+        k.run(&mut s, DT);
+    }
+    k.set_class(b, SchedClass::Fifo, 50);
+    let before = (k.tasks[a].run_ns, k.tasks[b].run_ns);
+    k.run(&mut s, NSEC_PER_SEC / 2);
+    assert_eq!(k.tasks[a].run_ns, before.0, "a ran beside a real-time hog on one CPU");
+    assert!(k.tasks[b].run_ns - before.1 >= NSEC_PER_SEC / 2 - DT);
+    let st = s.stats();
+    assert_eq!((st.nr_class_changes, st.nr_left_ext), (1, 1), "{st:?}");
+    assert_eq!(k.orders_for_rt, 0, "b was dispatched while the real-time class ran it");
+    assert!(s.describe_pid(k.tasks[b].pid).contains("Fifo"), "{}", s.describe_pid(k.tasks[b].pid));
+    k.set_class(b, SchedClass::Normal, 0);
+    let before = (k.tasks[a].run_ns, k.tasks[b].run_ns);
+    k.run(&mut s, NSEC_PER_SEC / 2);
+    let (ra, rb) = (k.tasks[a].run_ns - before.0, k.tasks[b].run_ns - before.1);
+    let share = rb as f64 / (ra + rb) as f64;
+    assert!((share - 0.5).abs() < 0.05, "b got {share:.3} of the half second after its return");
+    let st = s.stats();
+    assert_eq!((st.nr_class_changes, st.nr_left_ext, st.nr_new), (2, 1, 2), "{st:?}");
+}
+
+/// The same class change made to a task waiting in the policy's queue (another process's
+/// `sched_setscheduler`): it leaves the queue at once, and no order for it is sent while the
+/// real-time class runs it (before, the policy picked it at the next tick, and the kernel dropped
+/// the order). The task it preempts on the CPU goes back to the head of the CPU's queue without a
+/// message, so the policy keeps counting it as running: the approximation the crate docs name
+/// for every preemption by a higher class.
+#[test]
+fn a_queued_task_made_real_time_is_never_dispatched_while_it_is_out_of_sched_ext() {
+    let mut k = Kernel::new(1);
+    let a = k.spawn(0, Ns::MAX, 0, None);
+    let b = k.spawn(0, Ns::MAX, 0, None);
+    let mut s = shadow("cfs", 1, 0);
+    k.run(&mut s, NSEC_PER_SEC);
+    while k.tasks[a].st != St::Running(0) {
+        k.run(&mut s, DT);
+    }
+    k.set_class(b, SchedClass::Rr, 10);
+    k.run(&mut s, NSEC_PER_SEC / 2);
+    assert_eq!(k.orders_for_rt, 0, "b was dispatched while the real-time class ran it");
+    assert_eq!(s.stats().nr_left_ext, 1);
+    k.set_class(b, SchedClass::Normal, 0);
+    let before = k.tasks[b].run_ns;
+    k.run(&mut s, NSEC_PER_SEC / 2);
+    assert!(k.tasks[b].run_ns > before, "b never ran after its return");
+    assert!(k.tasks[b].max_wait_ns < NSEC_PER_SEC, "b waited {} ns", k.tasks[b].max_wait_ns);
+}
+
+/// A sleeper made SCHED_BATCH while it sleeps stays in sched_ext and changes nothing in its
+/// messages but the class schedlab's BPF variant packs into them; CFS then no longer lets its
+/// wakeups preempt the hog (`check_preempt_wakeup`: a wakee whose policy is not SCHED_NORMAL
+/// does not preempt), so it waits for the hog's tick. Before, the change went unseen and every
+/// wakeup preempted.
+#[test]
+fn a_sleeper_made_sched_batch_no_longer_preempts_the_hog_at_its_wakeups_under_cfs() {
+    let mut k = Kernel::new(1);
+    k.spawn(0, Ns::MAX, 0, None);
+    let sleeper = k.spawn(0, 100_000, 10 * NSEC_PER_MSEC, None);
+    let mut s = shadow("cfs", 1, 0);
+    k.run(&mut s, NSEC_PER_SEC);
+    let preempts = s.stats().nr_preempt_dispatches;
+    assert!(preempts > 50, "{:?}", s.stats());
+    while !matches!(k.tasks[sleeper].st, St::Sleeping(_)) {
+        k.run(&mut s, DT);
+    }
+    k.set_class(sleeper, SchedClass::Batch, 0);
+    k.tasks[sleeper].max_wait_ns = 0;
+    k.run(&mut s, NSEC_PER_SEC);
+    let st = s.stats();
+    assert_eq!(st.nr_class_changes, 1, "{st:?}");
+    assert!(st.nr_preempt_dispatches <= preempts + 1, "batch wakeups preempted: {st:?}");
+    // It waits for the hog's kernel slice to end at a tick: more than a millisecond at times.
+    assert!(
+        k.tasks[sleeper].max_wait_ns > NSEC_PER_MSEC,
+        "waited at most {} ns",
+        k.tasks[sleeper].max_wait_ns
+    );
 }

@@ -488,6 +488,21 @@ pub fn default_timer() -> TimerSpec {
 }
 
 impl Workload {
+    /// The first task that asks for a real-time class (SCHED_FIFO or SCHED_RR), as its class or
+    /// through a `policy` op, with that class: running it for real needs the permission to make
+    /// threads real-time (`schedlab exec --allow-rt`).
+    pub fn real_time_task(&self) -> Option<(&TaskSpec, SchedClass)> {
+        self.tasks.iter().find_map(|t| {
+            if t.class.is_rt() {
+                return Some((t, t.class));
+            }
+            t.program.ops.iter().find_map(|op| match *op {
+                Op::SetClass { class, .. } if class.is_rt() => Some((t, class)),
+                _ => None,
+            })
+        })
+    }
+
     /// Checks internal consistency: references in range, loops matched, properties in range. Returns
     /// a description of the first problem found.
     pub fn validate(&self) -> Result<(), String> {

@@ -306,6 +306,7 @@ pub fn plan(exp: &Experiment, repeat: u32, sim_ns: &[u64]) -> Result<Boot> {
                     // As the simulator's tasks, created at their start: none sleeps at a start
                     // gate first, which O(1) and ULE would credit as interactive behaviour.
                     spawn_at_start: true,
+                    allow_rt: case.workload.real_time_task().is_some(),
                 });
             }
         }
