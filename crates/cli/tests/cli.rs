@@ -72,6 +72,41 @@ fn the_schema_rejects_a_report_with_a_missing_field() {
     assert!(!compiled.is_valid(&report), "a schema that cannot fail proves nothing");
 }
 
+/// A policy simulated under sched_ext (the test VM's machine file) reports its user-space round
+/// trips by decision in `summary.scx`, which the schema knows; hogs on two CPUs decide only at
+/// their start and their ticks.
+#[test]
+fn a_run_under_sched_ext_reports_its_round_trips_by_decision() {
+    let json = tmp("scx.json");
+    let machine = concat!(env!("CARGO_MANIFEST_DIR"), "/../../vm/scx-tcg.toml");
+    let (ok, _, err) = schedlab(&[
+        "run",
+        "--machine",
+        machine,
+        "--workload",
+        "hogs[n=3]",
+        "--duration",
+        "1s",
+        "--json",
+        json.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(ok, "{err}");
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("../../../docs/run-schema.json")).unwrap();
+    let compiled = jsonschema::JSONSchema::compile(&schema).unwrap();
+    if let Err(errors) = compiled.validate(&report) {
+        let msgs: Vec<String> = errors.map(|e| format!("{} at {}", e, e.instance_path)).collect();
+        panic!("report does not match docs/run-schema.json:\n{}", msgs.join("\n"));
+    }
+    let scx = &report["summary"]["scx"];
+    // Three hogs on two CPUs: one always waits, so the ticks ask user space (continues or switches).
+    let decided = scx["nr_continues"].as_u64().unwrap() + scx["nr_switches"].as_u64().unwrap();
+    assert!(decided > 200, "{scx}");
+    assert!(scx["continue_ns"].as_u64().unwrap() > 0, "{scx}");
+}
+
 #[test]
 fn the_default_run_works_and_lists_work() {
     let (ok, out, err) = schedlab(&["run", "--duration", "200ms"]);

@@ -117,6 +117,40 @@ pub struct Summary {
     pub fairness: Fairness,
     /// Energy drawn by all CPUs, microjoules (docs/hardware-model.md).
     pub energy_uj: u64,
+    /// The user-space round trips of a policy simulated under sched_ext, by what they decided
+    /// (`CostModel::scx_round_trip_ns`); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scx: Option<ScxRoundTrips>,
+}
+
+/// The user-space round trips of a run simulated under sched_ext, by the decision each waited
+/// for, as schedlab-scx counts its orders on the real kernel (docs/real-kernel.md): a count and
+/// the round trips' total, ns, for each.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ScxRoundTrips {
+    /// Ticks after which the running task went on while another waited (schedlab-scx's
+    /// `continues`): the CPU waited the whole round trip.
+    pub nr_continues: u64,
+    /// Their total, ns.
+    pub continue_ns: Ns,
+    /// Switches decided at a task's own slice or tick end.
+    pub nr_switches: u64,
+    /// Their total, ns.
+    pub switch_ns: Ns,
+    /// Picks after a block (or exit) of the running task.
+    pub nr_blocks: u64,
+    /// Their total, ns.
+    pub block_ns: Ns,
+    /// Decisions on a wakeup for a CPU running a task (a wakeup preemption if the policy asks
+    /// for one; schedlab-scx's `preempt_dispatches` count those): the running task runs on
+    /// meanwhile.
+    pub nr_busy_kicks: u64,
+    /// Their total, ns.
+    pub busy_kick_ns: Ns,
+    /// Decisions on a wakeup for an idle CPU (or one whose task blocked unheard).
+    pub nr_idle_kicks: u64,
+    /// Their total, ns.
+    pub idle_kick_ns: Ns,
 }
 
 /// Fairness metrics.
@@ -571,6 +605,7 @@ pub(crate) fn build(sim: &Sim, end: Ns, stop: &'static str) -> RunReport {
             wakeup_latency: all_lat.summary(),
             max_wait_ns: tasks.iter().map(|t| t.max_wait_ns).max().unwrap_or(0),
             fairness: fairness(&tasks),
+            scx: sim.machine.costs.scx_round_trip_ns.map(|_| c.scx),
         },
         tasks,
         cpus,
@@ -646,6 +681,7 @@ pub fn measured_summary(
         max_wait_ns: tasks.iter().map(|t| t.max_wait_ns).max().unwrap_or(0),
         fairness: fairness(tasks),
         energy_uj: 0,
+        scx: None,
     }
 }
 

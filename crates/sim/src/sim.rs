@@ -296,6 +296,8 @@ pub(crate) struct Counters {
     pub nr_balance_migrations: u64,
     pub nr_wakeups: u64,
     pub nr_events: u64,
+    /// Round trips under sched_ext, by decision.
+    pub scx: crate::report::ScxRoundTrips,
 }
 
 /// What a task's program does next (from [`Sim::advance`]).
@@ -962,6 +964,8 @@ impl<'a> Sim<'a> {
     fn scx_block_halves(&mut self) -> Option<(Ns, Ns)> {
         let permille = self.machine.costs.scx_block_dispatch_permille?;
         let rt = self.scx_round_trip(ScxTrip::Block)?;
+        self.counters.scx.nr_blocks += 1;
+        self.counters.scx.block_ns += rt;
         let dispatch = rt * permille as u64 / 1000;
         Some((rt - dispatch, dispatch))
     }
@@ -1095,6 +1099,8 @@ impl<'a> Sim<'a> {
             return;
         }
         let rt = self.scx_round_trip(ScxTrip::Switch).unwrap_or(0);
+        self.counters.scx.nr_switches += 1;
+        self.counters.scx.switch_ns += rt;
         let (request, dispatch) = self.scx_switch_halves(rt);
         self.settle(cpu);
         let now = self.now;
@@ -1153,6 +1159,8 @@ impl<'a> Sim<'a> {
             return;
         }
         let rt = self.scx_round_trip(ScxTrip::Continue).unwrap_or(0);
+        self.counters.scx.nr_continues += 1;
+        self.counters.scx.continue_ns += rt;
         self.settle(cpu);
         let c = &mut self.cpus[cpu.idx()];
         c.useful_start = c.useful_start.max(self.now) + rt;
@@ -1216,6 +1224,14 @@ impl<'a> Sim<'a> {
                 // and the task it picks starts its dispatch half later (a block told with it keeps
                 // the block's).
                 let running = self.cpu_views[cpu.idx()].curr.is_some() && c.scx_blocked.is_none();
+                let counted = &mut self.counters.scx;
+                if running {
+                    counted.nr_busy_kicks += 1;
+                    counted.busy_kick_ns += rt;
+                } else {
+                    counted.nr_idle_kicks += 1;
+                    counted.idle_kick_ns += rt;
+                }
                 let permille = self.machine.costs.scx_switch_dispatch_permille.unwrap_or(0);
                 let dispatch = if running { 0 } else { rt * permille as u64 / 1000 };
                 lat += rt - dispatch;
@@ -1514,7 +1530,16 @@ impl<'a> Sim<'a> {
                 overhead += dispatch;
             } else if !decided && (switched || !nothing_waits) {
                 let kind = if why.still_runnable() { ScxTrip::Switch } else { ScxTrip::Block };
-                overhead += self.scx_round_trip(kind).unwrap_or(0);
+                let rt = self.scx_round_trip(kind).unwrap_or(0);
+                let counted = &mut self.counters.scx;
+                if kind == ScxTrip::Switch {
+                    counted.nr_switches += 1;
+                    counted.switch_ns += rt;
+                } else {
+                    counted.nr_blocks += 1;
+                    counted.block_ns += rt;
+                }
+                overhead += rt;
             }
         }
         let costs = &self.machine.costs;

@@ -1189,6 +1189,7 @@ fn under_sched_ext_a_cpu_waits_a_round_trip_at_each_tick_while_a_task_waits() {
     m.costs.scx_round_trip_ns = None;
     let kernel = run(&m, &build(2), "rr", NSEC_PER_SEC);
     assert_eq!(kernel.tasks.iter().map(|t| t.run_ns).sum::<u64>(), NSEC_PER_SEC);
+    assert!(kernel.summary.scx.is_none(), "no sched_ext round trips in the kernel");
 }
 
 #[test]
@@ -1211,6 +1212,12 @@ fn under_sched_ext_each_kind_of_decision_takes_its_own_round_trip() {
     m.costs.scx_block_round_trip_ns = Some(3 * MS);
     let r = run(&m, &hogs, "fifo", NSEC_PER_SEC);
     assert_eq!(task(&r, "hog0").run_ns, NSEC_PER_SEC - MS - 249 * MS / 2);
+    // The report counts them by decision (`summary.scx`): the start's decision for an idle CPU
+    // and the 249 continues.
+    let scx = r.summary.scx.expect("round trips counted under sched_ext");
+    assert_eq!((scx.nr_idle_kicks, scx.idle_kick_ns), (1, MS));
+    assert_eq!((scx.nr_continues, scx.continue_ns), (249, 249 * MS / 2));
+    assert_eq!(scx.nr_switches + scx.nr_blocks + scx.nr_busy_kicks, 0, "{scx:?}");
     // Two tasks of 1.5 ms: the first runs from 1 ms to 2.5 ms and exits, and the CPU waits 3 ms
     // for the second, which ends at 7 ms (4 ms with the one round trip for every decision).
     let pair = {
@@ -1224,6 +1231,9 @@ fn under_sched_ext_each_kind_of_decision_takes_its_own_round_trip() {
     let r = run(&m, &pair, "fifo", NSEC_PER_SEC);
     assert_eq!(task(&r, "a").exited_ns, Some(5 * MS / 2));
     assert_eq!(task(&r, "b").exited_ns, Some(7 * MS));
+    // The start's decision, and one pick after a block (a's exit); b's exit leaves nothing to pick.
+    let scx = r.summary.scx.expect("round trips counted under sched_ext");
+    assert_eq!((scx.nr_idle_kicks, scx.nr_blocks, scx.block_ns), (1, 1, 3 * MS), "{scx:?}");
     m.costs.scx_block_round_trip_ns = None;
     let r = run(&m, &pair, "fifo", NSEC_PER_SEC);
     assert_eq!(task(&r, "b").exited_ns, Some(5 * MS));
