@@ -11,6 +11,18 @@ fn tmp(name: &str) -> std::path::PathBuf {
     dir.join(name)
 }
 
+/// Panics, naming every mismatch, unless `report` matches docs/run-schema.json.
+fn assert_matches_run_schema(report: &serde_json::Value) {
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("../../../docs/run-schema.json")).unwrap();
+    let compiled = jsonschema::JSONSchema::compile(&schema).expect("schema compiles");
+    let msgs: Vec<String> = match compiled.validate(report) {
+        Ok(()) => return,
+        Err(errors) => errors.map(|e| format!("{} at {}", e, e.instance_path)).collect(),
+    };
+    panic!("report does not match docs/run-schema.json:\n{}", msgs.join("\n"));
+}
+
 #[test]
 fn sixteen_cpus_400_tasks_ten_seconds_with_schema_valid_json() {
     let json = tmp("r400.json");
@@ -33,13 +45,7 @@ fn sixteen_cpus_400_tasks_ten_seconds_with_schema_valid_json() {
     assert!(out.contains("xeon-e5520-2s (16 CPUs"), "{out}");
     assert!(out.contains("400 created"), "{out}");
     let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let schema: serde_json::Value =
-        serde_json::from_str(include_str!("../../../docs/run-schema.json")).unwrap();
-    let compiled = jsonschema::JSONSchema::compile(&schema).expect("schema compiles");
-    if let Err(errors) = compiled.validate(&report) {
-        let msgs: Vec<String> = errors.map(|e| format!("{} at {}", e, e.instance_path)).collect();
-        panic!("report does not match docs/run-schema.json:\n{}", msgs.join("\n"));
-    }
+    assert_matches_run_schema(&report);
     assert_eq!(report["duration_ns"], 10_000_000_000u64);
     assert_eq!(report["tasks"].as_array().unwrap().len(), 400);
     // 400 hogs keep all 16 CPUs busy.
@@ -93,13 +99,7 @@ fn a_run_under_sched_ext_reports_its_round_trips_by_decision() {
     ]);
     assert!(ok, "{err}");
     let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let schema: serde_json::Value =
-        serde_json::from_str(include_str!("../../../docs/run-schema.json")).unwrap();
-    let compiled = jsonschema::JSONSchema::compile(&schema).unwrap();
-    if let Err(errors) = compiled.validate(&report) {
-        let msgs: Vec<String> = errors.map(|e| format!("{} at {}", e, e.instance_path)).collect();
-        panic!("report does not match docs/run-schema.json:\n{}", msgs.join("\n"));
-    }
+    assert_matches_run_schema(&report);
     let scx = &report["summary"]["scx"];
     // Three hogs on two CPUs: one always waits, so the ticks ask user space (continues or switches).
     let decided = scx["nr_continues"].as_u64().unwrap() + scx["nr_switches"].as_u64().unwrap();
@@ -464,13 +464,7 @@ fn exec_runs_a_workload_for_real_into_a_schema_valid_report() {
     assert!(ok, "{err}");
     assert!(out.contains("real time") && out.contains("stopped by all_done"), "{out}");
     let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let schema: serde_json::Value =
-        serde_json::from_str(include_str!("../../../docs/run-schema.json")).unwrap();
-    let compiled = jsonschema::JSONSchema::compile(&schema).unwrap();
-    if let Err(errors) = compiled.validate(&report) {
-        let msgs: Vec<String> = errors.map(|e| format!("{} at {}", e, e.instance_path)).collect();
-        panic!("the real report does not match docs/run-schema.json:\n{}", msgs.join("\n"));
-    }
+    assert_matches_run_schema(&report);
     assert_eq!(report["source"], "real");
     assert_eq!(report["counters"][0]["value"], 2000, "perf bench sched pipe's round trips, exactly");
     // Bad input: a real-time workload without --allow-rt, and an unknown workload.
