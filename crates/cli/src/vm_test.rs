@@ -38,7 +38,8 @@ pub struct VmOptions {
     #[arg(long)]
     pub cache: Option<String>,
     /// Seconds after which the VM is stopped and the command fails (default: estimated from the
-    /// runs: 300 s for booting plus 4 times each run's length and 30 s).
+    /// runs: 300 s for booting, 600 s for `--calibrate` (1500 s under a policy), plus 4 times
+    /// each run's length and 30 s).
     #[arg(long)]
     pub timeout: Option<u64>,
     /// Run the guest on QEMU's instruction counting: each instruction takes 2^SHIFT ns of guest
@@ -95,6 +96,11 @@ pub struct VmTestArgs {
     /// bring back its machine file as OUT/guest-machine.toml, for simulating the guest.
     #[arg(long)]
     pub calibrate: bool,
+    /// With `--calibrate`: calibrate with this policy loaded by schedlab-scx instead of under the
+    /// kernel's own scheduler, so the per-call CPU times (a pipe write that wakes, a read that
+    /// blocks, a context switch...) include what sched_ext's path charges the calling thread.
+    #[arg(long, value_name = "POLICY", requires = "calibrate")]
+    pub calibrate_under: Option<String>,
     /// Give the user-space scheduler a virtual CPU of its own (the VM gets `--cpus` + 1, the
     /// workload is confined to the first `--cpus`), as `reproduce --real` does; without it the
     /// scheduler shares the workload's CPUs.
@@ -149,8 +155,10 @@ pub struct Boot {
     pub runs: Vec<Run>,
     /// Virtual CPUs.
     pub cpus: u32,
-    /// Run `schedlab calibrate` in the guest first.
+    /// Run `schedlab calibrate` in the guest first (on the workload's CPUs).
     pub calibrate: bool,
+    /// The policy schedlab-scx runs while the guest calibrates (`None`: the kernel's own).
+    pub calibrate_policy: Option<String>,
     /// The most real time a run can take, for the default timeout.
     pub longest_run: Duration,
     /// `schedlab-scx --watchdog-ms` (`None`: its default, 5 s).
@@ -246,6 +254,7 @@ pub fn vm_test_cmd(args: VmTestArgs) -> Result<()> {
         runs,
         cpus: args.cpus,
         calibrate: args.calibrate,
+        calibrate_policy: args.calibrate_under.clone(),
         longest_run: Duration::from_nanos(run_ns),
         watchdog_ms: args.watchdog_ms,
         scheduler_cpu: args.scheduler_cpu,
@@ -345,7 +354,12 @@ pub fn boot_runs(opts: &VmOptions, boot: &Boot, out: &Path) -> Result<Vec<RunOut
     let serial_path = out.join("serial.log");
     let vm_cpus = boot.cpus + u32::from(boot.scheduler_cpu);
     let mut done: Vec<RunOutcome> = Vec::new();
-    let mut pending = Boot { runs: boot.runs.clone(), files: boot.files.clone(), ..*boot };
+    let mut pending = Boot {
+        runs: boot.runs.clone(),
+        files: boot.files.clone(),
+        calibrate_policy: boot.calibrate_policy.clone(),
+        ..*boot
+    };
     for attempt in 1..=BOOTS {
         eprintln!("vm-test: writing the initramfs {}", initrd.display());
         write_initramfs(
@@ -356,7 +370,16 @@ pub fn boot_runs(opts: &VmOptions, boot: &Boot, out: &Path) -> Result<Vec<RunOut
             &init_script(&pending),
         )?;
         let per_run = pending.longest_run.as_secs() * 4 + 30;
-        let timeout = Duration::from_secs(opts.timeout.unwrap_or(300 + per_run * pending.runs.len() as u64));
+        // `schedlab calibrate` takes about 4 minutes in the emulated guest, about 10 with a
+        // schedlab policy deciding every switch in user space.
+        let calibrate = match (pending.calibrate, &pending.calibrate_policy) {
+            (false, _) => 0,
+            (true, None) => 600,
+            (true, Some(_)) => 1500,
+        };
+        let timeout = Duration::from_secs(
+            opts.timeout.unwrap_or(300 + calibrate + per_run * pending.runs.len() as u64),
+        );
         eprintln!(
             "vm-test: booting {} on {vm_cpus} virtual CPUs{} (software emulation; {} runs, at most {} s each; \
              stopped after {} s)",
@@ -676,10 +699,25 @@ run() {
 "#,
     );
     if calibrate {
+        // On the workload's CPUs; under a schedlab policy if asked, started and stopped as a run's.
+        let (start, stop) = match &boot.calibrate_policy {
+            Some(p) => (
+                format!(
+                    "$SCX_ENV /bin/schedlab-scx --policy '{p}' --stats-interval 1{scx_args} > /tmp/scx-{CALIBRATE}.log 2>&1 &\n\
+                     scx=$!\ni=0\n\
+                     while [ \"$(state)\" != enabled ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done\n"
+                ),
+                format!(
+                    "kill -INT $scx\nwait $scx\n\
+                     sed \"s/^/SCHEDLAB-VM scx {CALIBRATE}: /\" /tmp/scx-{CALIBRATE}.log\n"
+                ),
+            ),
+            None => (String::new(), String::new()),
+        };
         s.push_str(&format!(
-            "say run {CALIBRATE} state=\"$(state)\"\n\
-             /bin/schedlab calibrate -o /tmp/{CALIBRATE}.toml > /tmp/exec-{CALIBRATE}.log 2>&1\n\
-             say run {CALIBRATE} exec-exit=$?\n\
+            "{start}say run {CALIBRATE} state=\"$(state)\"\n\
+             {exec_pin}/bin/schedlab calibrate -o /tmp/{CALIBRATE}.toml > /tmp/exec-{CALIBRATE}.log 2>&1\n\
+             say run {CALIBRATE} exec-exit=$?\n{stop}\
              sed \"s/^/SCHEDLAB-VM exec {CALIBRATE}: /\" /tmp/exec-{CALIBRATE}.log\n\
              say begin {CALIBRATE}\nbase64 /tmp/{CALIBRATE}.toml 2>/dev/null\nsay end {CALIBRATE}\n"
         ));
@@ -1071,6 +1109,7 @@ mod tests {
             runs: runs.into(),
             cpus: 1,
             calibrate: true,
+            calibrate_policy: None,
             longest_run: Duration::from_secs(4),
             watchdog_ms: Some(30_000),
             scheduler_cpu: true,
@@ -1083,8 +1122,21 @@ mod tests {
             ),
             "{init}"
         );
-        let cal = init.find("/bin/schedlab calibrate -o /tmp/calibrate.toml").expect("calibrate step");
+        let cal = init
+            .find("taskset -c 0-0 /bin/schedlab calibrate -o /tmp/calibrate.toml")
+            .expect("calibrate step");
         assert!(cal < init.find("run kernel '' 'workload.toml' 4s 256").expect("baseline run"), "{init}");
+        assert!(!init[..cal].contains("--policy 'cfs'"), "calibrated under the kernel's scheduler: {init}");
+        // --calibrate-under: schedlab-scx runs the policy while the guest calibrates, then stops.
+        boot.calibrate_policy = Some("cfs".into());
+        let under = init_script(&boot);
+        let start = under
+            .find("/bin/schedlab-scx --policy 'cfs' --stats-interval 1 --watchdog-ms 30000")
+            .expect("started");
+        let cal = under.find("/bin/schedlab calibrate -o /tmp/calibrate.toml").expect("calibrate step");
+        let stop = under[cal..].find("kill -INT $scx").expect("stopped") + cal;
+        assert!(start < cal && stop < under.find("run kernel ''").expect("baseline run"), "{under}");
+        boot.calibrate_policy = None;
         assert!(init.contains("run cfs-r2 'cfs' 'g10.toml' 3000000000ns 4096 '100ms' '1' '1'\n"), "{init}");
         assert!(init.contains("run kernel '' 'workload.toml' 4s 256 '' '' ''\n"), "{init}");
         assert!(init.contains("${rt:+--allow-rt}"), "{init}");
@@ -1131,6 +1183,7 @@ mod tests {
             runs: vec![run("kernel", None), run("cfs", Some("cfs")), run("ule", Some("ule"))],
             cpus: 1,
             calibrate: false,
+            calibrate_policy: None,
             longest_run: Duration::from_secs(1),
             watchdog_ms: None,
             scheduler_cpu: false,

@@ -316,6 +316,7 @@ pub fn plan(exp: &Experiment, repeat: u32, sim_ns: &[u64]) -> Result<Boot> {
         runs,
         cpus: vm_cpus(exp)?,
         calibrate: false,
+        calibrate_policy: None,
         longest_run: Duration::from_nanos(longest_ns),
         // The kernel's limit: a starvation claim (ULE's batch thread behind interactive ones) can
         // be watched for up to 30 s before the kernel ejects the scheduler.
