@@ -57,6 +57,9 @@ pub enum Ev {
         /// Its block generation.
         gen: u32,
     },
+    /// Under sched_ext with the halves of a round trip set, the user-space scheduler hears of a
+    /// task's wakeup (the request half of the wakeup's round trip ends): the policy is told then.
+    ScxWakeSeen(TaskId),
     /// An initial task starts.
     Start(TaskId),
     /// A device finishes its current request.

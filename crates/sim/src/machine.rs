@@ -187,8 +187,13 @@ pub struct CostModel {
     /// the policy's clock charges to the picked task, where the part before the decision (the
     /// message's way, the wait for the scheduler's round) is charged to the task that stopped, the
     /// adapter holding it as running until its message arrives. schedlab-scx measures it
-    /// (`switch_dispatch_us` of `switch_halves_gap_us`). Needs `scx_round_trip_ns`; unset, 0: the
-    /// whole round trip passes before the decision (the stopping task is charged all of it).
+    /// (`switch_dispatch_us` of `switch_halves_gap_us`). Set, a wakeup reaches the policy only
+    /// when its request half is over (`select_cpu`, `enqueue` and the preemption check see the
+    /// CPUs as they are then, as the adapter handles the wakeup's message), and a wakeup told to a
+    /// CPU whose task blocked meanwhile, unheard, is served by that CPU's pick in the same round,
+    /// not by a preemption. Needs `scx_round_trip_ns`; unset, 0: the whole round trip passes
+    /// before the decision (the stopping task is charged all of it), and a wakeup is decided at
+    /// once.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scx_switch_dispatch_permille: Option<u32>,
     /// The dispatch half of a round trip after a block, in thousandths of it (`block_dispatch_us` of

@@ -151,6 +151,10 @@ pub struct ScxRoundTrips {
     pub nr_idle_kicks: u64,
     /// Their total, ns.
     pub idle_kick_ns: Ns,
+    /// Wakeups told late (with the halves of a round trip set, `Sim::wake`) whose CPU's task had
+    /// blocked meanwhile, unheard: the block was heard in the same round and the CPU picked
+    /// without a preemption (its round trip is the block's, counted in `nr_blocks`).
+    pub nr_blocked_kicks: u64,
 }
 
 /// Fairness metrics.

@@ -283,6 +283,20 @@ pub(crate) struct Task {
     pub wake_lat: Histogram,
     pub started_at: Option<Ns>,
     pub exited_at: Option<Ns>,
+    /// Woken, and the user-space scheduler has not heard yet (`Sim::wake` under sched_ext with
+    /// the halves of a round trip set): runnable in the kernel, blocked to the policy.
+    pub scx_waking: Option<ScxWaking>,
+}
+
+/// A wakeup on its way to the user-space scheduler (`Task::scx_waking`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ScxWaking {
+    /// The CPU the wakeup happened on (where a reschedule it asks comes from).
+    pub waker_cpu: CpuId,
+    /// The wakeup's round trip, ns, drawn at the wakeup.
+    pub round_trip_ns: Ns,
+    /// Its dispatch half, ns: what is left of it once the policy has decided.
+    pub dispatch_ns: Ns,
 }
 
 /// Run-wide counters.
@@ -725,6 +739,7 @@ impl<'a> Sim<'a> {
                     self.finish_scx_block(cpu);
                 }
             }
+            Ev::ScxWakeSeen(t) => self.finish_scx_wake(t),
             Ev::Start(t) => self.start_task(t),
             Ev::IoDone(d) => self.on_io_done(d),
             Ev::Affinity(i) => self.on_affinity(i),
@@ -948,8 +963,10 @@ impl<'a> Sim<'a> {
 
     /// Whether `t` is blocked: asleep as the policy knows it, or blocked while the user-space
     /// scheduler has not heard yet (`Cpu::scx_blocked`).
+    /// A task woken whose wakeup user space has not heard yet (`Task::scx_waking`) is not.
     pub(crate) fn is_blocked(&self, t: TaskId) -> bool {
-        self.views[t.idx()].state == TaskState::Blocked || self.scx_blocked_on(t).is_some()
+        self.tasks[t.idx()].scx_waking.is_none()
+            && (self.views[t.idx()].state == TaskState::Blocked || self.scx_blocked_on(t).is_some())
     }
 
     /// The CPU on which `t` blocked while the user-space scheduler has not heard yet, if any.
@@ -1206,9 +1223,18 @@ impl<'a> Sim<'a> {
     /// Asks `cpu` to reschedule: after the IPI latency if `from` is another CPU, plus the idle-exit
     /// latency if `cpu` is idle; at once for a busy CPU acting on itself.
     pub(crate) fn kick(&mut self, cpu: CpuId, from: CpuId) {
+        self.kick_decided(cpu, from, None);
+    }
+
+    /// [`Sim::kick`], for a decision under sched_ext whose round trip was drawn at a wakeup and
+    /// whose request half is over (`late`, [`Sim::wake`]): only its dispatch half is left.
+    fn kick_decided(&mut self, cpu: CpuId, from: CpuId, late: Option<ScxWaking>) {
         if !self.cpus[cpu.idx()].resched_pending {
             // A decision on a message (the wakeup's), as a switch is on a return's.
-            let round_trip = self.scx_round_trip(ScxTrip::Switch);
+            let round_trip = match late {
+                Some(w) => Some(w.round_trip_ns),
+                None => self.scx_round_trip(ScxTrip::Switch),
+            };
             let c = &mut self.cpus[cpu.idx()];
             c.resched_pending = true;
             let costs = &self.machine.costs;
@@ -1232,9 +1258,17 @@ impl<'a> Sim<'a> {
                     counted.nr_idle_kicks += 1;
                     counted.idle_kick_ns += rt;
                 }
-                let permille = self.machine.costs.scx_switch_dispatch_permille.unwrap_or(0);
-                let dispatch = if running { 0 } else { rt * permille as u64 / 1000 };
-                lat += rt - dispatch;
+                // What is left of the round trip: all of it, or its dispatch half after a late
+                // wakeup's request half.
+                let (left, dispatch) = match late {
+                    Some(w) => (w.dispatch_ns, w.dispatch_ns),
+                    None => {
+                        let permille = self.machine.costs.scx_switch_dispatch_permille.unwrap_or(0);
+                        (rt, rt * permille as u64 / 1000)
+                    }
+                };
+                let dispatch = if running { 0 } else { dispatch };
+                lat += left - dispatch;
                 c.scx_decided = true;
                 if c.scx_blocked.is_none() {
                     c.scx_dispatch_ns = Some(dispatch);
@@ -1296,12 +1330,12 @@ impl<'a> Sim<'a> {
         true
     }
 
-    /// Wakes a blocked task. `waker_cpu` is the CPU the wakeup happens on.
+    /// Wakes a blocked task. `waker_cpu` is the CPU the wakeup happens on. Under sched_ext with the
+    /// halves of a round trip set (`CostModel::scx_switch_dispatch_permille`), the wakeup's message
+    /// reaches the user-space scheduler a request half later, and only then does the policy hear of
+    /// it ([`Sim::finish_scx_wake`]), as the adapter does; otherwise it hears at once.
     pub(crate) fn wake(&mut self, t: TaskId, waker_cpu: CpuId, waker: Option<TaskId>, sync: bool) {
-        // Woken before user space heard of its block: its message tells both (the adapter puts it
-        // back as blocked, wakes it, then picks for the CPU it left, in one round).
-        let told = self.scx_blocked_on(t).map(|c| (c, self.end_scx_block(c)));
-        debug_assert_eq!(self.views[t.idx()].state, TaskState::Blocked);
+        debug_assert!(self.is_blocked(t));
         let now = self.now;
         let tk = &mut self.tasks[t.idx()];
         tk.sleep_ns += now - tk.since;
@@ -1310,6 +1344,39 @@ impl<'a> Sim<'a> {
         tk.last_wakeup = Some(now);
         tk.nr_wakeups += 1;
         self.counters.nr_wakeups += 1;
+        if let Some(permille) = self.machine.costs.scx_switch_dispatch_permille {
+            if let Some(rt) = self.scx_round_trip(ScxTrip::Switch) {
+                let dispatch = rt * permille as u64 / 1000;
+                let waking = ScxWaking { waker_cpu, round_trip_ns: rt, dispatch_ns: dispatch };
+                self.tasks[t.idx()].scx_waking = Some(waking);
+                self.q.push(now + rt - dispatch, Ev::ScxWakeSeen(t));
+                return;
+            }
+        }
+        self.tell_wakeup(t, waker_cpu, waker, sync, None);
+    }
+
+    /// The user-space scheduler hears of `t`'s wakeup (`Task::scx_waking`): the policy is told now,
+    /// with what the CPUs run now.
+    fn finish_scx_wake(&mut self, t: TaskId) {
+        let Some(waking) = self.tasks[t.idx()].scx_waking.take() else { return };
+        self.tell_wakeup(t, waking.waker_cpu, None, false, Some(waking));
+    }
+
+    /// Tells the policy of `t`'s wakeup: `select_cpu`, `enqueue(Wakeup)`, the preemption check.
+    /// `late`: the wakeup's round trip under sched_ext, its request half over (see [`Sim::wake`]).
+    fn tell_wakeup(
+        &mut self,
+        t: TaskId,
+        waker_cpu: CpuId,
+        waker: Option<TaskId>,
+        sync: bool,
+        late: Option<ScxWaking>,
+    ) {
+        // Woken before user space heard of its block: its message tells both (the adapter puts it
+        // back as blocked, wakes it, then picks for the CPU it left, in one round).
+        let told = self.scx_blocked_on(t).map(|c| (c, self.end_scx_block(c)));
+        debug_assert_eq!(self.views[t.idx()].state, TaskState::Blocked);
         self.views[t.idx()].state = TaskState::Runnable;
         let wait = self.tasks[t.idx()].wait;
         let info = if self.machine.costs.scx_round_trip_ns.is_some() {
@@ -1331,11 +1398,40 @@ impl<'a> Sim<'a> {
         match told {
             Some((freed, prev)) => {
                 if cpu != freed {
-                    self.preempt_check(cpu, t, WakeKind::Wakeup, waker_cpu);
+                    self.wakeup_check(cpu, t, waker_cpu, late);
                 }
                 self.pick_and_switch(freed, prev, SwitchReason::Blocked);
             }
-            None => self.preempt_check(cpu, t, WakeKind::Wakeup, waker_cpu),
+            None => self.wakeup_check(cpu, t, waker_cpu, late),
+        }
+    }
+
+    /// The preemption check after a wakeup enqueued `t` on `cpu`; `late` as for
+    /// [`Sim::tell_wakeup`]. A wakeup told late to a CPU whose task has blocked meanwhile, unheard
+    /// (`Cpu::scx_blocked`), is checked against that task, as the adapter checks it against the task
+    /// it still holds there, and the block is heard in the same round: the CPU picks, whatever the
+    /// check said, and is not preempted (the adapter handles a round's messages before the CPUs the
+    /// kernel reports free).
+    fn wakeup_check(&mut self, cpu: CpuId, t: TaskId, waker_cpu: CpuId, late: Option<ScxWaking>) {
+        let Some(late) = late else {
+            self.preempt_check(cpu, t, WakeKind::Wakeup, waker_cpu);
+            return;
+        };
+        match (self.cpu_views[cpu.idx()].curr, self.cpus[cpu.idx()].scx_blocked) {
+            (Some(held), Some(_)) => {
+                self.policy.check_preempt(ctx!(self), cpu, held, t, WakeKind::Wakeup);
+                self.counters.scx.nr_blocked_kicks += 1;
+                self.finish_scx_block(cpu);
+            }
+            (None, _) => self.kick_decided(cpu, waker_cpu, Some(late)),
+            (Some(curr), None) => {
+                if !self.cpus[cpu.idx()].need_resched
+                    && self.policy.check_preempt(ctx!(self), cpu, curr, t, WakeKind::Wakeup)
+                {
+                    self.cpus[cpu.idx()].need_resched = true;
+                    self.kick_decided(cpu, waker_cpu, Some(late));
+                }
+            }
         }
     }
 
@@ -1821,7 +1917,9 @@ impl<'a> Sim<'a> {
         for (i, v) in self.views.iter().enumerate() {
             match v.state {
                 TaskState::Exited => {}
-                TaskState::Blocked if !self.q.wake_pending(TaskId(i as u32)) => {
+                TaskState::Blocked
+                    if !self.q.wake_pending(TaskId(i as u32)) && self.tasks[i].scx_waking.is_none() =>
+                {
                     since = since.max(self.tasks[i].since);
                 }
                 _ => return None,
@@ -1850,6 +1948,11 @@ impl<'a> Sim<'a> {
         for (tk, v) in self.tasks.iter_mut().zip(&self.views) {
             match v.state {
                 TaskState::Runnable => {
+                    tk.wait_ns += end - tk.since;
+                    tk.max_wait_ns = tk.max_wait_ns.max(end - tk.since);
+                }
+                // Woken, its wakeup not yet heard by user space: it waits.
+                TaskState::Blocked if tk.scx_waking.is_some() => {
                     tk.wait_ns += end - tk.since;
                     tk.max_wait_ns = tk.max_wait_ns.max(end - tk.since);
                 }

@@ -1000,11 +1000,22 @@ struct WakeRecorder {
     seen: Vec<(TaskId, schedlab_core::WaitKind, bool)>,
     ticks: Vec<(u64, u64)>,
     puts: Vec<(u64, TaskId, SwitchReason)>,
+    /// `select_cpu` calls: (time, task).
+    selects: Vec<(u64, TaskId)>,
+    /// `check_preempt` calls: (time, running task, woken task, answer).
+    checks: Vec<(u64, TaskId, TaskId, bool)>,
 }
 
 impl WakeRecorder {
     fn new(inner: Box<dyn SchedPolicy>) -> WakeRecorder {
-        WakeRecorder { inner, seen: Vec::new(), ticks: Vec::new(), puts: Vec::new() }
+        WakeRecorder {
+            inner,
+            seen: Vec::new(),
+            ticks: Vec::new(),
+            puts: Vec::new(),
+            selects: Vec::new(),
+            checks: Vec::new(),
+        }
     }
 }
 
@@ -1023,6 +1034,7 @@ impl SchedPolicy for WakeRecorder {
     }
     fn select_cpu(&mut self, ctx: &Ctx, t: TaskId, w: &schedlab_core::WakeInfo) -> CpuId {
         self.seen.push((t, w.wait, w.waker.is_some()));
+        self.selects.push((ctx.now, t));
         self.inner.select_cpu(ctx, t, w)
     }
     fn enqueue(&mut self, ctx: &Ctx, c: CpuId, t: TaskId, why: schedlab_core::EnqueueReason) {
@@ -1050,7 +1062,9 @@ impl SchedPolicy for WakeRecorder {
         b: TaskId,
         k: schedlab_core::WakeKind,
     ) -> bool {
-        self.inner.check_preempt(ctx, c, a, b, k)
+        let preempt = self.inner.check_preempt(ctx, c, a, b, k);
+        self.checks.push((ctx.now, a, b, preempt));
+        preempt
     }
 }
 
@@ -1312,9 +1326,9 @@ fn under_sched_ext_a_wakeup_preemption_lets_the_running_task_run_until_the_dispa
     // One CPU at HZ 100, Linux 2.4, round trips of 2 ms, half of them dispatch. `sleeper` (nice -5,
     // created first) starts after the first decision (1 ms to decide, 1 ms to dispatch: at 2 ms),
     // sleeps 5 ms at once, and `hog` starts after a round trip after that block (at 4 ms). Woken
-    // at 7 ms, the sleeper's better goodness preempts the hog: the hog runs on until the
-    // preempting dispatch lands, the whole round trip later (9 ms), and the sleeper starts then,
-    // no CPU time lost to the switch.
+    // at 7 ms, the sleeper reaches the policy a request half later (8 ms), and its better goodness
+    // preempts the hog: the hog runs on until the preempting dispatch lands, the whole round trip
+    // after the wakeup (9 ms), and the sleeper starts then, no CPU time lost to the switch.
     let mut m = one_cpu_without_costs();
     m.hz = 100;
     m.costs.scx_round_trip_ns = Some(2 * MS);
@@ -1330,6 +1344,68 @@ fn under_sched_ext_a_wakeup_preemption_lets_the_running_task_run_until_the_dispa
     assert_eq!(preempted, vec![&(9 * MS, hog, SwitchReason::Preempted)]);
     assert_eq!(task(&r, "hog").run_ns, 5 * MS, "from 4 ms to 9 ms");
     assert_eq!(task(&r, "sleeper").run_ns, MS / 2, "from 9 ms");
+}
+
+#[test]
+fn under_sched_ext_with_halves_a_wakeup_is_decided_late_and_a_waker_that_blocked_meanwhile_is_not_preempted()
+{
+    // One CPU at HZ 100 (no tick before 10 ms), Linux 2.4, no costs but the user-space round
+    // trips: 2 ms for a decision (a wakeup's, a switch's), half of it dispatch; 4 ms after a
+    // block, a quarter of it dispatch. `reader` (nice -5, created first) starts at 2 ms (a
+    // decision for an idle CPU: 1 ms to decide, 1 to dispatch) and blocks at once on the empty
+    // pipe; user space hears at 5 ms and `writer` starts at 6 ms. It computes 1 ms, writes, which
+    // wakes `reader` at 7 ms, and computes `after` before it sleeps.
+    let build = |after_ns: u64| {
+        let mut w = WorkloadBuilder::new("scx-late-wakeup");
+        let pipe = w.pipe("p", 4096);
+        w.task("reader", P::new().recv(pipe, 64).compute(MS / 2).build()).nice = -5;
+        w.task("writer", P::new().compute(MS).send(pipe, 64).compute(after_ns).sleep(100 * MS).build());
+        w.stop(StopWhen::AllDone);
+        w.build().unwrap()
+    };
+    let mut m = one_cpu_without_costs();
+    m.hz = 100;
+    m.costs.scx_round_trip_ns = Some(2 * MS);
+    m.costs.scx_switch_dispatch_permille = Some(500);
+    m.costs.scx_block_round_trip_ns = Some(4 * MS);
+    m.costs.scx_block_dispatch_permille = Some(250);
+    let (reader, writer) = (TaskId(0), TaskId(1));
+    let go = |m: &Machine, after_ns: u64| {
+        let mut p = WakeRecorder::new(schedlab_policies::create("linux24").unwrap());
+        let r = run_with(m, &build(after_ns), &mut p, NSEC_PER_SEC);
+        (r, p)
+    };
+    // The writer sleeps at 7.5 ms; user space would hear of that at 10.5 ms. The wakeup reaches
+    // the policy at 8 ms, checked against the writer it still believes running (the reader's
+    // goodness wins), but the writer's block is heard in the same round: the CPU picks the reader
+    // without a preemption, and the reader starts after the block's dispatch half, at 9 ms.
+    let (r, p) = go(&m, MS / 2);
+    // (the writer's own wakeup, at 108.5 ms, comes after)
+    assert_eq!(p.selects[0], (8 * MS, reader));
+    assert_eq!(p.checks, vec![(8 * MS, writer, reader, true)]);
+    assert_eq!(p.puts[1], (8 * MS, writer, SwitchReason::Blocked));
+    assert_eq!(task(&r, "reader").exited_ns, Some(9 * MS + MS / 2));
+    assert_eq!(task(&r, "reader").wakeup_latency.max_ns, 2 * MS);
+    let scx = r.summary.scx.unwrap();
+    assert_eq!((scx.nr_blocked_kicks, scx.nr_busy_kicks), (1, 0), "{scx:?}");
+    // A writer that computes on (5 ms) is running when the policy hears the wakeup at 8 ms: a
+    // preemption, which lands a dispatch half later (9 ms), the reader ending at 9.5 ms.
+    let (r, p) = go(&m, 5 * MS);
+    assert_eq!(p.checks, vec![(8 * MS, writer, reader, true)]);
+    assert_eq!(p.puts[1], (9 * MS, writer, SwitchReason::Preempted));
+    assert_eq!(task(&r, "reader").exited_ns, Some(9 * MS + MS / 2));
+    let scx = r.summary.scx.unwrap();
+    assert_eq!((scx.nr_blocked_kicks, scx.nr_busy_kicks), (0, 1), "{scx:?}");
+    // Without the switch's halves the wakeup is decided at once (7 ms), against the running
+    // writer: a preemption, sent for the whole round trip (9 ms); the writer's sleep at 7.5 ms is
+    // heard with it, and the reader starts after the block's dispatch half, at 10 ms.
+    m.costs.scx_switch_dispatch_permille = None;
+    let (r, p) = go(&m, MS / 2);
+    assert_eq!(p.checks, vec![(7 * MS, writer, reader, true)]);
+    assert_eq!(p.puts[1], (9 * MS, writer, SwitchReason::Blocked));
+    assert_eq!(task(&r, "reader").exited_ns, Some(10 * MS + MS / 2));
+    let scx = r.summary.scx.unwrap();
+    assert_eq!((scx.nr_blocked_kicks, scx.nr_busy_kicks), (0, 1), "{scx:?}");
 }
 
 #[test]
