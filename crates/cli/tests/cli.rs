@@ -78,6 +78,46 @@ fn the_schema_rejects_a_report_with_a_missing_field() {
     assert!(!compiled.is_valid(&report), "a schema that cannot fail proves nothing");
 }
 
+/// Each of the VM's files in vm/ loads: the machine files (`*scx*`, `guest-*`) simulate
+/// vm/one-cpu.toml under CFS, the workloads run under CFS on the default machine, and each run's
+/// wakeups that waited for user space show in `summary.scx` for the sched_ext machines.
+#[test]
+fn every_vm_machine_and_workload_file_loads_and_runs() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../vm");
+    let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    let mut machines = 0;
+    for f in files.iter().filter(|f| f.extension().is_some_and(|e| e == "toml")) {
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        let is_machine = name.contains("scx") || name.starts_with("guest-");
+        let one_cpu = format!("{dir}/one-cpu.toml");
+        let path = f.to_str().unwrap();
+        let (machine, workload) = if is_machine { (path, one_cpu.as_str()) } else { ("athlon2-x2", path) };
+        let json = tmp(&format!("vm-{name}.json"));
+        let (ok, _, err) = schedlab(&[
+            "run",
+            "--machine",
+            machine,
+            "--workload",
+            workload,
+            "--duration",
+            "200ms",
+            "--json",
+            json.to_str().unwrap(),
+            "-q",
+        ]);
+        assert!(ok, "{name}: {err}");
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        if name.contains("scx") {
+            machines += 1;
+            let scx = &report["summary"]["scx"];
+            assert!(scx["nr_blocks"].as_u64().unwrap() > 0, "{name}: {scx}");
+        }
+    }
+    assert!(machines >= 2, "vm/scx-tcg.toml and vm/scx-tcg-one.toml");
+}
+
 /// A policy simulated under sched_ext (the test VM's machine file) reports its user-space round
 /// trips by decision in `summary.scx`, which the schema knows; hogs on two CPUs decide only at
 /// their start and their ticks.

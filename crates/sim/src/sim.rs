@@ -372,6 +372,10 @@ pub struct Sim<'a> {
     pub(crate) rng: crate::random::RunRng,
     /// Draws of the user-space round trip (`CostModel::scx_round_trip_ns`).
     scx_rng: crate::random::RunRng,
+    /// Under sched_ext, when the user-space scheduler hears of the latest block or wakeup sent to
+    /// it: it reads them in the order they happened (one ring buffer, one scheduler), so none is
+    /// heard before one that happened earlier ([`Sim::scx_hear_at`]).
+    scx_heard_at: Ns,
     pub(crate) user_counters: Vec<u64>,
     processes: std::collections::HashMap<String, u32>,
     pub(crate) scratch: Vec<TaskId>,
@@ -559,6 +563,7 @@ impl<'a> Sim<'a> {
             rng: crate::random::RunRng::new(cfg.seed),
             // A stream of its own, so that the workload's draws are the same with and without it.
             scx_rng: crate::random::RunRng::new(cfg.seed ^ SCX_STREAM),
+            scx_heard_at: 0,
             user_counters: vec![0; workload.counters.len()],
             processes: std::collections::HashMap::new(),
             scratch: Vec::new(),
@@ -1003,7 +1008,18 @@ impl<'a> Sim<'a> {
         c.scx_dispatch_ns = Some(dispatch_ns);
         c.scx_block_gen = c.scx_block_gen.wrapping_add(1);
         let gen = c.scx_block_gen;
-        self.q.push(now + request_ns, Ev::ScxBlockSeen { cpu, gen });
+        let heard = self.scx_hear_at(now + request_ns);
+        self.q.push(heard, Ev::ScxBlockSeen { cpu, gen });
+    }
+
+    /// When user space hears of a block or wakeup whose request half ends at `due`: then, or when
+    /// it hears the one before, if later (`Sim::scx_heard_at`). The wakeup of a task that its
+    /// waker's block follows is so heard first, as the adapter reads the wakeup's message before
+    /// it finds the waker's CPU free; drawn apart, the block could be heard first and its CPU pick
+    /// without the woken task.
+    fn scx_hear_at(&mut self, due: Ns) -> Ns {
+        self.scx_heard_at = self.scx_heard_at.max(due);
+        self.scx_heard_at
     }
 
     /// Ends the wait of `cpu` for user space to hear of its task's block: the policy is told
@@ -1349,7 +1365,8 @@ impl<'a> Sim<'a> {
                 let dispatch = rt * permille as u64 / 1000;
                 let waking = ScxWaking { waker_cpu, round_trip_ns: rt, dispatch_ns: dispatch };
                 self.tasks[t.idx()].scx_waking = Some(waking);
-                self.q.push(now + rt - dispatch, Ev::ScxWakeSeen(t));
+                let heard = self.scx_hear_at(now + rt - dispatch);
+                self.q.push(heard, Ev::ScxWakeSeen(t));
                 return;
             }
         }

@@ -1409,6 +1409,37 @@ fn under_sched_ext_with_halves_a_wakeup_is_decided_late_and_a_waker_that_blocked
 }
 
 #[test]
+fn under_sched_ext_user_space_hears_a_wakeup_before_the_block_of_its_waker_that_followed_it() {
+    // As above, but a round trip after a block takes 1 ms, a quarter of it dispatch: its request
+    // half (0.75 ms) is shorter than a wakeup's (1 ms). `reader` starts at 2 ms and blocks; user
+    // space hears at 2.75 ms and `writer` starts at 3 ms, computes 1 ms, writes (waking `reader`
+    // at 4 ms), computes 0.1 ms and sleeps at 4.1 ms. Its block is due to be heard at 4.85 ms, but
+    // user space reads in order: the wakeup first, at 5 ms, then the block, in the same round. The
+    // CPU picks `reader`, which starts a block's dispatch half later (5.25 ms) and ends at
+    // 5.75 ms. Heard out of order, the block would leave the CPU idle at 4.85 ms, and `reader`
+    // would start a wakeup's dispatch half after 5 ms and end at 6.5 ms.
+    let mut w = WorkloadBuilder::new("scx-in-order");
+    let pipe = w.pipe("p", 4096);
+    w.task("reader", P::new().recv(pipe, 64).compute(MS / 2).build()).nice = -5;
+    w.task("writer", P::new().compute(MS).send(pipe, 64).compute(MS / 10).sleep(100 * MS).build());
+    w.stop(StopWhen::AllDone);
+    let w = w.build().unwrap();
+    let mut m = one_cpu_without_costs();
+    m.hz = 100;
+    m.costs.scx_round_trip_ns = Some(2 * MS);
+    m.costs.scx_switch_dispatch_permille = Some(500);
+    m.costs.scx_block_round_trip_ns = Some(MS);
+    m.costs.scx_block_dispatch_permille = Some(250);
+    let mut p = WakeRecorder::new(schedlab_policies::create("linux24").unwrap());
+    let r = run_with(&m, &w, &mut p, NSEC_PER_SEC);
+    let (reader, writer) = (TaskId(0), TaskId(1));
+    assert_eq!(p.selects[0], (5 * MS, reader));
+    assert_eq!(p.puts[1], (5 * MS, writer, SwitchReason::Blocked));
+    assert_eq!(task(&r, "reader").exited_ns, Some(5 * MS + 3 * MS / 4));
+    assert_eq!(r.summary.scx.unwrap().nr_blocked_kicks, 1);
+}
+
+#[test]
 fn a_constant_round_trip_locks_into_phase_with_the_ticks_and_a_spread_one_does_not() {
     // Two round-robin hogs on one CPU at HZ 250, round trips of 1 ms: a switch every 11 ms (above),
     // so the pattern repeats every 44 ms, in which one hog's two slices meet 2 and 3 ticks and the
