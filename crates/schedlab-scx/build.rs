@@ -35,6 +35,12 @@
 //   in the VM: the message carries SCHED_NORMAL), so the adapter reads the new class from the
 //   host. A task that exits also passes `ops.disable` (`PF_EXITING` set); it sends nothing, as
 //   before. Its return (`ops.enable`, then an enqueue) is its next ordinary message.
+// * `ops.stopping` records each CPU's last stop (the task's pid, `scx_bpf_now`, and whether it
+//   stayed runnable) in arrays user space reads (`BpfScheduler::cpu_last_stop`, a method added to
+//   src/bpf.rs): for a CPU the kernel reports idle, the adapter learns from it that the task it
+//   held there blocked (it read /proc/PID/stat for that, at every such round) and charges it the
+//   ticks that fell before that stop, where the task's own message, which tells the stop, comes
+//   only at its next wakeup.
 fn patch(src: &str, anchor: &str, with: &str, what: &str) -> String {
     assert!(src.contains(anchor), "scx_rustland_core's {what} changed: the schedlab patch needs a new place");
     src.replacen(anchor, with, 1)
@@ -61,6 +67,26 @@ fn main() {
         let anchor = "skel.maps.rodata_data.as_mut().unwrap().usersched_pid = std::process::id();";
         out = patch(&out, anchor, &format!("{anchor}\n        {cpu}"), "loader (usersched_pid)");
     }
+    let accessor = "pub fn cpu_last_stop(";
+    if !out.contains(accessor) {
+        let anchor = "    // Counter of user dispatch events.\n";
+        let method = "    /// schedlab: the last task to stop on `cpu` and when (pid, `scx_bpf_now` ns), as the BPF\n\
+                      \x20   /// program's `ops.stopping` recorded it, and whether it stayed runnable; `None`\n\
+                      \x20   /// before any stop there (or for a record caught half written).\n\
+                      \x20   pub fn cpu_last_stop(&self, cpu: usize) -> Option<(i32, u64, bool)> {\n\
+                      \x20       let bss = self.skel.maps.bss_data.as_ref()?;\n\
+                      \x20       let pid = bss.schedlab_cpu_stop_pid.get(cpu)?;\n\
+                      \x20       // SAFETY: reads of the BPF program's memory-mapped globals, which it writes meanwhile.\n\
+                      \x20       let (p0, ts, runnable, p1) = unsafe {\n\
+                      \x20           let p0 = std::ptr::read_volatile(pid);\n\
+                      \x20           let ts = std::ptr::read_volatile(&bss.schedlab_cpu_stop_ts[cpu]);\n\
+                      \x20           let runnable = std::ptr::read_volatile(&bss.schedlab_cpu_stop_runnable[cpu]);\n\
+                      \x20           (p0, ts, runnable != 0, std::ptr::read_volatile(pid))\n\
+                      \x20       };\n\
+                      \x20       (p0 > 0 && p0 == p1).then_some((p0, ts, runnable))\n\
+                      \x20   }\n\n";
+        out = patch(&out, anchor, &format!("{method}{anchor}"), "src/bpf.rs (the user dispatch counter)");
+    }
     if out != src {
         std::fs::write(path, out).expect("writing src/bpf.rs");
     }
@@ -72,7 +98,11 @@ fn main() {
         "const volatile u32 usersched_pid; /* User-space scheduler PID */\n",
         "const volatile u32 usersched_pid; /* User-space scheduler PID */\n\
          /* schedlab: the CPU the user-space scheduler runs on (-1: wherever it is asked for). */\n\
-         const volatile s32 usersched_cpu = -1;\n",
+         const volatile s32 usersched_cpu = -1;\n\
+         /* schedlab: each CPU's last stop (pid, scx_bpf_now), read by user space. */\n\
+         u64 schedlab_cpu_stop_ts[MAX_CPUS];\n\
+         s32 schedlab_cpu_stop_pid[MAX_CPUS];\n\
+         u32 schedlab_cpu_stop_runnable[MAX_CPUS];\n",
         "usersched_pid declaration",
     );
     c = patch(
@@ -186,6 +216,19 @@ fn main() {
         "\t       .enable\t\t\t= (void *)rustland_enable,\n",
         "\t       .enable\t\t\t= (void *)rustland_enable,\n\t       .disable\t\t= (void *)rustland_disable,\n",
         "SCX_OPS_DEFINE (.enable)",
+    );
+    c = patch(
+        &c,
+        "\ttctx->stop_ts = now;\n",
+        "\ttctx->stop_ts = now;\n\
+         \t/* schedlab: the CPU's last stop, for user space finding the CPU idle. */\n\
+         \tif (cpu >= 0 && cpu < MAX_CPUS) {\n\
+         \t\tschedlab_cpu_stop_pid[cpu] = 0;\n\
+         \t\tschedlab_cpu_stop_ts[cpu] = now;\n\
+         \t\tschedlab_cpu_stop_runnable[cpu] = runnable;\n\
+         \t\tschedlab_cpu_stop_pid[cpu] = p->pid;\n\
+         \t}\n",
+        "ops.stopping (stop_ts)",
     );
     if std::fs::read_to_string("schedlab.bpf.c").ok().as_deref() != Some(c.as_str()) {
         std::fs::write("schedlab.bpf.c", &c).expect("writing schedlab.bpf.c");

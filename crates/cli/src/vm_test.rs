@@ -649,6 +649,8 @@ say() { echo "SCHEDLAB-VM $*"; }
 SCX_ENV="env @SCX_ENV@"
 state() { cat /sys/kernel/sched_ext/state 2>/dev/null || echo missing; }
 say boot kernel="$(uname -r)" cpus="$(nproc)" state="$(state)"
+# The guest's clocks: task run times come from sched_clock, elapsed times from the clocksource.
+say clock source="$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null)" sched_clock="$(dmesg | grep -o 'sched_clock: Marking [a-z]*' | tail -1 | cut -d' ' -f3)"
 # The compute loop's speed, measured once under the kernel's own scheduler: every run does the same
 # work (measured at each start, with a schedlab scheduler loaded, it swings by half under TCG).
 PS=$(@EXEC_PIN@/bin/schedlab calibrate --loop 2>/dev/null)
@@ -1158,6 +1160,8 @@ mod tests {
             !plain.contains("calibrate -o") && !plain.contains("--watchdog-ms") && !plain.contains("taskset")
         );
         assert!(plain.contains("PS=$(/bin/schedlab calibrate --loop"), "the loop is measured in every boot");
+        // The guest's clocks, in every boot's log (run times come from sched_clock).
+        assert!(plain.contains("say clock source=") && plain.contains("sched_clock: Marking"), "{plain}");
         let log = "SCHEDLAB-VM run calibrate state=disabled\nSCHEDLAB-VM run calibrate exec-exit=0\n\
                    SCHEDLAB-VM begin calibrate\nbmFtZSA9ICJ2bSIK\nSCHEDLAB-VM end calibrate\n";
         let o = parse_serial(log);

@@ -237,6 +237,12 @@ fn run(args: &Args) -> Result<()> {
             }
             free.push(CpuId(c as u32));
         }
+        // How each free CPU's last task stopped (a task that blocked there is charged its ticks).
+        for &c in &free {
+            if let Some((pid, stop_ts, runnable)) = bpf.cpu_last_stop(c.idx()) {
+                shadow.cpu_stopped(c, pid, stop_ts, runnable);
+            }
+        }
         // 3. The policy's picks, sent.
         orders.clear();
         if let Err(e) = shadow.schedule(&mut host, now, &free, &mut orders) {
@@ -249,7 +255,7 @@ fn run(args: &Args) -> Result<()> {
         for o in &orders {
             seq += 1;
             if trace {
-                println!("schedlab-scx: order at {now} {o:?} free {free:?}");
+                println!("schedlab-scx: order at {now} {o:?} free {free:?} is {}", shadow.describe_pid(o.pid));
             }
             let d = DispatchedTask {
                 pid: o.pid,

@@ -321,6 +321,21 @@ enum GapFrom {
     Blocked(TaskId, u32),
 }
 
+/// The first tick strictly after `now` on a fixed grid, multiples of `tick_ns` on the clock the
+/// shadow runs on, as the kernel's periodic tick keeps a fixed grid whatever ran when (the phase
+/// between the two grids does not change how the ticks divide among the tasks).
+fn tick_after(now: Ns, tick_ns: Ns) -> Ns {
+    (now / tick_ns + 1) * tick_ns
+}
+
+/// The kernel's record of a CPU's last stop ([`Shadow::cpu_stopped`]).
+#[derive(Clone, Copy, Debug)]
+struct LastStop {
+    pid: i32,
+    stop_ts: u64,
+    runnable: bool,
+}
+
 /// Per-CPU state the policy does not see.
 #[derive(Clone, Copy, Debug, Default)]
 struct Slot {
@@ -336,6 +351,9 @@ struct Slot {
     /// Its running task left sched_ext for the kernel's real-time class, which runs it here now:
     /// nothing is picked for it until the kernel reports it free or that task comes back.
     rt_held: bool,
+    /// The last task to stop on this CPU, when (kernel clock) and whether it stayed runnable, as
+    /// the kernel recorded it ([`Shadow::cpu_stopped`]).
+    last_stop: Option<LastStop>,
 }
 
 /// The shadow core scheduler.
@@ -416,7 +434,7 @@ impl Shadow {
             extra: Vec::new(),
             by_pid: HashMap::new(),
             cpus: vec![CpuInfo { curr: None, nr_running: 0, idle_since_ns: now }; n],
-            slots: vec![Slot { next_tick: now + tick_ns, ..Slot::default() }; n],
+            slots: vec![Slot { next_tick: tick_after(now, tick_ns), ..Slot::default() }; n],
             groups: vec![GroupInfo { parent: None, shares: 1024 }],
             group_paths: vec![String::new()],
             migr: Vec::new(),
@@ -690,6 +708,20 @@ impl Shadow {
         }
     }
 
+    /// The kernel's record of the last task to stop on `cpu`: `pid`, at `stop_ts` on the kernel's
+    /// clock, still `runnable` or not (schedlab's BPF program keeps one per CPU), read for a CPU
+    /// the kernel reports free before [`Shadow::schedule`]. When it is the task the policy holds
+    /// there, it tells whether that task blocked (without it, the host is asked: a /proc read per
+    /// such CPU), and a task that blocked is charged the ticks that fell while it ran, up to that
+    /// stop, as the kernel's tick charged them; without the record those ticks waited for the
+    /// task's next message, which comes after the CPU has moved on (a pipe pair's wakeup arrives
+    /// while its partner runs), and were lost.
+    pub fn cpu_stopped(&mut self, cpu: CpuId, pid: i32, stop_ts: u64, runnable: bool) {
+        if let Some(slot) = self.slots.get_mut(cpu.idx()) {
+            slot.last_stop = Some(LastStop { pid, stop_ts, runnable });
+        }
+    }
+
     /// Ends a scheduling round at time `now`: `free` lists CPUs known to have no work (the CPU the
     /// scheduler runs on, idle CPUs the kernel handed out); every CPU that needs a task gets the
     /// policy's pick. The orders to send are appended to `out`.
@@ -713,12 +745,21 @@ impl Shadow {
                 if self.orders.iter().any(|o| o.pid == pid) {
                     continue;
                 }
-                let runnable = host.is_runnable(pid);
-                self.note(|| format!("cpu {c} free, held pid {pid}: runnable {runnable:?}"));
+                let record = self.slots[c.idx()].last_stop.filter(|s| s.pid == pid);
+                let runnable = match record {
+                    Some(s) => Some(s.runnable),
+                    None => host.is_runnable(pid),
+                };
+                self.note(|| {
+                    format!("cpu {c} free, held pid {pid}: runnable {runnable:?} (recorded {record:?})")
+                });
                 match runnable {
                     Some(true) => continue,
                     Some(false) => {
                         self.stats.nr_blocked_found_idle += 1;
+                        if let Some(s) = record {
+                            self.ticks_before_block(c, t, s.stop_ts);
+                        }
                         self.put_prev(c, t, SwitchReason::Blocked);
                         let e = &mut self.extra[t.idx()];
                         e.block_gen = e.block_gen.wrapping_add(1);
@@ -732,6 +773,7 @@ impl Shadow {
             }
             self.slots[c.idx()].rt_held = false;
             self.slots[c.idx()].needs_pick = true;
+            self.slots[c.idx()].last_stop = None;
         }
         for i in 0..self.cpus.len() {
             let c = CpuId(i as u32);
@@ -1064,7 +1106,7 @@ impl Shadow {
             ticks += 1;
             if ticks == 8 {
                 // A long gap (the scheduler itself was not run): do not replay every tick.
-                self.slots[cpu.idx()].next_tick = self.now + self.tick_ns;
+                self.slots[cpu.idx()].next_tick = tick_after(self.now, self.tick_ns);
             }
         }
         let mut why = SwitchReason::Preempted;
@@ -1199,7 +1241,10 @@ impl Shadow {
         self.cpus[cpu.idx()].curr = Some(t);
         self.extra[t.idx()].gap_from = freed;
         if self.slots[cpu.idx()].next_tick <= self.now {
-            self.slots[cpu.idx()].next_tick = self.now + self.tick_ns;
+            // The ticks that fell while the CPU ran nothing charged nobody; the grid stays the
+            // kernel's (restarting it here, a tick after each such dispatch, made the ticks of a
+            // task running a fixed fraction of each period fall in its sleeps again and again).
+            self.slots[cpu.idx()].next_tick = tick_after(self.now, self.tick_ns);
         }
         self.extra[t.idx()].slice_end = d.slice_ns.map(|s| self.now + s);
         self.order(cpu, t, preempt);
@@ -1271,12 +1316,19 @@ impl Shadow {
         self.after_enqueue(to, t, WakeKind::Migration);
     }
 
-    /// What the shadow scheduler knows of thread `pid` (`unknown`, or its state, CPU and class).
+    /// What the shadow scheduler knows of thread `pid` (`unknown`, or its state, CPU and class, and
+    /// the policy's own values for it, [`SchedPolicy::trace_values`]: ULE's score and priority, ...).
     pub fn describe_pid(&self, pid: i32) -> String {
         match self.by_pid.get(&pid) {
             Some(t) => {
                 let tk = &self.tasks[t.idx()];
-                format!("{:?} cpu {} class {:?}", tk.state, tk.cpu, tk.class)
+                let mut values = Vec::new();
+                self.policy.trace_values(*t, &mut values);
+                let mut s = format!("{:?} cpu {} class {:?}", tk.state, tk.cpu, tk.class);
+                for (name, v) in values {
+                    s.push_str(&format!(" {name}={v}"));
+                }
+                s
             }
             None => "unknown".into(),
         }

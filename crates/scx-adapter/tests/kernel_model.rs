@@ -103,6 +103,13 @@ struct Kernel {
     send_start_mono: bool,
     /// Dispatches that arrived for a task in the real-time class (the kernel drops them).
     orders_for_rt: u32,
+    /// The last task to stop on each CPU, when, and whether it stayed runnable, as schedlab's BPF
+    /// program records it.
+    last_stop: Vec<Option<(i32, Ns, bool)>>,
+    /// Whether the model hands the scheduler its per-CPU stop records (schedlab's BPF program).
+    record_stops: bool,
+    /// The scheduler's questions to the host whether a task is runnable (a /proc read each).
+    runnable_queries: std::cell::Cell<u64>,
 }
 
 struct ModelHost<'a>(&'a Kernel);
@@ -123,6 +130,7 @@ impl Host for ModelHost<'_> {
         self.0.tasks.iter().any(|t| t.pid == pid && t.st != St::Done)
     }
     fn is_runnable(&mut self, pid: i32) -> Option<bool> {
+        self.0.runnable_queries.set(self.0.runnable_queries.get() + 1);
         match self.0.tasks.iter().find(|t| t.pid == pid)?.st {
             St::Done => None,
             St::Sleeping(_) => Some(false),
@@ -159,6 +167,9 @@ impl Kernel {
             in_flight: Vec::new(),
             send_start_mono: true,
             orders_for_rt: 0,
+            last_stop: vec![None; cpus],
+            record_stops: true,
+            runnable_queries: std::cell::Cell::new(0),
         }
     }
 
@@ -269,6 +280,8 @@ impl Kernel {
     fn stop(&mut self, cpu: usize) -> usize {
         let (i, _) = self.running[cpu].take().unwrap();
         self.tasks[i].stop_ts = self.now;
+        // Runnable unless it blocks: the caller makes it sleep (or exit) right after.
+        self.last_stop[cpu] = Some((self.tasks[i].pid, self.now, true));
         i
     }
 
@@ -309,6 +322,10 @@ impl Kernel {
                 t.left = t.left.saturating_sub(DT);
                 if t.left == 0 && t.sleep_ns > 0 {
                     let i = self.stop(cpu);
+                    // It blocks (or exits): `ops.stopping` with `runnable` false.
+                    if let Some(s) = self.last_stop[cpu].as_mut() {
+                        s.2 = false;
+                    }
                     let t = &mut self.tasks[i];
                     t.left = t.burst_ns;
                     if let Some(b) = t.bursts.as_mut() {
@@ -377,6 +394,11 @@ impl Kernel {
                     .filter(|&c| wants_work(self, c))
                     .map(|c| CpuId(c as u32))
                     .collect();
+                for &c in free.iter().filter(|_| self.record_stops) {
+                    if let Some((pid, stop_ts, runnable)) = self.last_stop[c.idx()] {
+                        shadow.cpu_stopped(c, pid, stop_ts, runnable);
+                    }
+                }
                 shadow.schedule(&mut ModelHost(self), self.now, &free, &mut orders).unwrap();
                 let arrive = self.now + self.dispatch_latency_ns;
                 self.in_flight.extend(orders.drain(..).map(|o| (o, arrive)));
@@ -678,8 +700,10 @@ fn the_round_trip_after_a_block_runs_from_the_blocked_tasks_stop() {
     };
     let st = three(0);
     assert!(st.nr_block_gaps > 300, "{st:?}");
+    // (Now and then a wakeup's message comes first and its order, preempting the task the
+    // scheduler still believes runs, reaches the idle CPU sooner: one gap of 250 us here.)
     let mean = st.mean_block_gap_ns();
-    assert!((300_000..=300_000 + schedlab_scx_adapter::shadow::MAX_SLEEP_NS).contains(&mean), "{st:?}");
+    assert!((290_000..=300_000 + schedlab_scx_adapter::shadow::MAX_SLEEP_NS).contains(&mean), "{st:?}");
     // Orders reach the CPU at once here: the whole round trip is its request half.
     assert_eq!((st.nr_block_dispatches, st.mean_block_dispatch_ns()), (st.nr_block_gaps, 0), "{st:?}");
     // With orders 200 us on their way, each round trip after a block has a dispatch half of 200 us.
@@ -920,4 +944,50 @@ fn a_sleeper_made_sched_batch_no_longer_preempts_the_hog_at_its_wakeups_under_cf
         "waited at most {} ns",
         k.tasks[sleeper].max_wait_ns
     );
+}
+
+/// The kernel's tick falls on a fixed grid (every 4 ms at HZ 250, whatever runs), so a task that
+/// runs a fraction of the time is running at about that fraction of the ticks, and a policy that
+/// charges by ticks (ULE's run history, 4BSD's `estcpu`, Linux 2.4's counter) sees it run that
+/// much. Tasks on one CPU run 300 us, sleep 1.35 ms, and so on, for 4 s: the ticks that reach the
+/// policy must be about their run time over the tick. Alone, a task's block is learnt from its
+/// wakeup's message (its stop); with a second task queued, the scheduler first finds the CPU free,
+/// and the kernel's record of the CPU's last stop tells that the task blocked and where its run
+/// ended. The shadow used to restart its tick grid at each dispatch after a missed tick (the next
+/// tick 4 ms after the dispatch: with this period that tick fell in a sleep again and again, 0
+/// ticks charged of 182), and charged no tick to a task found blocked by its idle CPU (303 of 364
+/// with two tasks, as without the record still): ULE then scored the real pipe pair of
+/// vm/one-cpu.toml as never running.
+#[test]
+fn the_ticks_charged_to_short_runners_are_their_share_of_a_fixed_tick_grid() {
+    for (n, record_stops) in [(1, true), (2, true), (2, false)] {
+        let mut k = Kernel::new(1);
+        k.record_stops = record_stops;
+        for _ in 0..n {
+            k.spawn(0, 300_000, 1_350_000, None);
+        }
+        let mut s = shadow("ule", 1, 0);
+        k.run(&mut s, 4 * NSEC_PER_SEC);
+        let tick_ns = NSEC_PER_SEC / 250;
+        let run_ns: Ns = k.tasks.iter().map(|t| t.run_ns).sum();
+        let expected = run_ns as f64 / tick_ns as f64;
+        let ticks = s.stats().nr_ticks as f64;
+        assert!(expected > 150.0 * n as f64, "{n} tasks ran {run_ns} ns");
+        let within = (ticks - expected).abs() <= 0.1 * expected;
+        if n == 2 {
+            assert!(s.stats().nr_blocked_found_idle > 1000, "{:?}", s.stats());
+        }
+        if record_stops {
+            assert!(within, "{n} tasks: {ticks} ticks charged, {expected:.0} expected");
+        } else {
+            // The host is asked instead, and the ticks before each such block are not charged.
+            assert!(
+                !within && ticks < expected,
+                "{ticks} ticks charged without the records, {expected:.0} run"
+            );
+        }
+        // With the records, no CPU found idle costs the scheduler a question to the host.
+        let queries = k.runnable_queries.get();
+        assert_eq!(queries == 0, record_stops, "{queries} questions whether a task is runnable");
+    }
 }
