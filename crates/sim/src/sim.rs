@@ -1704,7 +1704,11 @@ impl<'a> Sim<'a> {
         c.speed = speed;
         c.seg_start = now;
         c.useful_start = now + overhead;
-        c.slice_end = d.slice_ns.map(|s| now + s.max(1));
+        // A policy slice counts from the switch, overhead included, as the kernel's does; under
+        // sched_ext the kernel slice the adapter sends counts from the task's start, after the
+        // user-space decision reached the CPU (a slice shorter than the round trip still runs).
+        let slice_from = if costs.scx_round_trip_ns.is_some() { now + overhead } else { now };
+        c.slice_end = d.slice_ns.map(|s| slice_from + s.max(1));
         if !c.tick_armed {
             c.tick_armed = true;
             self.q.push_tick(cpu, self.next_tick_after(now));

@@ -1299,9 +1299,11 @@ fn under_sched_ext_a_round_trip_after_a_block_is_a_request_half_then_a_dispatch_
 fn under_sched_ext_a_switch_charges_its_request_half_to_the_task_that_stopped() {
     // Two round-robin hogs (5 ms slices) on one CPU at HZ 100, switch round trips of 2 ms. With a
     // dispatch half of 40 %, the first decision (a wakeup's) is made at 1.2 ms and hog0 starts at
-    // 2 ms; its slice, counted from the pick, ends at 6.2 ms, and the policy hears 1.2 ms later,
-    // at 7.4 ms, before the first tick (10 ms). Without the halves: picked at 2 ms, starting at
-    // once, its slice ends at 7 ms and the policy hears at 9 ms.
+    // 2 ms; its slice, counted from its start as the kernel counts the slice the adapter sends,
+    // ends at 7 ms, and the policy hears 1.2 ms later, at 8.2 ms, before the first tick (10 ms).
+    // (Counted from the pick, it ended at 6.2 ms: a slice shorter than the dispatch half never
+    // ran, and HTFS's 131 us interactive slices ran nothing under a 1 ms round trip.) Without the
+    // halves: picked at 2 ms, starting at once, its slice ends at 7 ms and the policy hears at 9 ms.
     let mut m = one_cpu_without_costs();
     m.hz = 100;
     m.costs.scx_round_trip_ns = Some(2 * MS);
@@ -1316,9 +1318,32 @@ fn under_sched_ext_a_switch_charges_its_request_half_to_the_task_that_stopped() 
         run_with(m, &w, &mut p, 9 * MS + MS / 2);
         p.puts[0]
     };
-    assert_eq!(first_put(&m), (7 * MS + 2 * MS / 5, TaskId(0), SwitchReason::SliceExpired));
+    assert_eq!(first_put(&m), (8 * MS + MS / 5, TaskId(0), SwitchReason::SliceExpired));
     m.costs.scx_switch_dispatch_permille = None;
     assert_eq!(first_put(&m), (9 * MS, TaskId(0), SwitchReason::SliceExpired));
+}
+
+#[test]
+fn under_sched_ext_a_slice_shorter_than_the_round_trip_still_runs_whole() {
+    // Two round-robin hogs with 100 us slices on one CPU at HZ 100 under 1 ms round trips, 60 %
+    // of each the dispatch half: every slice runs its 100 us once the decision reaches the CPU
+    // (the kernel counts the slice it is sent from the task's start), so in the first 100 ms each
+    // hog runs about half of 100 us per 1.1 ms cycle, about 4.5 ms, not nothing.
+    let mut m = one_cpu_without_costs();
+    m.hz = 100;
+    m.costs.scx_round_trip_ns = Some(MS);
+    m.costs.scx_switch_dispatch_permille = Some(600);
+    let mut w = WorkloadBuilder::new("scx-short-slices");
+    for i in 0..2 {
+        w.task(format!("hog{i}"), P::new().compute(100 * MS).build());
+    }
+    let w = w.build().unwrap();
+    let mut p = WakeRecorder::new(schedlab_policies::create("rr[slice_ns=100000]").unwrap());
+    let r = run_with(&m, &w, &mut p, 100 * MS);
+    for name in ["hog0", "hog1"] {
+        let work = task(&r, name).work_ns;
+        assert!((4 * MS..=5 * MS).contains(&work), "{name} did {work} ns of work");
+    }
 }
 
 #[test]
