@@ -1186,9 +1186,11 @@ impl<'a> Sim<'a> {
         if self.nr_runnable <= busy
             || self.cpus[cpu.idx()].need_resched
             || self.cpus[cpu.idx()].useful_start > self.now
+            || self.cpus[cpu.idx()].slice_end.is_some_and(|se| se <= self.now)
         {
-            // Nothing waits, a switch is on its way, or the task is not running (its CPU waits for
-            // user space already, or for its switch-in): its kernel slice is not ticking.
+            // Nothing waits, a switch is on its way, the task is not running (its CPU waits for
+            // user space already, or for its switch-in), or its policy slice ends at this tick
+            // (the switch it asks carries the one round trip): its kernel slice is not ticking.
             return;
         }
         let rt = self.scx_round_trip(ScxTrip::Continue).unwrap_or(0);
@@ -1700,15 +1702,23 @@ impl<'a> Sim<'a> {
         } else {
             self.machine.speed_permille[cpu.idx()]
         };
+        // A policy slice counts from the switch, overhead included, as the kernel's does. Under
+        // sched_ext the kernel slice the adapter sends counts from the task's start, after the
+        // user-space decision reached the CPU (a slice shorter than the round trip still runs),
+        // and the kernel ends it only at a tick (`task_tick_scx` reschedules once the slice is
+        // used up; nothing else does): at the first tick at or after it runs out.
+        let slice_end = match d.slice_ns {
+            Some(s) if costs.scx_round_trip_ns.is_some() => {
+                Some(self.next_tick_after(now + overhead + s.max(1) - 1))
+            }
+            Some(s) => Some(now + s.max(1)),
+            None => None,
+        };
         let c = &mut self.cpus[cpu.idx()];
         c.speed = speed;
         c.seg_start = now;
         c.useful_start = now + overhead;
-        // A policy slice counts from the switch, overhead included, as the kernel's does; under
-        // sched_ext the kernel slice the adapter sends counts from the task's start, after the
-        // user-space decision reached the CPU (a slice shorter than the round trip still runs).
-        let slice_from = if costs.scx_round_trip_ns.is_some() { now + overhead } else { now };
-        c.slice_end = d.slice_ns.map(|s| slice_from + s.max(1));
+        c.slice_end = slice_end;
         if !c.tick_armed {
             c.tick_armed = true;
             self.q.push_tick(cpu, self.next_tick_after(now));
