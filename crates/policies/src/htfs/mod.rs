@@ -1190,6 +1190,26 @@ impl SchedPolicy for Htfs {
                 help: "sched_yield calls continued by the lock acquire retry",
             },
             PolicyStat {
+                name: "nr_late_inter",
+                value: self.cpus.iter().map(|c| c.slice.nr_late).sum(),
+                help: "interactive entities seen waiting over 10 ms (sec. 4.9.1: latency too high)",
+            },
+            PolicyStat {
+                name: "nr_slice_halved",
+                value: self.cpus.iter().map(|c| c.slice.nr_halved).sum(),
+                help: "normal-slice halvings after late interactive entities",
+            },
+            PolicyStat {
+                name: "nr_slice_doubled",
+                value: self.cpus.iter().map(|c| c.slice.nr_doubled).sum(),
+                help: "normal-slice doublings after 100 ms without a late one",
+            },
+            PolicyStat {
+                name: "min_slice_shift",
+                value: self.cpus.iter().map(|c| c.slice.min_shift as u64).min().unwrap_or(0),
+                help: "shortest normal slice any CPU reached, as its power of two in ns",
+            },
+            PolicyStat {
                 name: "nr_to_normal",
                 value: self.nr_to_normal,
                 help: "moves from the interactive to the normal runqueue",
@@ -1221,6 +1241,8 @@ impl SchedPolicy for Htfs {
             out.push(("htfs bweight level", e.level as i64));
             out.push(("htfs interactive", (e.kind == Kind::Inter) as i64));
             out.push(("htfs vdiff", self.vdiff(Se::Task(t))));
+            let cpu = e.dual % self.ncpus;
+            out.push(("htfs normal slice shift", self.cpus[cpu].slice.shift as i64));
         }
     }
 }

@@ -31,12 +31,29 @@ pub struct AdaptiveSlice {
     last_clear: Ns,
     /// When the last late interactive entity (or the last doubling) was seen.
     quiet_since: Ns,
+    /// How many late interactive entities were reported (`latency_too_high` calls).
+    pub nr_late: u64,
+    /// How many times the slice was halved.
+    pub nr_halved: u64,
+    /// How many times the slice was doubled.
+    pub nr_doubled: u64,
+    /// The shortest slice's shift reached so far.
+    pub min_shift: u32,
 }
 
 impl AdaptiveSlice {
     /// Starts at the longest slice.
     pub fn new(now: Ns) -> AdaptiveSlice {
-        AdaptiveSlice { shift: MAX_SLICE_SHIFT, sliceshrink: 0, last_clear: now, quiet_since: now }
+        AdaptiveSlice {
+            shift: MAX_SLICE_SHIFT,
+            sliceshrink: 0,
+            last_clear: now,
+            quiet_since: now,
+            nr_late: 0,
+            nr_halved: 0,
+            nr_doubled: 0,
+            min_shift: MAX_SLICE_SHIFT,
+        }
     }
 
     /// The normal slice, ns.
@@ -47,9 +64,14 @@ impl AdaptiveSlice {
     /// An interactive entity waited more than 10 ms.
     pub fn latency_too_high(&mut self, now: Ns) {
         self.quiet_since = now;
+        self.nr_late += 1;
         self.sliceshrink += 1;
         if self.sliceshrink > 1 {
-            self.shift = (self.shift - 1).max(INTER_SLICE_SHIFT);
+            if self.shift > INTER_SLICE_SHIFT {
+                self.shift -= 1;
+                self.nr_halved += 1;
+                self.min_shift = self.min_shift.min(self.shift);
+            }
             self.sliceshrink = 0;
         }
     }
@@ -61,7 +83,10 @@ impl AdaptiveSlice {
             self.sliceshrink = 0;
         }
         if self.sliceshrink == 0 && now >= self.quiet_since + GROW_NS {
-            self.shift = (self.shift + 1).min(MAX_SLICE_SHIFT);
+            if self.shift < MAX_SLICE_SHIFT {
+                self.shift += 1;
+                self.nr_doubled += 1;
+            }
             self.quiet_since = now;
         }
     }
@@ -94,6 +119,8 @@ mod tests {
         assert_eq!((a.sliceshrink, a.shift), (0, 29), "only 99 ms quiet");
         a.tick(111 * MS);
         assert_eq!((a.sliceshrink, a.shift), (0, 30), "100 ms quiet: doubled");
+        // Four late entities, one halving, one doubling; the shortest slice was 2^29 ns.
+        assert_eq!((a.nr_late, a.nr_halved, a.nr_doubled, a.min_shift), (4, 1, 1, 29));
     }
 
     #[test]
@@ -103,9 +130,12 @@ mod tests {
             a.latency_too_high(i * MS);
         }
         assert_eq!(a.shift, INTER_SLICE_SHIFT);
+        // 50 halvings asked, 13 possible: the counters count what happened.
+        assert_eq!((a.nr_late, a.nr_halved, a.min_shift), (100, 13, INTER_SLICE_SHIFT));
         for i in 1..100 {
             a.tick(i * 100 * MS + 10 * MS);
         }
         assert_eq!(a.shift, MAX_SLICE_SHIFT);
+        assert_eq!(a.nr_doubled, 13);
     }
 }

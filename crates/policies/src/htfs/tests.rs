@@ -328,6 +328,12 @@ fn a_late_interactive_task_is_noticed_while_it_waits_and_counted_once() {
     w.stop(&mut p, cpu, SwitchReason::Preempted);
     let (t, _) = pick(&mut w, &mut p, cpu);
     assert_eq!((t, p.cpus[0].slice.sliceshrink), (b, 1), "nor again when it is picked");
+    // The run's statistics report the one late entity, and no halving (that needs a second).
+    let stat = |name: &str| p.stats().into_iter().find(|s| s.name == name).unwrap().value;
+    assert_eq!(
+        (stat("nr_late_inter"), stat("nr_slice_halved"), stat("nr_slice_doubled"), stat("min_slice_shift")),
+        (1, 0, 0, 30)
+    );
 }
 
 /// Sec. 4.9: "as soon as there is less time remaining than a normal timeslice the scheduler tries to
