@@ -114,6 +114,11 @@ pub struct VmTestArgs {
     /// allows up to 30000); without it, schedlab-scx's default of 5 s.
     #[arg(long)]
     pub watchdog_ms: Option<u32>,
+    /// Sample every task's cumulative CPU time this often in each run (`schedlab exec
+    /// --sample-interval`, with a unit, e.g. `100ms`): each report then carries the per-task series
+    /// a simulated run gives with `--sample-tasks`, to see when a task got its CPU.
+    #[arg(long, value_name = "INTERVAL")]
+    pub sample_interval: Option<String>,
     /// How the VM boots.
     #[command(flatten)]
     pub vm: VmOptions,
@@ -223,6 +228,16 @@ pub fn vm_test_cmd(args: VmTestArgs) -> Result<()> {
     let allow_rt = crate::load_workload(&args.workload)?.real_time_task().is_some();
     let run_ns =
         schedlab_workload::parse_duration(&args.duration).map_err(|e| anyhow::anyhow!("--duration: {e}"))?;
+    if let Some(every) = &args.sample_interval {
+        let every_ns = schedlab_workload::parse_duration(every)
+            .map_err(|e| anyhow::anyhow!("--sample-interval: {e}"))?;
+        if every_ns == 0 || every_ns > run_ns {
+            bail!(
+                "--sample-interval: must be above 0 and at most the run's --duration ({}), got {every}",
+                args.duration
+            );
+        }
+    }
     args.vm.validate()?;
     let out = PathBuf::from(&args.output);
     let ext = Path::new(&args.workload).extension().and_then(|e| e.to_str()).unwrap_or("toml");
@@ -236,7 +251,7 @@ pub fn vm_test_cmd(args: VmTestArgs) -> Result<()> {
             workload: workload_name.clone(),
             duration: args.duration.clone(),
             max_threads: 256,
-            sample_interval: None,
+            sample_interval: args.sample_interval.clone(),
             spawn_at_start: args.spawn_at_start,
             allow_rt,
         };

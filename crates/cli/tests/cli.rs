@@ -228,6 +228,22 @@ fn bad_input_gets_one_clear_error() {
         &["run", "--machine", "up", "--workload", pinned.to_str().unwrap()],
         &["task `a` names CPU 64"],
     );
+    // vm-test refuses a sampling interval it cannot use before it boots anything.
+    let vm = |every: &str| {
+        ["vm-test", "--policies", "cfs", "--workload", "vm/one-cpu.toml", "--sample-interval", every]
+            .map(String::from)
+    };
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    for (every, says) in [("0ms", "above 0"), ("5s", "at most the run's --duration"), ("10", "needs a unit")]
+    {
+        let out =
+            Command::new(env!("CARGO_BIN_EXE_schedlab")).args(vm(every)).current_dir(root).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains("--sample-interval") && err.contains(says),
+            "{every}: {err}"
+        );
+    }
 }
 
 #[test]

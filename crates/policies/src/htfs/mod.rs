@@ -364,6 +364,10 @@ pub struct Htfs {
     nr_retries: u64,
     nr_lb_moved: u64,
     nr_to_normal: u64,
+    /// Picks of a normal runqueue while its interactive runqueue held entities (`balancect` < 0).
+    nr_normal_over_inter: u64,
+    /// Normal-slice periods the interactive entities used up (`period_used` reaching the slice).
+    nr_periods_used_up: u64,
     nr_wake_affine: u64,
     nr_active_balance: u64,
     /// Tasks `pull_task` moved already in HTFS's runqueues (the engine's dequeue and enqueue of the
@@ -397,6 +401,8 @@ impl Htfs {
             nr_retries: 0,
             nr_lb_moved: 0,
             nr_to_normal: 0,
+            nr_normal_over_inter: 0,
+            nr_periods_used_up: 0,
             nr_wake_affine: 0,
             nr_active_balance: 0,
             premoved: Vec::new(),
@@ -690,7 +696,10 @@ impl Htfs {
             (false, true) => Kind::Inter,
             (true, false) => Kind::Normal,
             (false, false) if prefer_inter || dual.balancect >= 0 => Kind::Inter,
-            (false, false) => Kind::Normal,
+            (false, false) => {
+                self.nr_normal_over_inter += 1;
+                Kind::Normal
+            }
         };
         if !dual.inter.is_empty() && !dual.normal.is_empty() {
             match kind {
@@ -1075,6 +1084,7 @@ impl SchedPolicy for Htfs {
             c.period_used += ran;
             if c.period_used >= c.slice.slice_ns() {
                 c.period_used = 0;
+                self.nr_periods_used_up += 1;
             }
         } else {
             c.period_used = 0;
@@ -1214,6 +1224,16 @@ impl SchedPolicy for Htfs {
                 value: self.nr_to_normal,
                 help: "moves from the interactive to the normal runqueue",
             },
+            PolicyStat {
+                name: "nr_normal_over_inter",
+                value: self.nr_normal_over_inter,
+                help: "normal runqueue picked while interactive entities waited (balancect < 0)",
+            },
+            PolicyStat {
+                name: "nr_periods_used_up",
+                value: self.nr_periods_used_up,
+                help: "normal-slice periods used up by interactive entities (the period rule lapses)",
+            },
             PolicyStat { name: "nr_lb_moved", value: self.nr_lb_moved, help: "tasks moved by the balancer" },
             PolicyStat {
                 name: "nr_active_balance",
@@ -1243,6 +1263,11 @@ impl SchedPolicy for Htfs {
             out.push(("htfs vdiff", self.vdiff(Se::Task(t))));
             let cpu = e.dual % self.ncpus;
             out.push(("htfs normal slice shift", self.cpus[cpu].slice.shift as i64));
+            let dual = &self.duals[e.dual];
+            out.push(("htfs balancect", dual.balancect));
+            out.push(("htfs inter bweight", dual.inter.bweight as i64));
+            out.push(("htfs normal bweight", dual.normal.bweight as i64));
+            out.push(("htfs period used", self.cpus[cpu].period_used as i64));
         }
     }
 }

@@ -362,6 +362,8 @@ fn part_of_a_period_used_by_interactive_tasks_leaves_the_rest_to_them() {
     // A new period, balancect < 0: the normal runqueue's hog first, for a whole normal slice.
     let (t, s) = pick(&mut w, &mut p, cpu);
     assert_eq!(t, hog);
+    let stat = |p: &Htfs, name: &str| p.stats().into_iter().find(|s| s.name == name).unwrap().value;
+    assert_eq!(stat(&p, "nr_normal_over_inter"), 1, "a and b waited on the interactive runqueue");
     run_then(&mut w, &mut p, cpu, s, SwitchReason::SliceExpired);
     // a runs an interactive slice: the period is partly used, so b follows whatever balancect says.
     let (t, s) = pick(&mut w, &mut p, cpu);
@@ -369,8 +371,14 @@ fn part_of_a_period_used_by_interactive_tasks_leaves_the_rest_to_them() {
     run_then(&mut w, &mut p, cpu, s, SwitchReason::SliceExpired);
     assert!(p.cpus[0].period_used > 0);
     p.duals[0].balancect = -1;
-    let (t, _) = pick(&mut w, &mut p, cpu);
+    let (t, s) = pick(&mut w, &mut p, cpu);
     assert_ne!(t, hog, "the interactive runqueue goes first for the rest of the period");
+    assert_eq!(stat(&p, "nr_normal_over_inter"), 1);
+    // Once the interactive entities have used a whole normal slice, the period rule lapses.
+    assert_eq!(stat(&p, "nr_periods_used_up"), 0);
+    p.cpus[0].period_used = p.cpus[0].slice.slice_ns() - 1;
+    run_then(&mut w, &mut p, cpu, s, SwitchReason::SliceExpired);
+    assert_eq!((p.cpus[0].period_used, stat(&p, "nr_periods_used_up")), (0, 1));
 }
 
 #[test]
