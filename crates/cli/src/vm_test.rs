@@ -231,9 +231,11 @@ pub fn vm_test_cmd(args: VmTestArgs) -> Result<()> {
     if let Some(every) = &args.sample_interval {
         let every_ns = schedlab_workload::parse_duration(every)
             .map_err(|e| anyhow::anyhow!("--sample-interval: {e}"))?;
-        if every_ns == 0 || every_ns > run_ns {
+        let min_ns = schedlab_exec::sample::MIN_INTERVAL_NS;
+        if every_ns < min_ns || every_ns > run_ns {
             bail!(
-                "--sample-interval: must be above 0 and at most the run's --duration ({}), got {every}",
+                "--sample-interval: must be at least {} ms (finer, the exec's controller loads the run) and at most the run's --duration ({}), got {every}",
+                min_ns / 1_000_000,
                 args.duration
             );
         }

@@ -234,8 +234,12 @@ fn bad_input_gets_one_clear_error() {
             .map(String::from)
     };
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-    for (every, says) in [("0ms", "above 0"), ("5s", "at most the run's --duration"), ("10", "needs a unit")]
-    {
+    for (every, says) in [
+        ("0ms", "at least 1 ms"),
+        ("500us", "at least 1 ms"),
+        ("5s", "at most the run's --duration"),
+        ("10", "needs a unit"),
+    ] {
         let out =
             Command::new(env!("CARGO_BIN_EXE_schedlab")).args(vm(every)).current_dir(root).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
