@@ -431,6 +431,11 @@ fn main() {
     // docs/guide/your-policy.md).
     schedlab_example_lottery::register();
     let cli = Cli::parse();
+    if std::env::var_os("SCHEDLAB_CHECK_ARGS").is_some() {
+        // The docs' examples test (crates/cli/tests/docs_examples.rs): the arguments parsed, and
+        // nothing runs.
+        return;
+    }
     let result = match cli.cmd {
         Cmd::Run(args) => run(args),
         Cmd::Compare(args) => compare_cmd(args),
