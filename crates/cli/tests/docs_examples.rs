@@ -1,9 +1,10 @@
 //! Every `schedlab` command in a fenced `sh` block of README.md and docs/ works as written: its
 //! arguments parse (the command runs with `SCHEDLAB_CHECK_ARGS` set, which stops after parsing),
-//! and every input file it names exists in the repository, or is written by an earlier command of
-//! the same page (an output option, a shell redirect, a file under an output directory). The
-//! commands themselves are run by the tests of each subcommand; this keeps the examples from
-//! naming flags or files that are gone.
+//! every input file it names exists in the repository or is written by an earlier command of the
+//! same page (an output option, a shell redirect, a file under an output directory), and it runs
+//! and succeeds, in a scratch directory that mirrors the repository's top level, unless it needs
+//! what a test cannot have (a VM, real threads on this machine's kernel, minutes of benchmarks or
+//! sweeps: `NOT_RUN`) or reads what such a command writes.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -11,6 +12,11 @@ use std::process::Command;
 
 /// Options whose value a command writes, not reads.
 const OUTPUT_OPTIONS: &[&str] = &["--json", "--trace", "-o", "--output", "--csv", "--html", "--out"];
+
+/// Subcommands checked but not run here: the VM (`vm-test`), real runs on this machine (`exec`,
+/// `calibrate`, `validate`), and the long ones (`bench`, `sweep`, `reproduce`); each has its own
+/// tests (docs/testing.md).
+const NOT_RUN: &[&str] = &["vm-test", "exec", "calibrate", "validate", "bench", "sweep", "reproduce"];
 
 /// Extensions of the files an example may read.
 const INPUT_EXTENSIONS: &[&str] = &[".toml", ".json", ".txt", ".csv", ".dat"];
@@ -174,16 +180,36 @@ fn outputs(args: &[String]) -> Vec<String> {
     args.windows(2).filter(|w| OUTPUT_OPTIONS.contains(&w[0].as_str())).map(|w| w[1].clone()).collect()
 }
 
+/// A fresh directory holding a symbolic link to each top-level entry of the repository (but
+/// `target`), where the examples write their outputs.
+fn scratch_mirror(root: &Path) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("schedlab-docs-examples-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(&dir).unwrap();
+    for e in std::fs::read_dir(root).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name();
+        if name == "target" || name.to_string_lossy().starts_with('.') {
+            continue;
+        }
+        std::os::unix::fs::symlink(e.path(), dir.join(&name)).unwrap();
+    }
+    dir
+}
+
 #[test]
-fn every_documented_command_parses_and_names_files_that_exist() {
+fn every_documented_command_parses_names_files_that_exist_and_runs() {
     let root = repo_root();
+    let scratch = scratch_mirror(&root);
     let mut failures = Vec::new();
-    let mut checked = 0;
+    let (mut checked, mut ran) = (0, 0);
     for page in pages(&root) {
         let text = std::fs::read_to_string(&page).unwrap();
         let name = page.strip_prefix(&root).unwrap().display().to_string();
-        // Files and directories the page's earlier commands write.
+        // Files and directories the page's earlier commands write, and those of them written by a
+        // command not run here.
         let mut made: HashSet<String> = HashSet::new();
+        let mut not_made: HashSet<String> = HashSet::new();
         for (line_no, line) in shell_lines(&text) {
             let ex = match example(&line) {
                 Ok(Some(ex)) => ex,
@@ -208,16 +234,39 @@ fn every_documented_command_parses_and_names_files_that_exist() {
                     err.lines().next().unwrap_or("failed")
                 ));
             }
-            for file in inputs(&ex.args) {
-                let written = made.contains(&file)
-                    || made.iter().any(|d| {
-                        let d = d.trim_end_matches('/');
-                        file.strip_prefix(d).is_some_and(|r| r.starts_with('/'))
-                    });
-                if !written && !root.join(&file).exists() {
+            let under = |set: &HashSet<String>, file: &str| {
+                set.contains(file)
+                    || set.iter().any(|d| {
+                        file.strip_prefix(d.trim_end_matches('/')).is_some_and(|r| r.starts_with('/'))
+                    })
+            };
+            let files = inputs(&ex.args);
+            for file in &files {
+                if !under(&made, file) && !root.join(file).exists() {
                     failures.push(format!(
                         "{name}:{line_no}: `schedlab {}` reads {file}, which neither the repository nor an earlier command on the page has",
                         ex.args.join(" ")
+                    ));
+                }
+            }
+            let skipped = ex.args.first().is_some_and(|c| NOT_RUN.contains(&c.as_str()))
+                || files.iter().any(|f| under(&not_made, f));
+            if skipped {
+                not_made.extend(outputs(&ex.args));
+                not_made.extend(ex.redirects.iter().cloned());
+            } else if out.status.success() {
+                ran += 1;
+                let run = Command::new(env!("CARGO_BIN_EXE_schedlab"))
+                    .args(&ex.args)
+                    .current_dir(&scratch)
+                    .output()
+                    .unwrap();
+                if !run.status.success() {
+                    let err = String::from_utf8_lossy(&run.stderr);
+                    failures.push(format!(
+                        "{name}:{line_no}: `schedlab {}` fails when run: {}",
+                        ex.args.join(" "),
+                        err.lines().last().unwrap_or("failed")
                     ));
                 }
             }
@@ -225,7 +274,9 @@ fn every_documented_command_parses_and_names_files_that_exist() {
             made.extend(ex.redirects);
         }
     }
+    std::fs::remove_dir_all(&scratch).ok();
     assert!(checked >= 30, "only {checked} documented commands found: the extraction broke");
+    assert!(ran >= 15, "only {ran} documented commands were run");
     assert!(failures.is_empty(), "{} documented commands fail:\n{}", failures.len(), failures.join("\n"));
 }
 
