@@ -180,6 +180,23 @@ fn outputs(args: &[String]) -> Vec<String> {
     args.windows(2).filter(|w| OUTPUT_OPTIONS.contains(&w[0].as_str())).map(|w| w[1].clone()).collect()
 }
 
+/// Runs the command in `dir` (only parsing its arguments if `parse_only`); Err: its error line.
+fn schedlab_in(dir: &Path, args: &[String], parse_only: bool) -> Result<(), String> {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_schedlab"));
+    cmd.args(args).current_dir(dir);
+    if parse_only {
+        cmd.env("SCHEDLAB_CHECK_ARGS", "1");
+    }
+    let out = cmd.output().unwrap();
+    if out.status.success() {
+        return Ok(());
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line =
+        err.lines().find(|l| l.starts_with("error")).or_else(|| err.lines().rfind(|l| !l.trim().is_empty()));
+    Err(line.unwrap_or("failed").to_string())
+}
+
 /// A fresh directory holding a symbolic link to each top-level entry of the repository (but
 /// `target`), where the examples write their outputs.
 fn scratch_mirror(root: &Path) -> PathBuf {
@@ -220,19 +237,10 @@ fn every_documented_command_parses_names_files_that_exist_and_runs() {
                 }
             };
             checked += 1;
-            let out = Command::new(env!("CARGO_BIN_EXE_schedlab"))
-                .args(&ex.args)
-                .env("SCHEDLAB_CHECK_ARGS", "1")
-                .current_dir(&root)
-                .output()
-                .unwrap();
-            if !out.status.success() {
-                let err = String::from_utf8_lossy(&out.stderr);
-                failures.push(format!(
-                    "{name}:{line_no}: `schedlab {}`: {}",
-                    ex.args.join(" "),
-                    err.lines().next().unwrap_or("failed")
-                ));
+            let command = format!("{name}:{line_no}: `schedlab {}`", ex.args.join(" "));
+            let parsed = schedlab_in(&root, &ex.args, true);
+            if let Err(e) = &parsed {
+                failures.push(format!("{command}: {e}"));
             }
             let under = |set: &HashSet<String>, file: &str| {
                 set.contains(file)
@@ -244,8 +252,7 @@ fn every_documented_command_parses_names_files_that_exist_and_runs() {
             for file in &files {
                 if !under(&made, file) && !root.join(file).exists() {
                     failures.push(format!(
-                        "{name}:{line_no}: `schedlab {}` reads {file}, which neither the repository nor an earlier command on the page has",
-                        ex.args.join(" ")
+                        "{command} reads {file}, which neither the repository nor an earlier command on the page has"
                     ));
                 }
             }
@@ -254,20 +261,10 @@ fn every_documented_command_parses_names_files_that_exist_and_runs() {
             if skipped {
                 not_made.extend(outputs(&ex.args));
                 not_made.extend(ex.redirects.iter().cloned());
-            } else if out.status.success() {
+            } else if parsed.is_ok() {
                 ran += 1;
-                let run = Command::new(env!("CARGO_BIN_EXE_schedlab"))
-                    .args(&ex.args)
-                    .current_dir(&scratch)
-                    .output()
-                    .unwrap();
-                if !run.status.success() {
-                    let err = String::from_utf8_lossy(&run.stderr);
-                    failures.push(format!(
-                        "{name}:{line_no}: `schedlab {}` fails when run: {}",
-                        ex.args.join(" "),
-                        err.lines().last().unwrap_or("failed")
-                    ));
+                if let Err(e) = schedlab_in(&scratch, &ex.args, false) {
+                    failures.push(format!("{command} fails when run: {e}"));
                 }
             }
             made.extend(outputs(&ex.args));
