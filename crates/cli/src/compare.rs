@@ -62,9 +62,12 @@ pub fn metrics(first: &Value) -> Vec<Metric> {
         }),
         ("longest wait [ms]", Better::Lower, |r| r["summary"]["max_wait_ns"].as_f64().map(|x| x / 1e6)),
         ("unfairness [ms]", Better::Lower, |r| {
-            r["summary"]["fairness"]["unfairness_ns"].as_f64().map(|x| x / 1e6)
+            fairness_defined(r)
+                .then(|| r["summary"]["fairness"]["unfairness_ns"].as_f64().map(|x| x / 1e6))?
         }),
-        ("Jain index", Better::Higher, |r| r["summary"]["fairness"]["jain_index"].as_f64()),
+        ("Jain index", Better::Higher, |r| {
+            fairness_defined(r).then(|| r["summary"]["fairness"]["jain_index"].as_f64())?
+        }),
         ("switches [/s]", Better::Neither, |r| r["summary"]["switches_per_sec"].as_f64()),
         ("migrations [/s]", Better::Neither, |r| r["summary"]["migrations_per_sec"].as_f64()),
         ("sched overhead [%]", Better::Lower, |r| {
@@ -431,6 +434,13 @@ impl Comparison {
     }
 }
 
+/// Whether a report's fairness compares tasks: it is computed over the tasks alive at the end, so
+/// with fewer than two (a replay whose threads all exited) it has no value to show (`-`), where
+/// its 0 and 1.0 would read as perfect fairness. Reports without the count are taken as they are.
+fn fairness_defined(r: &serde_json::Value) -> bool {
+    r["summary"]["fairness"]["nr_tasks"].as_u64().is_none_or(|n| n >= 2)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -480,6 +490,25 @@ mod tests {
         }
         assert_eq!(label_of(&real, "out/real.json"), "real");
         assert_eq!(label_of(&real, "vm-results/cfs.json"), "cfs (real)");
+    }
+
+    #[test]
+    fn fairness_over_fewer_than_two_live_tasks_is_missing_not_perfect() {
+        let report = |n: Option<u64>| {
+            let mut f = serde_json::json!({ "unfairness_ns": 0, "jain_index": 1.0 });
+            if let Some(n) = n {
+                f["nr_tasks"] = n.into();
+            }
+            serde_json::json!({ "source": "simulated", "summary": { "fairness": f } })
+        };
+        for m in metrics(&report(Some(3))) {
+            if m.name == "unfairness [ms]" || m.name == "Jain index" {
+                assert!((m.get)(&report(Some(3))).is_some(), "{}", m.name);
+                assert!((m.get)(&report(None)).is_some(), "{}: a report without the count", m.name);
+                assert!((m.get)(&report(Some(1))).is_none(), "{}: one live task", m.name);
+                assert!((m.get)(&report(Some(0))).is_none(), "{}: none", m.name);
+            }
+        }
     }
 
     #[test]
