@@ -41,6 +41,10 @@
 //   held there blocked (it read /proc/PID/stat for that, at every such round) and charges it the
 //   ticks that fell before that stop, where the task's own message, which tells the stop, comes
 //   only at its next wakeup.
+// * `ops.tick` records each CPU's last tick (`bpf_ktime_get_ns`, the user-space scheduler's
+//   CLOCK_MONOTONIC) in an array user space reads (`BpfScheduler::cpu_last_tick`): the adapter ticks
+//   the policy on the kernel's grid (`Shadow::kernel_tick`). In the VM the kernel's ticks fell
+//   0.2-0.4 ms before multiples of the period, where the adapter had put its own.
 fn patch(src: &str, anchor: &str, with: &str, what: &str) -> String {
     assert!(src.contains(anchor), "scx_rustland_core's {what} changed: the schedlab patch needs a new place");
     src.replacen(anchor, with, 1)
@@ -87,6 +91,20 @@ fn main() {
                       \x20   }\n\n";
         out = patch(&out, anchor, &format!("{method}{anchor}"), "src/bpf.rs (the user dispatch counter)");
     }
+    let accessor = "pub fn cpu_last_tick(";
+    if !out.contains(accessor) {
+        let anchor = "    // Counter of user dispatch events.\n";
+        let method = "    /// schedlab: when the kernel's tick last ran `ops.tick` on `cpu` (CLOCK_MONOTONIC ns), as\n\
+                      \x20   /// the BPF program recorded it; `None` before the first.\n\
+                      \x20   pub fn cpu_last_tick(&self, cpu: usize) -> Option<u64> {\n\
+                      \x20       let bss = self.skel.maps.bss_data.as_ref()?;\n\
+                      \x20       let at = bss.schedlab_cpu_tick_mono.get(cpu)?;\n\
+                      \x20       // SAFETY: a read of the BPF program's memory-mapped global, which it writes meanwhile.\n\
+                      \x20       let at = unsafe { std::ptr::read_volatile(at) };\n\
+                      \x20       (at > 0).then_some(at)\n\
+                      \x20   }\n\n";
+        out = patch(&out, anchor, &format!("{method}{anchor}"), "src/bpf.rs (the user dispatch counter)");
+    }
     if out != src {
         std::fs::write(path, out).expect("writing src/bpf.rs");
     }
@@ -102,7 +120,9 @@ fn main() {
          /* schedlab: each CPU's last stop (pid, scx_bpf_now), read by user space. */\n\
          u64 schedlab_cpu_stop_ts[MAX_CPUS];\n\
          s32 schedlab_cpu_stop_pid[MAX_CPUS];\n\
-         u32 schedlab_cpu_stop_runnable[MAX_CPUS];\n",
+         u32 schedlab_cpu_stop_runnable[MAX_CPUS];\n\
+         /* schedlab: each CPU's last tick (ops.tick, CLOCK_MONOTONIC), read by user space. */\n\
+         u64 schedlab_cpu_tick_mono[MAX_CPUS];\n",
         "usersched_pid declaration",
     );
     c = patch(
@@ -208,13 +228,22 @@ fn main() {
          \tif (usersched_cpu >= 0)\n\
          \t\tscx_bpf_kick_cpu(usersched_cpu, SCX_KICK_IDLE);\n\
          }\n\n\
+         /*\n * schedlab: the kernel's tick, on the CPU it ticks (task_tick_scx, for a sched_ext task\n\
+         * running there): its time, so that user space ticks the policy on the kernel's grid.\n */\n\
+         void BPF_STRUCT_OPS(rustland_tick, struct task_struct *p)\n\
+         {\n\
+         \tu32 cpu = bpf_get_smp_processor_id();\n\n\
+         \tif (cpu < MAX_CPUS)\n\
+         \t\tschedlab_cpu_tick_mono[cpu] = bpf_ktime_get_ns();\n\
+         }\n\n\
          /*\n * A task joins the sched_ext scheduler.\n */\n",
         "ops.enable",
     );
     c = patch(
         &c,
         "\t       .enable\t\t\t= (void *)rustland_enable,\n",
-        "\t       .enable\t\t\t= (void *)rustland_enable,\n\t       .disable\t\t= (void *)rustland_disable,\n",
+        "\t       .enable\t\t\t= (void *)rustland_enable,\n\t       .disable\t\t= (void *)rustland_disable,\n\
+         \t       .tick\t\t\t= (void *)rustland_tick,\n",
         "SCX_OPS_DEFINE (.enable)",
     );
     c = patch(

@@ -171,6 +171,12 @@ fn run(args: &Args) -> Result<()> {
         if stop_at.is_some_and(|t| now >= t) {
             break;
         }
+        // 0. The kernel's ticks: the policy's tick grid is the kernel's.
+        for c in 0..nr_cpus {
+            if let Some(at) = bpf.cpu_last_tick(c) {
+                shadow.kernel_tick(CpuId(c as u32), at);
+            }
+        }
         // 1. Every message.
         loop {
             match bpf.dequeue_task() {
@@ -324,7 +330,7 @@ fn print_stats(bpf: &mut BpfScheduler, shadow: &Shadow, elapsed: Ns) {
     ];
     let mut line = format!(
         "schedlab-scx: t={:.1}s tasks={} queued={} messages={} new={} wakeups={} dispatches={} continues={} \
-         preempt_dispatches={} ticks={} tick_resched={} blocked_found_idle={} exits={} migrations={} \
+         preempt_dispatches={} ticks={} tick_resched={} returns_before_tick={} blocked_found_idle={} exits={} migrations={} \
          affinity_changes={} nice_changes={} class_changes={} left_ext={} groups={} group_moves={} idle_picks={} \
          continue_gaps={} continue_gap_us={} continue_gap_sd_us={} switch_gaps={} switch_gap_us={} \
          switch_gap_sd_us={} block_gaps={} block_gap_us={} block_gap_sd_us={} gaps_unverified={} \
@@ -342,6 +348,7 @@ fn print_stats(bpf: &mut BpfScheduler, shadow: &Shadow, elapsed: Ns) {
         s.nr_preempt_dispatches,
         s.nr_ticks,
         s.nr_tick_resched,
+        s.nr_returns_before_tick,
         s.nr_blocked_found_idle,
         s.nr_exits,
         s.nr_migrations,

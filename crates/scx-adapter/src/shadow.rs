@@ -12,8 +12,9 @@ use schedlab_core::{
 };
 use std::collections::HashMap;
 
-/// The shortest kernel slice handed out (a policy slice or tick remainder below it is rounded up),
-/// so that a task about to reach a tick boundary is not sent a slice the kernel cannot honour.
+/// The shortest kernel slice handed out (a policy slice below it is rounded up), and the slice of
+/// a task meant to run to the CPU's next tick: the kernel ends a used-up slice only at a tick, so
+/// this one ends at the first tick at least this long after the task starts.
 pub const MIN_KERNEL_SLICE_NS: Ns = 50_000;
 
 /// How long the scheduler sleeps after a round that left tasks queued in the policy.
@@ -123,6 +124,10 @@ pub struct ShadowStats {
     pub nr_ticks: u64,
     /// Reschedules asked by `tick` or a policy slice.
     pub nr_tick_resched: u64,
+    /// Returns of a running task heard before its CPU's next tick was due, not asked by the
+    /// policy: the kernel rescheduled the CPU between ticks while the task's slice was used up (a
+    /// higher class taking it, or the kernel's tick landing off the shadow's grid).
+    pub nr_returns_before_tick: u64,
     /// Tasks found blocked when their CPU was found with no work (not at their wakeup).
     pub nr_blocked_found_idle: u64,
     /// Tasks found blocked at their wakeup message.
@@ -321,11 +326,15 @@ enum GapFrom {
     Blocked(TaskId, u32),
 }
 
-/// The first tick strictly after `now` on a fixed grid, multiples of `tick_ns` on the clock the
-/// shadow runs on, as the kernel's periodic tick keeps a fixed grid whatever ran when (the phase
-/// between the two grids does not change how the ticks divide among the tasks).
-fn tick_after(now: Ns, tick_ns: Ns) -> Ns {
-    (now / tick_ns + 1) * tick_ns
+/// The first tick strictly after `now` on a fixed grid of period `tick_ns` through `phase_ns`, as
+/// the kernel's periodic tick keeps a fixed grid whatever ran when: multiples of `tick_ns` on the
+/// shadow's clock until [`Shadow::kernel_tick`] tells the kernel's own phase.
+fn tick_after(now: Ns, tick_ns: Ns, phase_ns: Ns) -> Ns {
+    let phase = phase_ns % tick_ns;
+    if now < phase {
+        return phase;
+    }
+    phase + ((now - phase) / tick_ns + 1) * tick_ns
 }
 
 /// The kernel's record of a CPU's last stop ([`Shadow::cpu_stopped`]).
@@ -341,6 +350,10 @@ struct LastStop {
 struct Slot {
     /// When the next tick of this CPU is due.
     next_tick: Ns,
+    /// Where this CPU's ticks fall within a tick period (the kernel's, once known).
+    tick_phase_ns: Ns,
+    /// Whether `tick_phase_ns` is the kernel's ([`Shadow::kernel_tick`]).
+    tick_phase_known: bool,
     /// Something was enqueued here while it ran nothing: pick for it.
     needs_pick: bool,
     /// A wakeup or a balancer asked to preempt the running task.
@@ -434,7 +447,7 @@ impl Shadow {
             extra: Vec::new(),
             by_pid: HashMap::new(),
             cpus: vec![CpuInfo { curr: None, nr_running: 0, idle_since_ns: now }; n],
-            slots: vec![Slot { next_tick: tick_after(now, tick_ns), ..Slot::default() }; n],
+            slots: vec![Slot { next_tick: tick_after(now, tick_ns, 0), ..Slot::default() }; n],
             groups: vec![GroupInfo { parent: None, shares: 1024 }],
             group_paths: vec![String::new()],
             migr: Vec::new(),
@@ -720,6 +733,31 @@ impl Shadow {
         if let Some(slot) = self.slots.get_mut(cpu.idx()) {
             slot.last_stop = Some(LastStop { pid, stop_ts, runnable });
         }
+    }
+
+    /// The kernel's last tick on `cpu`, at `at` on the shadow's clock (schedlab's BPF program
+    /// records it in `ops.tick`; user space reads it every round). The CPU's ticks move onto the
+    /// kernel's grid, the pending one to the nearest point of it. A task sent to run to the next
+    /// tick comes back at the kernel's tick; on the shadow's own grid of multiples of the period
+    /// (the kernel's ticks fell 0.2-0.4 ms earlier in the VM) one heard before the shadow's tick
+    /// replayed no tick, and the policy decided at that tick only at the task's next return.
+    ///
+    /// `ops.tick` runs an interrupt's latency after the tick's timer expired (0.05-0.6 ms under
+    /// software emulation), so the grid's phase is the earliest seen: a later one moves nothing.
+    pub fn kernel_tick(&mut self, cpu: CpuId, at: Ns) {
+        let tick = self.tick_ns;
+        let Some(slot) = self.slots.get_mut(cpu.idx()) else { return };
+        let phase = at % tick;
+        if slot.tick_phase_known {
+            // How much later than the grid's phase this tick ran, in (-tick/2, tick/2].
+            let late = (phase + tick - slot.tick_phase_ns) % tick;
+            if late == 0 || late <= tick / 2 {
+                return;
+            }
+        }
+        slot.tick_phase_known = true;
+        slot.tick_phase_ns = phase;
+        slot.next_tick = tick_after(slot.next_tick.saturating_sub(tick / 2), tick, phase);
     }
 
     /// Ends a scheduling round at time `now`: `free` lists CPUs known to have no work (the CPU the
@@ -1106,8 +1144,21 @@ impl Shadow {
             ticks += 1;
             if ticks == 8 {
                 // A long gap (the scheduler itself was not run): do not replay every tick.
-                self.slots[cpu.idx()].next_tick = tick_after(self.now, self.tick_ns);
+                self.slots[cpu.idx()].next_tick =
+                    tick_after(self.now, self.tick_ns, self.slots[cpu.idx()].tick_phase_ns);
             }
+        }
+        if ticks == 0 {
+            self.stats.nr_returns_before_tick += 1;
+            let (now, next, phase) =
+                (self.now, self.slots[cpu.idx()].next_tick, self.slots[cpu.idx()].tick_phase_ns);
+            let stop = self.bpf_clock_offset.map(|o| (stop_ts as i64).saturating_add(o));
+            let pid = self.extra[t.idx()].pid;
+            self.note(|| {
+                format!(
+                    "return before tick: pid {pid} at {now}, stop ~{stop:?}, next tick {next}, phase {phase}"
+                )
+            });
         }
         let mut why = SwitchReason::Preempted;
         if self.extra[t.idx()].slice_end.is_some_and(|end| end <= self.now) {
@@ -1140,13 +1191,21 @@ impl Shadow {
 
     /// Sends the running task `t` of `cpu` to the kernel with a slice that ends at its policy slice
     /// or the CPU's next tick, whichever is first.
+    ///
+    /// The kernel counts the slice from the task's start, a dispatch after this order, and ends a
+    /// used-up slice only at a tick (`task_tick_scx`). A slice meant to end at the next tick is
+    /// therefore sent as [`MIN_KERNEL_SLICE_NS`], used up by that tick if the task starts before
+    /// it: sent as the time left to the tick, it was still a dispatch short of used up there and
+    /// ran on to the tick after (measured in the VM: 352 of BFS's 390 returns on
+    /// `vm/one-cpu.toml` came 3-4 ms after the tick they were meant for), so the policy saw
+    /// each reschedule a tick late and user space half the ticks it asked for.
     fn order(&mut self, cpu: CpuId, t: TaskId, preempt: bool) {
         let e = self.extra[t.idx()];
-        let mut end = self.slots[cpu.idx()].next_tick;
-        if let Some(s) = e.slice_end {
-            end = end.min(s);
+        let slice_ns = match e.slice_end {
+            Some(end) if end < self.slots[cpu.idx()].next_tick => end.saturating_sub(self.now),
+            _ => MIN_KERNEL_SLICE_NS,
         }
-        let slice_ns = end.saturating_sub(self.now).max(MIN_KERNEL_SLICE_NS);
+        .max(MIN_KERNEL_SLICE_NS);
         self.stats.nr_dispatches += 1;
         if preempt {
             self.stats.nr_preempt_dispatches += 1;
@@ -1244,7 +1303,8 @@ impl Shadow {
             // The ticks that fell while the CPU ran nothing charged nobody; the grid stays the
             // kernel's (restarting it here, a tick after each such dispatch, made the ticks of a
             // task running a fixed fraction of each period fall in its sleeps again and again).
-            self.slots[cpu.idx()].next_tick = tick_after(self.now, self.tick_ns);
+            self.slots[cpu.idx()].next_tick =
+                tick_after(self.now, self.tick_ns, self.slots[cpu.idx()].tick_phase_ns);
         }
         self.extra[t.idx()].slice_end = d.slice_ns.map(|s| self.now + s);
         self.order(cpu, t, preempt);
@@ -1371,5 +1431,28 @@ mod tests {
         // One value has no spread; none has no mean.
         assert_eq!(sd(1, 5, 25), 0);
         assert_eq!((st.mean_switch_gap_ns(), st.sd_switch_gap_ns()), (0, 0));
+    }
+
+    #[test]
+    fn the_tick_grid_takes_the_kernels_earliest_phase() {
+        let policy = schedlab_policies::create("cfs").unwrap();
+        let mut s = Shadow::new(policy, Topology::flat(2), 250, 1_000_000);
+        let cpu = CpuId(1);
+        let slot = |s: &Shadow| (s.slots[1].tick_phase_ns, s.slots[1].next_tick);
+        // Multiples of 4 ms until the kernel tells.
+        assert_eq!(slot(&s), (0, 4_000_000));
+        // The first report sets the phase; the pending tick moves to the nearest point of the grid.
+        s.kernel_tick(cpu, 4_300_000);
+        assert_eq!(slot(&s), (300_000, 4_300_000));
+        // A tick that ran later (interrupt latency) moves nothing; an earlier one moves the grid.
+        s.kernel_tick(cpu, 8_650_000);
+        assert_eq!(slot(&s), (300_000, 4_300_000));
+        s.kernel_tick(cpu, 12_200_000);
+        assert_eq!(slot(&s), (200_000, 4_200_000));
+        // Earlier across the period's end: 3.9 ms is 300 us before 4.2 ms.
+        s.kernel_tick(cpu, 15_900_000);
+        assert_eq!(slot(&s), (3_900_000, 3_900_000));
+        // The other CPU keeps its own grid.
+        assert_eq!((s.slots[0].tick_phase_ns, s.slots[0].next_tick), (0, 4_000_000));
     }
 }
