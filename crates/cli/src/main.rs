@@ -289,6 +289,11 @@ struct ExecArgs {
     /// the task threads still start as SCHED_OTHER (root or CAP_SYS_NICE; a warning otherwise).
     #[arg(long)]
     fifo_controller: bool,
+    /// Run the controlling thread on this CPU alone, off the CPUs it was started on, where the
+    /// tasks still run (a task without `cpus` of its own is given those): its own wake-ups (at
+    /// least every 50 ms) then leave the workload's CPUs alone.
+    #[arg(long, value_name = "CPU")]
+    controller_cpu: Option<u32>,
     /// The compute loop's speed in picoseconds per loop (`schedlab calibrate --loop` prints it),
     /// instead of measuring it as the run starts: the same work in every run of a series.
     #[arg(long, value_name = "PS")]
@@ -712,6 +717,7 @@ fn exec_cmd(args: ExecArgs) -> Result<()> {
         // Fault injection for the fault tests (docs/exec.md).
         inject_panic: std::env::var("SCHEDLAB_EXEC_INJECT_PANIC").ok(),
         fifo_controller: args.fifo_controller,
+        controller_cpu: args.controller_cpu,
         ps_per_loop: args.ps_per_loop,
         sample_interval_ns: match &args.sample_interval {
             Some(d) => parse_duration(d).map_err(|e| anyhow::anyhow!("--sample-interval: {e}"))?,
@@ -721,6 +727,12 @@ fn exec_cmd(args: ExecArgs) -> Result<()> {
     };
     if args.ps_per_loop == Some(0) {
         bail!("--ps-per-loop must be at least 1 (picoseconds per compute loop)");
+    }
+    if let Some(c) = args.controller_cpu {
+        let n = schedlab_exec::sys::nr_cpus();
+        if c as usize >= n {
+            bail!("--controller-cpu: there is no CPU {c} (this machine has CPUs 0-{})", n.saturating_sub(1));
+        }
     }
     if let Some(path) = &args.json {
         check_writable(path)?;

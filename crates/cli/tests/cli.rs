@@ -228,6 +228,11 @@ fn bad_input_gets_one_clear_error() {
         &["run", "--machine", "up", "--workload", pinned.to_str().unwrap()],
         &["task `a` names CPU 64"],
     );
+    // exec refuses a controller CPU the machine does not have before it starts anything.
+    fails_with(
+        &["exec", "hogs[n=1]", "--duration", "1s", "--controller-cpu", "4096"],
+        &["--controller-cpu", "there is no CPU 4096"],
+    );
     // vm-test refuses a sampling interval it cannot use before it boots anything.
     let vm = |every: &str| {
         ["vm-test", "--policies", "cfs", "--workload", "vm/one-cpu.toml", "--sample-interval", every]

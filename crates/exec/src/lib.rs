@@ -76,6 +76,12 @@ pub struct ExecConfig {
     /// threads behind interactive ones, a FIFO-like policy under sched_ext) cannot keep the run from
     /// stopping. Its old policy comes back at the end. A warning, not an error, when refused.
     pub fifo_controller: bool,
+    /// Run the controlling thread on this CPU only, off the CPUs it was started on: its own
+    /// wake-ups (at least every 50 ms, and a SCHED_FIFO controller preempts whatever runs there)
+    /// then leave the workload's CPUs alone. The tasks still start on the CPUs the controller was
+    /// started on (a task without `cpus` of its own is given them), and the controller's own
+    /// affinity comes back at the end. A warning, not an error, when refused.
+    pub controller_cpu: Option<u32>,
     /// The compute loop's speed, picoseconds per loop, instead of measuring it as the run starts
     /// ([`calibrate::ps_per_loop`]): for runs that must do the same work however the machine behaves
     /// while each starts (in a software-emulated VM the measurement swings by half from one run to
@@ -103,6 +109,7 @@ impl Default for ExecConfig {
             trace_migrations: true,
             inject_panic: None,
             fifo_controller: false,
+            controller_cpu: None,
             ps_per_loop: None,
             sample_interval_ns: 0,
             spawn_at_start: false,
@@ -145,6 +152,9 @@ pub struct Shared {
     pub as_process: Vec<bool>,
     /// The workload's task groups as real cgroups, when it has groups and the machine allows.
     pub groups: Option<cgroups::TaskGroups>,
+    /// The CPUs a task without `cpus` of its own runs on, when the controller left them
+    /// ([`ExecConfig::controller_cpu`]): what it would have inherited.
+    pub task_cpus: Option<Vec<u32>>,
     /// Join handles of every thread.
     pub handles: Mutex<Vec<JoinHandle<()>>>,
     /// Results of finished threads.
@@ -366,6 +376,17 @@ pub fn run(w: &Workload, cfg: &ExecConfig) -> Result<Outcome, ExecError> {
         None
     });
     let ps_per_loop = cfg.ps_per_loop.unwrap_or_else(|| calibrate::ps_per_loop(5));
+    // Off the workload's CPUs after the calibration, which measures one of them; the tracer's
+    // reader thread started below goes along.
+    let saved_cpus = cfg.controller_cpu.and_then(|c| {
+        sys::move_to_cpu(c)
+            .map_err(|e| {
+                early_warnings
+                    .push(format!("the controller stays on its CPUs: sched_setaffinity([{c}]): {e}"))
+            })
+            .ok()
+    });
+    let task_cpus = saved_cpus.as_ref().map(|s| s.cpus.clone());
     let trace = if cfg.trace_migrations { Some(tracing::MigrationTrace::start()) } else { None };
     let shared = std::sync::Arc::new(Shared {
         w: w.clone(),
@@ -374,6 +395,7 @@ pub fn run(w: &Workload, cfg: &ExecConfig) -> Result<Outcome, ExecError> {
         ps_per_loop,
         as_process,
         groups,
+        task_cpus,
         handles: Mutex::new(Vec::new()),
         results: Mutex::new(Vec::new()),
         live: Mutex::new(Live { threads: 0, per_template: vec![0; w.tasks.len()] }),

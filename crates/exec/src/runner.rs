@@ -361,7 +361,10 @@ pub(crate) fn task_body(
             warnings.push(format!("{}: task group: {e}", s.name));
         }
     }
-    if let Some(cpus) = &spec.cpus {
+    // Its own CPUs; else, made by a controller that left the CPUs it was started on, those (a
+    // forked task inherits its parent's, as on Linux).
+    let inherited = shared.task_cpus.as_ref().filter(|_| s.parent.is_none());
+    if let Some(cpus) = spec.cpus.as_ref().or(inherited) {
         if let Err(e) = sys::set_affinity(0, cpus) {
             warnings.push(format!("{}: sched_setaffinity({cpus:?}): {e}", s.name));
         }

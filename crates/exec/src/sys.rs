@@ -99,6 +99,19 @@ pub fn set_affinity(tid: i32, cpus: &[u32]) -> io::Result<()> {
     }
 }
 
+/// The CPUs thread `tid` (0: the caller) may run on.
+pub fn affinity(tid: i32) -> io::Result<Vec<u32>> {
+    // SAFETY: an all-zero cpu_set_t is a valid empty set for the kernel to fill.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: set is a valid cpu_set_t of the size given.
+    let r = unsafe { libc::sched_getaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: CPU_ISSET reads inside the set for c below CPU_SETSIZE.
+    Ok((0..libc::CPU_SETSIZE as u32).filter(|&c| unsafe { libc::CPU_ISSET(c as usize, &set) }).collect())
+}
+
 /// Sets thread `tid`'s nice level (Linux applies `setpriority(PRIO_PROCESS, tid)` to one thread).
 pub fn set_nice(tid: i32, nice: i32) -> io::Result<()> {
     // SAFETY: plain integer arguments.
@@ -208,6 +221,29 @@ pub fn fair_slice(tid: i32) -> io::Result<u64> {
     } else {
         Err(io::Error::last_os_error())
     }
+}
+
+/// The calling thread's CPUs, put back when dropped.
+pub struct SavedAffinity {
+    /// The CPUs it had.
+    pub cpus: Vec<u32>,
+}
+
+impl Drop for SavedAffinity {
+    fn drop(&mut self) {
+        let _ = set_affinity(0, &self.cpus);
+    }
+}
+
+/// Moves the calling thread to `cpu` alone; its old CPUs come back when the returned guard is
+/// dropped.
+pub fn move_to_cpu(cpu: u32) -> io::Result<SavedAffinity> {
+    let saved = SavedAffinity { cpus: affinity(0)? };
+    if (cpu as usize) >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    set_affinity(0, &[cpu])?;
+    Ok(saved)
 }
 
 /// The calling thread's scheduling policy (with its flags) and priority, put back when dropped.

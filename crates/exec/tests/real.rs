@@ -552,6 +552,69 @@ fn a_fifo_controller_leaves_its_tasks_normal_and_is_put_back() {
     assert!(out.report.tasks.iter().all(|t| t.run_ns > 0));
 }
 
+/// `controller_cpu`: the controller moves to that CPU alone for the run and back after it, and a
+/// task without CPUs of its own (a task process, and two threads of one) runs on the CPUs the
+/// controller was started on (CPU 0 here), not on the controller's. Without the second part a task
+/// would inherit the controller's CPU.
+#[test]
+fn a_controller_moved_off_the_workload_cpus_leaves_its_tasks_on_them() {
+    let _one = ONE_AT_A_TIME.lock();
+    if schedlab_exec::sys::nr_cpus() < 2 {
+        eprintln!("one CPU: nothing to move the controller to");
+        return;
+    }
+    let w = parse_toml(
+        "pinned.toml",
+        r#"
+        [[task]]
+        name = "pinproc"
+        ops = [ { loop = "forever", ops = [ { sleep = "5ms" }, { compute = "1ms" } ] } ]
+
+        [[task]]
+        name = "pinthreads"
+        instances = 2
+        threads = true
+        ops = [ { loop = "forever", ops = [ { sleep = "5ms" }, { compute = "1ms" } ] } ]
+        "#,
+    )
+    .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let runner = std::thread::spawn(move || {
+        schedlab_exec::sys::set_affinity(0, &[0]).unwrap();
+        tx.send(schedlab_exec::sys::gettid()).unwrap();
+        let cfg = ExecConfig { duration_ns: 400_000_000, controller_cpu: Some(1), ..ExecConfig::default() };
+        let out = run(&w, &cfg).unwrap();
+        (out, schedlab_exec::sys::affinity(0).unwrap())
+    });
+    let controller = rx.recv().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let during = schedlab_exec::sys::affinity(controller).unwrap();
+    // The task process's thread, and the threads task's threads (in this process, beside the
+    // task process's keeper thread, which carries its name too).
+    let me = std::process::id().to_string();
+    let mut probes = Vec::new();
+    for p in std::fs::read_dir("/proc").unwrap().flatten() {
+        let pid = p.file_name().to_string_lossy().into_owned();
+        if !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let want = if pid == me { "pinthreads" } else { "pinproc" };
+        for t in std::fs::read_dir(p.path().join("task")).into_iter().flatten().flatten() {
+            let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+            if comm.starts_with(want) {
+                let tid: i32 = t.file_name().to_string_lossy().parse().unwrap();
+                probes.push(schedlab_exec::sys::affinity(tid).unwrap());
+            }
+        }
+    }
+    let (out, after) = runner.join().unwrap();
+    assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+    assert_eq!(during, vec![1], "the controller runs on CPU 1 alone");
+    assert_eq!(probes, vec![vec![0]; 3], "the tasks run where the controller started");
+    assert_eq!(after, vec![0], "the controller's CPUs are put back");
+    assert!(out.report.tasks.iter().all(|t| t.run_ns > 0));
+}
+
 #[test]
 fn a_forking_task_process_reports_what_it_forks_to_the_run() {
     // `forker` is a task process. Each round it forks a process `middle`, which itself forks a
