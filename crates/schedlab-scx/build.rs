@@ -43,8 +43,8 @@
 //   only at its next wakeup.
 // * `ops.tick` records each CPU's last tick (`bpf_ktime_get_ns`, the user-space scheduler's
 //   CLOCK_MONOTONIC) in an array user space reads (`BpfScheduler::cpu_last_tick`): the adapter ticks
-//   the policy on the kernel's grid (`Shadow::kernel_tick`). In the VM the kernel's ticks fell
-//   0.2-0.4 ms before multiples of the period, where the adapter had put its own.
+//   the policy on the kernel's grid (`Shadow::kernel_tick`), not on multiples of the period on
+//   its own clock, where it had put it.
 fn patch(src: &str, anchor: &str, with: &str, what: &str) -> String {
     assert!(src.contains(anchor), "scx_rustland_core's {what} changed: the schedlab patch needs a new place");
     src.replacen(anchor, with, 1)

@@ -17,6 +17,13 @@ use std::collections::HashMap;
 /// this one ends at the first tick at least this long after the task starts.
 pub const MIN_KERNEL_SLICE_NS: Ns = 50_000;
 
+/// How late after its timer the kernel's tick may run and still count as on the grid
+/// ([`Shadow::kernel_tick`]).
+pub const TICK_JITTER_NS: Ns = 1_000_000;
+
+/// Kernel ticks in a row off the grid by more than [`TICK_JITTER_NS`] that move it.
+pub const TICK_DISAGREEMENTS: u32 = 16;
+
 /// How long the scheduler sleeps after a round that left tasks queued in the policy.
 ///
 /// `scx_rustland_core` runs the user-space scheduler ahead of everything else on a CPU that needs
@@ -354,6 +361,8 @@ struct Slot {
     tick_phase_ns: Ns,
     /// Whether `tick_phase_ns` is the kernel's ([`Shadow::kernel_tick`]).
     tick_phase_known: bool,
+    /// Kernel ticks in a row that fell more than [`TICK_JITTER_NS`] from the grid.
+    tick_disagreements: u32,
     /// Something was enqueued here while it ran nothing: pick for it.
     needs_pick: bool,
     /// A wakeup or a balancer asked to preempt the running task.
@@ -737,25 +746,36 @@ impl Shadow {
 
     /// The kernel's last tick on `cpu`, at `at` on the shadow's clock (schedlab's BPF program
     /// records it in `ops.tick`; user space reads it every round). The CPU's ticks move onto the
-    /// kernel's grid, the pending one to the nearest point of it. A task sent to run to the next
-    /// tick comes back at the kernel's tick; on the shadow's own grid of multiples of the period
-    /// (the kernel's ticks fell 0.2-0.4 ms earlier in the VM) one heard before the shadow's tick
-    /// replayed no tick, and the policy decided at that tick only at the task's next return.
+    /// kernel's grid, the pending one to the nearest point of it: a task running across the
+    /// kernel's tick is charged that tick, as the kernel charges it, wherever the shadow's own
+    /// grid of multiples of the period would have put it.
     ///
     /// `ops.tick` runs an interrupt's latency after the tick's timer expired (0.05-0.6 ms under
-    /// software emulation), so the grid's phase is the earliest seen: a later one moves nothing.
+    /// software emulation, now and then several ms), so the grid's phase is the earliest seen
+    /// within [`TICK_JITTER_NS`]: a later tick moves nothing, and one that disagrees by more (a
+    /// tick held up for milliseconds, which would otherwise read as an earlier phase) moves the
+    /// grid only when [`TICK_DISAGREEMENTS`] ticks in a row disagree with it.
     pub fn kernel_tick(&mut self, cpu: CpuId, at: Ns) {
         let tick = self.tick_ns;
         let Some(slot) = self.slots.get_mut(cpu.idx()) else { return };
         let phase = at % tick;
         if slot.tick_phase_known {
-            // How much later than the grid's phase this tick ran, in (-tick/2, tick/2].
+            // How much later than the grid's phase this tick ran, in [0, tick).
             let late = (phase + tick - slot.tick_phase_ns) % tick;
-            if late == 0 || late <= tick / 2 {
+            let earlier = tick - late;
+            if late <= TICK_JITTER_NS {
+                slot.tick_disagreements = 0;
                 return;
+            }
+            if earlier > TICK_JITTER_NS {
+                slot.tick_disagreements += 1;
+                if slot.tick_disagreements < TICK_DISAGREEMENTS {
+                    return;
+                }
             }
         }
         slot.tick_phase_known = true;
+        slot.tick_disagreements = 0;
         slot.tick_phase_ns = phase;
         slot.next_tick = tick_after(slot.next_tick.saturating_sub(tick / 2), tick, phase);
     }
@@ -1452,6 +1472,17 @@ mod tests {
         // Earlier across the period's end: 3.9 ms is 300 us before 4.2 ms.
         s.kernel_tick(cpu, 15_900_000);
         assert_eq!(slot(&s), (3_900_000, 3_900_000));
+        // A tick held up 2.5 ms reads as 1.5 ms early: one such tick moves nothing.
+        s.kernel_tick(cpu, 22_400_000);
+        assert_eq!(slot(&s), (3_900_000, 3_900_000));
+        // One on the grid (50 us late) clears the count of disagreeing ones.
+        s.kernel_tick(cpu, 23_950_000);
+        // A grid that many ticks in a row disagree with by more than the jitter moves.
+        for k in 0..TICK_DISAGREEMENTS as u64 {
+            assert_eq!(slot(&s).0, 3_900_000, "after {k} disagreeing ticks");
+            s.kernel_tick(cpu, 24_000_000 + 2_000_000 + k * 4_000_000);
+        }
+        assert_eq!(slot(&s).0, 2_000_000);
         // The other CPU keeps its own grid.
         assert_eq!((s.slots[0].tick_phase_ns, s.slots[0].next_tick), (0, 4_000_000));
     }

@@ -696,7 +696,7 @@ fn a_task_sent_to_the_next_tick_comes_back_at_that_tick_though_it_starts_a_dispa
 }
 
 /// The kernel's ticks need not fall on multiples of the period on the scheduler's clock (in the VM
-/// they fell 0.2-0.4 ms before them). A task runs 400 us from 50 us after each multiple of 4 ms
+/// they fell 0.05-0.2 ms after them). A task runs 400 us from 50 us after each multiple of 4 ms
 /// and sleeps the rest (3.6 ms); the kernel ticks 300 us after each multiple, in the middle of its
 /// run, so the kernel's tick charges it all 249 ticks of the second. With the kernel's ticks
 /// reported (`ops.tick`, `Shadow::kernel_tick`) the policy's ticks fall on the kernel's grid and it
