@@ -114,12 +114,15 @@ fn a_task_that_panics_fails_the_run_without_a_report_file() {
     let _one = ONE_AT_A_TIME.lock();
     let d = dir("panic");
     std::fs::write(d.join("w.toml"), WORKLOAD).unwrap();
+    let start = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_schedlab"))
         .args(["exec", "w.toml", "--duration", "30s", "--no-trace", "--json", "out.json"])
         .env("SCHEDLAB_EXEC_INJECT_PANIC", "clithread")
         .current_dir(&d)
         .output()
         .unwrap();
+    // The failure wakes the controller at once (it does not poll): not the run's 30 s.
+    assert!(start.elapsed() < Duration::from_secs(10), "took {:?} to stop", start.elapsed());
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     let last = err.trim_end().lines().last().unwrap();

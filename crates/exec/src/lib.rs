@@ -51,7 +51,7 @@ use objects::Objects;
 use runner::{Spawn, TaskResult};
 use schedlab_workload::{StopWhen, TemplateId, Workload};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::Mutex;
 use std::thread::JoinHandle;
 
 /// Limits and switches of a real run.
@@ -77,8 +77,8 @@ pub struct ExecConfig {
     /// stopping. Its old policy comes back at the end. A warning, not an error, when refused.
     pub fifo_controller: bool,
     /// Run the controlling thread on this CPU only, off the CPUs it was started on: its own
-    /// wake-ups (at least every 50 ms, and a SCHED_FIFO controller preempts whatever runs there)
-    /// then leave the workload's CPUs alone. The tasks still start on the CPUs the controller was
+    /// wake-ups (timed affinity changes, samples, delayed starts, threads' ends; a SCHED_FIFO
+    /// controller preempts whatever runs there) then leave the workload's CPUs alone. The tasks still start on the CPUs the controller was
     /// started on (a task without `cpus` of its own is given them), and the controller's own
     /// affinity comes back at the end. A warning, not an error, when refused.
     pub controller_cpu: Option<u32>,
@@ -160,7 +160,8 @@ pub struct Shared {
     /// Results of finished threads.
     pub results: Mutex<Vec<TaskResult>>,
     live: Mutex<Live>,
-    live_cv: Condvar,
+    /// Rung when a thread ends or the run fails: the controller's wait ([`control`]).
+    live_bell: sys::Doorbell,
     registry: Mutex<Vec<Option<Entry>>>,
     warnings: Mutex<Vec<String>>,
     failure: Mutex<Option<String>>,
@@ -238,7 +239,11 @@ impl Shared {
     fn thread_done(&self) {
         if let Ok(mut l) = self.live.lock() {
             l.threads = l.threads.saturating_sub(1);
-            self.live_cv.notify_all();
+            // A task process's copy of the doorbell is the executor's eventfd: its threads' ends are
+            // the executor's business only when the process ends (its keeper's call).
+            if !upstream::active() {
+                self.live_bell.ring();
+            }
         }
     }
 
@@ -263,7 +268,7 @@ impl Shared {
             f.get_or_insert(msg);
         }
         self.stop().store(true, Ordering::SeqCst);
-        self.live_cv.notify_all();
+        self.live_bell.ring();
     }
 
     /// The name of the next forked instance of template `t`: `name-k`, numbered after the initial
@@ -354,7 +359,7 @@ pub fn check(w: &Workload, cfg: &ExecConfig) -> Result<(), ExecError> {
 /// Runs `w` for real and measures it.
 pub fn run(w: &Workload, cfg: &ExecConfig) -> Result<Outcome, ExecError> {
     check(w, cfg)?;
-    sys::install_handlers();
+    sys::install_handlers().map_err(|e| ExecError::System(format!("cannot create an eventfd: {e}")))?;
     let mut controller_warning = None;
     let _saved_policy = if cfg.fifo_controller {
         sys::raise_to_fifo_resetting_children()
@@ -388,6 +393,8 @@ pub fn run(w: &Workload, cfg: &ExecConfig) -> Result<Outcome, ExecError> {
     });
     let task_cpus = saved_cpus.as_ref().map(|s| s.cpus.clone());
     let trace = if cfg.trace_migrations { Some(tracing::MigrationTrace::start()) } else { None };
+    let live_bell =
+        sys::Doorbell::new().map_err(|e| ExecError::System(format!("cannot create an eventfd: {e}")))?;
     let shared = std::sync::Arc::new(Shared {
         w: w.clone(),
         cfg: cfg.clone(),
@@ -399,7 +406,7 @@ pub fn run(w: &Workload, cfg: &ExecConfig) -> Result<Outcome, ExecError> {
         handles: Mutex::new(Vec::new()),
         results: Mutex::new(Vec::new()),
         live: Mutex::new(Live { threads: 0, per_template: vec![0; w.tasks.len()] }),
-        live_cv: Condvar::new(),
+        live_bell,
         registry: Mutex::new(Vec::new()),
         warnings: Mutex::new(early_warnings),
         failure: Mutex::new(None),
@@ -566,8 +573,10 @@ fn control(
             StopWhen::TemplateDone(t) if started && live.per_template[t as usize] == 0 => return "task_done",
             _ => {}
         }
-        // Wake for the next affinity change, the end, or at least every 50 ms to notice Ctrl-C.
-        let mut until = end.min(now + 50_000_000);
+        // Wake for the next affinity change, sample or delayed start, or the end; a thread's end, a
+        // failure and Ctrl-C ring the doorbell. Nothing else: the controller (SCHED_FIFO) waking to
+        // look would preempt a task on a workload CPU, which no simulated run has.
+        let mut until = end;
         if let Some(a) = changes.get(next_change) {
             until = until.min(shared.t0() + a.at_ns);
         }
@@ -577,7 +586,8 @@ fn control(
         if let Some((_, s)) = at_start.last() {
             until = until.min(shared.t0() + s.delay_ns.unwrap_or(0));
         }
-        let _ = shared.live_cv.wait_timeout(live, std::time::Duration::from_nanos(until.saturating_sub(now)));
+        drop(live);
+        shared.live_bell.wait_until(until);
     }
 }
 

@@ -8,7 +8,7 @@
 
 use crate::shm::ShmArena;
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 /// The calling thread's kernel thread id.
 pub fn gettid() -> i32 {
@@ -303,8 +303,21 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_wake_signal(_: libc::c_int) {}
 
+/// The eventfd Ctrl-C and SIGTERM ring, -1 until [`install_handlers`].
+static INTERRUPT_FD: AtomicI32 = AtomicI32::new(-1);
+
 extern "C" fn on_interrupt(_: libc::c_int) {
     INTERRUPTED.store(true, Ordering::SeqCst);
+    ring_fd(INTERRUPT_FD.load(Ordering::SeqCst));
+}
+
+/// Adds one to eventfd `fd` (nothing if negative). Async-signal-safe: one `write`.
+fn ring_fd(fd: i32) {
+    if fd >= 0 {
+        let one = 1u64;
+        // SAFETY: writes 8 bytes from a live u64; an eventfd at its limit gives EAGAIN, still readable.
+        unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
+    }
 }
 
 fn install(sig: i32, handler: extern "C" fn(libc::c_int)) {
@@ -320,16 +333,81 @@ fn install(sig: i32, handler: extern "C" fn(libc::c_int)) {
 }
 
 /// Installs the no-op handler of [`WAKE_SIGNAL`] and a SIGINT/SIGTERM handler that records the
-/// interruption (see [`interrupted`]).
-pub fn install_handlers() {
+/// interruption (see [`interrupted`]) and rings an eventfd a [`Doorbell`] wait also watches, so the
+/// controller notices Ctrl-C at once without waking to look for it.
+pub fn install_handlers() -> io::Result<()> {
+    if INTERRUPT_FD.load(Ordering::SeqCst) < 0 {
+        let fd = eventfd()?;
+        if INTERRUPT_FD.compare_exchange(-1, fd, Ordering::SeqCst, Ordering::SeqCst).is_err() {
+            // SAFETY: closes the fd just made, which nothing else holds.
+            unsafe { libc::close(fd) };
+        }
+    }
     install(WAKE_SIGNAL, on_wake_signal);
     install(libc::SIGINT, on_interrupt);
     install(libc::SIGTERM, on_interrupt);
+    Ok(())
 }
 
 /// Whether Ctrl-C (SIGINT) or SIGTERM arrived since the handlers were installed.
 pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
+}
+
+fn eventfd() -> io::Result<i32> {
+    // SAFETY: eventfd with an initial count and flags; returns a new fd or -1.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if fd < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(fd)
+    }
+}
+
+/// A wake-up one thread waits for with a deadline and others (or a signal handler) give: an
+/// eventfd, so a ring given before the wait is not lost, and the wait also ends at Ctrl-C
+/// ([`install_handlers`]). The executor's controller waits on it instead of polling, so it wakes
+/// only when something happened or at its next scheduled moment, never on a workload CPU just to
+/// look.
+pub struct Doorbell {
+    fd: i32,
+}
+
+impl Doorbell {
+    /// A new doorbell (an eventfd).
+    pub fn new() -> io::Result<Doorbell> {
+        Ok(Doorbell { fd: eventfd()? })
+    }
+
+    /// Wakes the waiter (now or at its next wait).
+    pub fn ring(&self) {
+        ring_fd(self.fd);
+    }
+
+    /// Waits until a ring, Ctrl-C/SIGTERM, or the monotonic time `until_ns`, whichever is first,
+    /// and clears the rings. May return early (another signal): callers look at their state again.
+    pub fn wait_until(&self, until_ns: u64) {
+        let now = now_ns();
+        if until_ns > now {
+            let mut fds = [
+                libc::pollfd { fd: self.fd, events: libc::POLLIN, revents: 0 },
+                libc::pollfd { fd: INTERRUPT_FD.load(Ordering::SeqCst), events: libc::POLLIN, revents: 0 },
+            ];
+            let ts = timespec(until_ns - now);
+            // SAFETY: two valid pollfds (a negative fd is ignored), a valid relative timeout, no mask.
+            unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
+        }
+        let mut count = 0u64;
+        // SAFETY: reads 8 bytes into a live u64 from a non-blocking eventfd (EAGAIN when not rung).
+        unsafe { libc::read(self.fd, (&mut count as *mut u64).cast(), 8) };
+    }
+}
+
+impl Drop for Doorbell {
+    fn drop(&mut self) {
+        // SAFETY: closes the doorbell's own fd once.
+        unsafe { libc::close(self.fd) };
+    }
 }
 
 /// Sends [`WAKE_SIGNAL`] to thread `tid` of thread group (process) `tgid`: this process's or a
@@ -539,6 +617,31 @@ impl PSem {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_doorbell_keeps_a_ring_given_before_the_wait_and_otherwise_waits_to_its_deadline() {
+        let bell = Doorbell::new().unwrap();
+        // Rung before the wait: the wait returns at once (a 10 s deadline) and clears the ring.
+        bell.ring();
+        let t = now_ns();
+        bell.wait_until(t + 10_000_000_000);
+        assert!(now_ns() - t < 1_000_000_000, "a ring given before the wait was lost");
+        // Not rung: it waits to its deadline.
+        let t = now_ns();
+        bell.wait_until(t + 30_000_000);
+        assert!(now_ns() - t >= 30_000_000, "woke {} ns early", 30_000_000 - (now_ns() - t));
+        // Rung by another thread while waiting.
+        let bell = std::sync::Arc::new(bell);
+        let b2 = bell.clone();
+        let h = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            b2.ring();
+        });
+        let t = now_ns();
+        bell.wait_until(t + 10_000_000_000);
+        assert!(now_ns() - t < 5_000_000_000, "a ring while waiting did not wake it");
+        h.join().unwrap();
+    }
 
     /// The kernel's (major, minor) version from its release string.
     fn kernel_version() -> (u32, u32) {

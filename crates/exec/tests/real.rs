@@ -928,3 +928,37 @@ fn instances_spawned_at_their_start_are_created_then_and_the_run_waits_for_them(
         (0..3).map(|i| task(&held.report, &format!("now-{i}")).started_ns.unwrap()).collect();
     assert_eq!(starts, [0, 0, 0], "held at the gate, they start together");
 }
+
+/// The controlling thread's voluntary context switches (each a wait it woke from), from
+/// `getrusage(RUSAGE_THREAD)`.
+fn own_voluntary_switches() -> i64 {
+    // SAFETY: getrusage writes a zeroed rusage of the calling thread.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) };
+    u.ru_nvcsw
+}
+
+/// The controller (here the test's thread) wakes for what it has to do, not to look: a 3 s run of a
+/// sleeper has nothing for it between the start and the end, so it wakes a handful of times for the
+/// gate and the stop, whatever the duration. Polling every 50 ms (for Ctrl-C, as it once did) is at
+/// least 60 wake-ups, each a SCHED_FIFO preemption of a task on a workload CPU that no simulated run
+/// has.
+#[test]
+fn the_controller_sleeps_through_a_run_with_nothing_to_do() {
+    let _one = ONE_AT_A_TIME.lock();
+    let w = r#"
+        [[task]]
+        name = "sleeper"
+        ops = [ { loop = "forever", ops = [ { sleep = "10s" } ] } ]
+        "#;
+    let mut woke = Vec::new();
+    for duration_ms in [500, 3000] {
+        let before = own_voluntary_switches();
+        let out = exec(w, duration_ms);
+        woke.push(own_voluntary_switches() - before);
+        assert_eq!(out.report.stop_reason, "duration");
+    }
+    eprintln!("controller wake-ups: {woke:?}");
+    assert!(woke[1] < 30, "the controller woke {} times in a 3 s run", woke[1]);
+    assert!(woke[1] - woke[0] < 10, "its wake-ups grow with the run: {woke:?}");
+}
