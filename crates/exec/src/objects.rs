@@ -6,7 +6,7 @@
 
 use crate::shm::{SharedU64, ShmArena, ShmCells};
 use crate::sys::{now_ns, PCond, PMutex, PSem, Pipe, PipeMode};
-use schedlab_workload::{Op, Workload};
+use schedlab_workload::{Op, PipeKind, SkbAccounting, Workload};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// A barrier for `parties` tasks (threads or task processes): a process-shared mutex and condition
@@ -187,6 +187,18 @@ pub fn pipe_plan(w: &Workload) -> (Vec<PipeMode>, Vec<String>) {
         .iter()
         .enumerate()
         .map(|(i, p)| {
+            if let PipeKind::UnixStream(acc) = p.kind {
+                // A real socket pair; the running kernel charges its messages as it does.
+                if acc != SkbAccounting::Linux {
+                    notes.push(format!(
+                        "socket `{}`: the model charges its messages as {} did; this kernel charges its own",
+                        p.name,
+                        acc.name()
+                    ));
+                }
+                let default = p.capacity == SkbAccounting::Linux.default_sndbuf();
+                return PipeMode::UnixStream { sndbuf: (!default).then_some(p.capacity) };
+            }
             let pages = p.capacity / PAGE;
             if p.capacity % PAGE == 0 && pages.is_power_of_two() {
                 return PipeMode::Stream { bytes: p.capacity };

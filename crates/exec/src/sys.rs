@@ -430,6 +430,26 @@ pub enum PipeMode {
         /// Slots (pages), a power of two.
         slots: u32,
     },
+    /// An AF_UNIX stream socket pair (`socketpair(AF_UNIX, SOCK_STREAM)`), written at one end and
+    /// read at the other, with this send buffer (`SO_SNDBUF`; None: the kernel's default).
+    UnixStream {
+        /// Send buffer asked for, bytes.
+        sndbuf: Option<u32>,
+    },
+}
+
+/// The send buffer of socket `fd` (`SO_SNDBUF`), bytes.
+pub fn socket_sndbuf(fd: i32) -> io::Result<u32> {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: v and len are valid for getsockopt to write an int.
+    let r = unsafe {
+        libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, (&mut v as *mut libc::c_int).cast(), &mut len)
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(v.max(0) as u32)
 }
 
 /// A pipe with its two ends.
@@ -444,11 +464,42 @@ impl Pipe {
     /// A new pipe as `mode` says: a byte stream of at least `bytes` (`F_SETPIPE_SZ`; the kernel rounds
     /// up to a power of two pages and caps unprivileged sizes at /proc/sys/fs/pipe-max-size), or a
     /// packet-mode pipe (`O_DIRECT`: each write is one packet in one page-sized slot) of `slots` slots.
+    /// A socket pair gets the send buffer asked for with `SO_SNDBUF` (the kernel doubles what it is
+    /// given, so half of it is given, and caps it at /proc/sys/net/core/wmem_max).
     pub fn new(mode: PipeMode) -> io::Result<Pipe> {
         let mut fds = [0i32; 2];
         let (flags, size) = match mode {
             PipeMode::Stream { bytes } => (libc::O_CLOEXEC, bytes.max(4096)),
             PipeMode::Packets { slots } => (libc::O_CLOEXEC | libc::O_DIRECT, slots.max(1) * 4096),
+            PipeMode::UnixStream { sndbuf } => {
+                // SAFETY: fds has room for two descriptors.
+                let r = unsafe {
+                    libc::socketpair(
+                        libc::AF_UNIX,
+                        libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+                        0,
+                        fds.as_mut_ptr(),
+                    )
+                };
+                if r != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                let pipe = Pipe { rd: fds[0], wr: fds[1] };
+                if let Some(bytes) = sndbuf.filter(|&b| socket_sndbuf(pipe.wr).ok() != Some(b)) {
+                    let half = (bytes / 2) as libc::c_int;
+                    // SAFETY: a valid socket and a pointer to an int of the given length.
+                    unsafe {
+                        libc::setsockopt(
+                            pipe.wr,
+                            libc::SOL_SOCKET,
+                            libc::SO_SNDBUF,
+                            (&half as *const libc::c_int).cast(),
+                            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                        )
+                    };
+                }
+                return Ok(pipe);
+            }
         };
         // SAFETY: fds has room for two descriptors.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), flags) } != 0 {
@@ -617,6 +668,41 @@ impl PSem {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The model's accounting of AF_UNIX stream messages (`SkbAccounting::Linux`) against this
+    /// machine's kernel: a socket pair whose writes never block takes exactly as many writes of each
+    /// size as the model lets in (a write goes in while the charge is below the send buffer).
+    #[test]
+    fn socket_charges_match_this_kernel() {
+        use schedlab_workload::SkbAccounting;
+        let acc = SkbAccounting::Linux;
+        for len in [1u32, 100, 200, 512, 1000, 3000, 3776, 3777, 5000, 8192, 12_000, 30_000] {
+            let p = Pipe::new(PipeMode::UnixStream { sndbuf: None }).unwrap();
+            let sndbuf = socket_sndbuf(p.wr).unwrap();
+            // SAFETY: a valid descriptor; O_NONBLOCK makes a full socket answer EAGAIN.
+            unsafe { libc::fcntl(p.wr, libc::F_SETFL, libc::O_NONBLOCK) };
+            let buf = vec![7u8; len as usize];
+            let mut writes = 0u32;
+            loop {
+                // SAFETY: buf is valid for its length.
+                let n = unsafe { libc::write(p.wr, buf.as_ptr().cast(), buf.len()) };
+                if n < 0 {
+                    break;
+                }
+                assert_eq!(n as usize, buf.len(), "a partial write of {len} bytes");
+                writes += 1;
+            }
+            let want = sndbuf.div_ceil(acc.truesize(len));
+            assert_eq!(
+                writes,
+                want,
+                "{len}-byte messages: the kernel ({}) took {writes} into a {sndbuf}-byte send buffer, the model \
+                 ({} bytes each) {want}",
+                crate::measure::kernel_release(),
+                acc.truesize(len)
+            );
+        }
+    }
 
     #[test]
     fn a_doorbell_keeps_a_ring_given_before_the_wait_and_otherwise_waits_to_its_deadline() {

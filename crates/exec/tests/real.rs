@@ -962,3 +962,31 @@ fn the_controller_sleeps_through_a_run_with_nothing_to_do() {
     assert!(woke[1] < 30, "the controller woke {} times in a 3 s run", woke[1]);
     assert!(woke[1] - woke[0] < 10, "its wake-ups grow with the run: {woke:?}");
 }
+
+/// A `unix-stream` pipe is a real AF_UNIX socket pair: a writer nobody reads gets in as many
+/// 100-byte messages as the kernel's charges allow (278 into the default 212,992 bytes, as the
+/// model's `linux` accounting says), and a socket modelled on Linux 2.6 gets that kernel's
+/// 124,928-byte send buffer, which this kernel fills with its own 768-byte charges (163), with a
+/// note that says so.
+#[test]
+fn a_unix_stream_pipe_is_a_real_socket_with_the_send_buffer_asked_for() {
+    let _one = ONE_AT_A_TIME.lock();
+    for (skb, want, noted) in [("linux", 278, false), ("linux-2.6", 163, true)] {
+        let src = format!(
+            r#"
+            [[pipe]]
+            name = "s"
+            kind = "unix-stream"
+            skb = "{skb}"
+            [[counter]]
+            name = "sent"
+            [[task]]
+            name = "writer"
+            ops = [ {{ loop = 1000, ops = [ {{ send = "s", bytes = 100 }}, {{ count = "sent" }} ] }} ]
+            "#
+        );
+        let out = exec(&src, 300);
+        assert_eq!(out.report.counters[0].value, want, "skb = {skb}");
+        assert_eq!(out.warnings.iter().any(|w| w.contains("socket `s`")), noted, "{:?}", out.warnings);
+    }
+}

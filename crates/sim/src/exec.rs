@@ -10,7 +10,7 @@
 
 use crate::sim::{RunError, Sim, Step};
 use schedlab_core::{CpuId, Ns, TaskId, TaskState, WaitKind};
-use schedlab_workload::Op;
+use schedlab_workload::{Op, PipeKind, PipeSpec};
 use std::collections::VecDeque;
 
 /// Most ops one task may execute at a single instant before the run is declared stuck (a loop with
@@ -64,11 +64,24 @@ impl SyncCond {
     }
 }
 
-/// A pipe: bytes in flight and FIFO queues of blocked readers and writers.
+/// A pipe or an AF_UNIX stream socket: bytes in flight and FIFO queues of blocked readers and
+/// writers. A pipe counts bytes against its capacity, and a writer waits for room for its whole
+/// write behind the writers already waiting. A socket charges each message its kernel buffer's
+/// `truesize` against its send buffer ([`PipeKind::UnixStream`]): a writer sends while the charge
+/// is below the capacity (waiting writers do not hold it back, as the kernel's do not), and the
+/// writers that wait are woken only when the reader has brought the charge down to a quarter of
+/// the capacity, then each sends if the charge is still below it.
 #[derive(Clone, Debug)]
 pub(crate) struct Pipe {
+    pub kind: PipeKind,
+    /// Bytes written and not yet read.
     pub used: u32,
+    /// Capacity: a pipe's bytes, a socket's send buffer.
     pub capacity: u32,
+    /// A socket's charge against its send buffer: the truesizes of its unread buffers.
+    pub charged: u32,
+    /// A socket's unread buffers, oldest first: (bytes left, truesize).
+    skbs: VecDeque<(u32, u32)>,
     pub readers: VecDeque<(TaskId, u32)>,
     pub writers: VecDeque<(TaskId, u32)>,
     pub nr_sends: u64,
@@ -76,14 +89,92 @@ pub(crate) struct Pipe {
 }
 
 impl Pipe {
-    pub fn new(capacity: u32) -> Pipe {
+    pub fn new(spec: &PipeSpec) -> Pipe {
         Pipe {
+            kind: spec.kind,
             used: 0,
-            capacity,
+            capacity: spec.capacity,
+            charged: 0,
+            skbs: VecDeque::new(),
             readers: VecDeque::new(),
             writers: VecDeque::new(),
             nr_sends: 0,
             bytes_sent: 0,
+        }
+    }
+
+    /// Whether a writer of `bytes` arriving now sends without waiting.
+    pub fn can_send(&self, bytes: u32) -> bool {
+        match self.kind {
+            PipeKind::Pipe => self.writers.is_empty() && self.used + bytes <= self.capacity,
+            PipeKind::UnixStream(_) => self.charged < self.capacity,
+        }
+    }
+
+    /// Whether a reader of `bytes` arriving now reads without waiting.
+    pub fn can_recv(&self, bytes: u32) -> bool {
+        self.readers.is_empty() && self.used >= bytes
+    }
+
+    /// Queues `bytes` of a writer (a socket: one buffer of them).
+    fn put(&mut self, bytes: u32) {
+        self.used += bytes;
+        if let PipeKind::UnixStream(acc) = self.kind {
+            let truesize = acc.truesize(bytes);
+            self.charged += truesize;
+            self.skbs.push_back((bytes, truesize));
+        }
+    }
+
+    /// Takes `bytes` for a reader (a socket frees each buffer it empties).
+    fn take(&mut self, bytes: u32) {
+        self.used -= bytes;
+        if matches!(self.kind, PipeKind::UnixStream(_)) {
+            let mut left = bytes;
+            while left > 0 {
+                let Some(front) = self.skbs.front_mut() else { break };
+                let k = left.min(front.0);
+                front.0 -= k;
+                left -= k;
+                if front.0 == 0 {
+                    self.charged -= front.1;
+                    self.skbs.pop_front();
+                }
+            }
+        }
+    }
+
+    /// The charge a read of `bytes` now frees: the truesizes of the buffers it empties.
+    fn freed_by(&self, bytes: u32) -> u32 {
+        let mut left = bytes;
+        let mut freed = 0;
+        for &(b, truesize) in &self.skbs {
+            if left < b {
+                break;
+            }
+            left -= b;
+            freed += truesize;
+        }
+        freed
+    }
+
+    /// Whether the writers waiting may go now: a pipe's first when its write fits, a socket's
+    /// when the charge is at most a quarter of the send buffer (`unix_writable`).
+    fn writers_woken(&self) -> bool {
+        match (self.kind, self.writers.front()) {
+            (_, None) => false,
+            (PipeKind::Pipe, Some(&(_, b))) => self.used + b <= self.capacity,
+            (PipeKind::UnixStream(_), Some(_)) => self.charged * 4 <= self.capacity,
+        }
+    }
+
+    /// Whether a read of `bytes` now wakes a waiting writer.
+    pub fn recv_wakes_writer(&self, bytes: u32) -> bool {
+        match self.kind {
+            PipeKind::Pipe => !self.writers.is_empty(),
+            PipeKind::UnixStream(_) => {
+                !self.writers.is_empty() && (self.charged - self.freed_by(bytes)) * 4 <= self.capacity
+            }
         }
     }
 }
@@ -149,7 +240,7 @@ impl<'a> Sim<'a> {
             Op::Io { .. } | Op::WaitChildren | Op::SetCpus(_) | Op::Nice(_) | Op::SetClass { .. } => call,
             Op::Send { pipe, bytes } => {
                 let p = &self.pipes[pipe as usize];
-                if !(p.writers.is_empty() && p.used + bytes <= p.capacity) {
+                if !p.can_send(bytes) {
                     c.pipe_wait_ns.unwrap_or(call)
                 } else if !p.readers.is_empty() {
                     c.pipe_wake_ns.unwrap_or(call)
@@ -159,9 +250,9 @@ impl<'a> Sim<'a> {
             }
             Op::Recv { pipe, bytes } => {
                 let p = &self.pipes[pipe as usize];
-                if !(p.readers.is_empty() && p.used >= bytes) {
+                if !p.can_recv(bytes) {
                     c.pipe_wait_ns.unwrap_or(call)
-                } else if !p.writers.is_empty() {
+                } else if p.recv_wakes_writer(bytes) {
                     c.pipe_wake_ns.unwrap_or(call)
                 } else {
                     call
@@ -554,8 +645,8 @@ impl<'a> Sim<'a> {
                     let p = &mut self.pipes[pipe as usize];
                     p.nr_sends += 1;
                     p.bytes_sent += bytes as u64;
-                    if p.writers.is_empty() && p.used + bytes <= p.capacity {
-                        p.used += bytes;
+                    if p.can_send(bytes) {
+                        p.put(bytes);
                         self.pump_pipe(pipe, t, cpu);
                     } else {
                         p.writers.push_back((t, bytes));
@@ -565,8 +656,8 @@ impl<'a> Sim<'a> {
                 Op::Recv { pipe, bytes } => {
                     self.tasks[t.idx()].pc += 1;
                     let p = &mut self.pipes[pipe as usize];
-                    if p.readers.is_empty() && p.used >= bytes {
-                        p.used -= bytes;
+                    if p.can_recv(bytes) {
+                        p.take(bytes);
                         self.pump_pipe(pipe, t, cpu);
                     } else {
                         p.readers.push_back((t, bytes));
@@ -768,22 +859,30 @@ impl<'a> Sim<'a> {
         // Else it is still entering its wait (`cond_sleep`): it finds the signal and goes on.
     }
 
-    /// Serves blocked readers and writers of a pipe in FIFO order while bytes or room allow.
+    /// Serves blocked readers and writers of a pipe in FIFO order while bytes or room allow (a
+    /// socket's writers once the reader made it writable: each then sends while the charge is
+    /// below the send buffer).
     fn pump_pipe(&mut self, pipe: u32, waker: TaskId, cpu: CpuId) {
+        let mut writers_awake = false;
         loop {
             let p = &mut self.pipes[pipe as usize];
             let mut woke = None;
             if let Some(&(r, want)) = p.readers.front() {
                 if p.used >= want {
-                    p.used -= want;
+                    p.take(want);
                     p.readers.pop_front();
                     woke = Some(r);
                 }
             }
             if woke.is_none() {
+                writers_awake |= p.writers_woken();
                 if let Some(&(wr, b)) = p.writers.front() {
-                    if p.used + b <= p.capacity {
-                        p.used += b;
+                    let goes = match p.kind {
+                        PipeKind::Pipe => p.used + b <= p.capacity,
+                        PipeKind::UnixStream(_) => writers_awake && p.charged < p.capacity,
+                    };
+                    if goes {
+                        p.put(b);
                         p.writers.pop_front();
                         woke = Some(wr);
                     }

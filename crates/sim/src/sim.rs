@@ -551,7 +551,7 @@ impl<'a> Sim<'a> {
             groups,
             mutexes: workload.mutexes.iter().map(|_| SyncMutex::default()).collect(),
             conds: workload.conds.iter().map(|_| Default::default()).collect(),
-            pipes: workload.pipes.iter().map(|p| Pipe::new(p.capacity)).collect(),
+            pipes: workload.pipes.iter().map(Pipe::new).collect(),
             barriers: workload.barriers.iter().map(|b| Barrier::new(b.parties)).collect(),
             devices: workload.devices.iter().map(|_| Device::default()).collect(),
             semaphores: workload

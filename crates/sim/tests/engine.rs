@@ -46,6 +46,63 @@ fn a_full_pipe_blocks_the_writer_until_the_reader_drains_it() {
     assert_eq!(rd.nr_wakeups, 10, "the reader only wakes from its sleeps, never blocks on data");
 }
 
+/// A writer sends 100-byte messages into an AF_UNIX stream socket nobody reads. The kernel lets a
+/// send in while the socket's charge is below its send buffer and charges each message its
+/// buffer's truesize: 278 messages (768 bytes each, 212,992) on Linux 3.2 and later, 348 (360,
+/// 124,928) on 2.6; a pipe of 65,536 bytes holds 655.
+#[test]
+fn a_socket_nobody_reads_takes_as_many_messages_as_its_kernel_charges_allow() {
+    use schedlab_workload::SkbAccounting;
+    for (kind, want) in [(Some(SkbAccounting::Linux), 278), (Some(SkbAccounting::Linux26), 348), (None, 655)]
+    {
+        let mut w = WorkloadBuilder::new("socket-full");
+        let sent = w.counter("sent");
+        let p = match kind {
+            Some(acc) => w.unix_stream("s", acc.default_sndbuf(), acc),
+            None => w.pipe("p", 65536),
+        };
+        w.task("writer", P::new().repeat(1000, |b| b.send(p, 100).count(sent)).build());
+        let r = run(&Machine::flat(1), &w.build().unwrap(), "cfs", 100 * MS);
+        assert_eq!(r.counters[0].value, want, "{kind:?}");
+    }
+}
+
+/// Blocked writers of a socket wake only once the reader has brought its charge down to a quarter
+/// of the send buffer (`unix_writable`), and then all of them: with 278 messages of 768 bytes
+/// queued, after 209 reads (69 x 768 x 4 <= 212,992); a pipe wakes its writer at the first read.
+#[test]
+fn socket_writers_wake_when_the_reader_has_drained_three_quarters() {
+    use schedlab_workload::SkbAccounting;
+    // The reader's n-th read (from 1) is at 10 ms + (n - 1) x 100 us.
+    let read_at = |n: u64| 10 * MS + (n - 1) * 100 * US;
+    for (socket, wakes) in [(true, [209, 209]), (false, [1, 2])] {
+        let mut w = WorkloadBuilder::new("socket-wake");
+        let p = if socket {
+            w.unix_stream("s", SkbAccounting::Linux.default_sndbuf(), SkbAccounting::Linux)
+        } else {
+            w.pipe("p", 27_800)
+        };
+        // Two writers fill it (278 messages) and each then blocks on one more.
+        for name in ["w1", "w2"] {
+            w.task(name, P::new().repeat(139, |b| b.send(p, 100)).sleep(MS).send(p, 100).build());
+        }
+        // The reader starts at 10 ms and reads one message every 100 us.
+        let t = w.task("reader", P::new().repeat(280, |b| b.recv(p, 100).compute(100 * US)).build());
+        t.start_ns = 10 * MS;
+        w.stop(StopWhen::AllDone);
+        let r = run(&Machine::flat(2), &w.build().unwrap(), "cfs", 1_000 * MS);
+        let mut exits: Vec<u64> = ["w1", "w2"].iter().map(|n| task(&r, n).exited_ns.unwrap()).collect();
+        exits.sort_unstable();
+        for (got, n) in exits.iter().zip(wakes) {
+            assert!(
+                near(*got, read_at(n), 50 * US),
+                "socket {socket}: writers exited at {exits:?}, want at read {n}, {} ns",
+                read_at(n)
+            );
+        }
+    }
+}
+
 #[test]
 fn an_empty_pipe_blocks_the_reader_until_data_arrives() {
     let mut w = WorkloadBuilder::new("pipe-empty");

@@ -196,7 +196,13 @@ impl WorkloadBuilder {
     }
     /// Adds a pipe with a capacity in bytes.
     pub fn pipe(&mut self, name: impl Into<String>, capacity: u32) -> PipeId {
-        self.w.pipes.push(PipeSpec { name: name.into(), capacity });
+        self.w.pipes.push(PipeSpec::pipe(name, capacity));
+        self.w.pipes.len() as u32 - 1
+    }
+    /// Adds an AF_UNIX stream socket with the send buffer `sndbuf` (bytes) and the kernel's
+    /// accounting of its messages ([`crate::model::PipeKind::UnixStream`]).
+    pub fn unix_stream(&mut self, name: impl Into<String>, sndbuf: u32, acc: SkbAccounting) -> PipeId {
+        self.w.pipes.push(PipeSpec { name: name.into(), capacity: sndbuf, kind: PipeKind::UnixStream(acc) });
         self.w.pipes.len() as u32 - 1
     }
     /// Adds a barrier for `parties` tasks.

@@ -88,13 +88,16 @@ struct Named {
 #[serde(deny_unknown_fields)]
 struct PipeDoc {
     name: String,
-    #[serde(default = "default_pipe_capacity")]
-    capacity: u32,
+    /// Default: a pipe's 65,536 bytes, a socket's kernel default send buffer.
+    capacity: Option<u32>,
+    /// `pipe` (default) or `unix-stream`.
+    kind: Option<String>,
+    /// A socket's accounting: `linux` (default) or `linux-2.6`.
+    skb: Option<String>,
 }
 
-fn default_pipe_capacity() -> u32 {
-    65536
-}
+/// A pipe's capacity when the file gives none (Linux: 16 pages).
+const DEFAULT_PIPE_CAPACITY: u32 = 65536;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -238,13 +241,39 @@ pub fn parse_toml_with(file: &str, src: &str, limits: &Limits) -> Result<Workloa
     let mut pipes = HashMap::new();
     for p in &doc.pipe {
         let v = p.get_ref();
-        if v.capacity == 0 {
+        let kind = match v.kind.as_deref() {
+            None | Some("pipe") => {
+                if v.skb.is_some() {
+                    return Err(r.err(p.span(), "skb", "`skb` applies to `kind = \"unix-stream\"` only"));
+                }
+                PipeKind::Pipe
+            }
+            Some("unix-stream") => match v.skb.as_deref().map(SkbAccounting::from_name) {
+                None => PipeKind::UnixStream(SkbAccounting::Linux),
+                Some(Some(acc)) => PipeKind::UnixStream(acc),
+                Some(None) => {
+                    return Err(r.err(p.span(), "skb", "unknown accounting: want `linux` or `linux-2.6`"))
+                }
+            },
+            Some(other) => {
+                return Err(r.err(
+                    p.span(),
+                    "kind",
+                    format!("unknown kind `{other}`: want `pipe` or `unix-stream`"),
+                ))
+            }
+        };
+        let capacity = v.capacity.unwrap_or(match kind {
+            PipeKind::Pipe => DEFAULT_PIPE_CAPACITY,
+            PipeKind::UnixStream(acc) => acc.default_sndbuf(),
+        });
+        if capacity == 0 {
             return Err(r.err(p.span(), "capacity", "a pipe needs a capacity of at least 1 byte"));
         }
         if pipes.insert(v.name.clone(), w.pipes.len() as u32).is_some() {
             return Err(r.err(p.span(), "name", format!("duplicate pipe `{}`", v.name)));
         }
-        w.pipes.push(PipeSpec { name: v.name.clone(), capacity: v.capacity });
+        w.pipes.push(PipeSpec { name: v.name.clone(), capacity, kind });
     }
     let mut barriers = HashMap::new();
     let mut barrier_parties_given = Vec::new();
@@ -1019,6 +1048,40 @@ ops = [
             assert_eq!((e.file.as_str(), e.line, e.key.as_str()), ("bad.toml", 1, "task"), "{e}");
             assert!(e.msg.contains("at least one task"), "{e}");
         }
+    }
+
+    #[test]
+    fn a_socket_pipe_is_read_written_and_checked() {
+        let task = "[[task]]\nname = \"a\"\nops = [ { send = \"s\", bytes = 100 } ]\n";
+        let w =
+            parse_toml("s.toml", &format!("[[pipe]]\nname = \"s\"\nkind = \"unix-stream\"\n{task}")).unwrap();
+        assert_eq!(
+            (w.pipes[0].kind, w.pipes[0].capacity),
+            (PipeKind::UnixStream(SkbAccounting::Linux), 212_992)
+        );
+        let src = format!("[[pipe]]\nname = \"s\"\nkind = \"unix-stream\"\nskb = \"linux-2.6\"\n{task}");
+        let w = parse_toml("s.toml", &src).unwrap();
+        assert_eq!(
+            (w.pipes[0].kind, w.pipes[0].capacity),
+            (PipeKind::UnixStream(SkbAccounting::Linux26), 124_928)
+        );
+        // Written back, it reads the same.
+        assert_eq!(parse_toml("again.toml", &crate::to_toml(&w)).unwrap().pipes, w.pipes);
+        // A pipe's default is 65,536 bytes.
+        let w = parse_toml("p.toml", &format!("[[pipe]]\nname = \"s\"\n{task}")).unwrap();
+        assert_eq!((w.pipes[0].kind, w.pipes[0].capacity), (PipeKind::Pipe, 65_536));
+        for (pipe, key, msg) in [
+            ("kind = \"tcp\"", "kind", "unknown kind `tcp`"),
+            ("kind = \"unix-stream\"\nskb = \"bsd\"", "skb", "want `linux` or `linux-2.6`"),
+            ("skb = \"linux\"", "skb", "applies to `kind = \"unix-stream\"` only"),
+        ] {
+            let e = err(&format!("[[pipe]]\nname = \"s\"\n{pipe}\n{task}"));
+            assert_eq!((e.line, e.key.as_str()), (1, key), "{e}");
+            assert!(e.msg.contains(msg), "{e}");
+        }
+        // A message larger than one socket buffer carries is refused.
+        let big = "[[pipe]]\nname = \"s\"\nkind = \"unix-stream\"\n[[task]]\nname = \"a\"\nops = [ { send = \"s\", bytes = 40000 } ]\n";
+        assert!(err(big).msg.contains("1..=36544"), "{}", err(big));
     }
 
     #[test]

@@ -163,7 +163,11 @@ pub fn to_toml(w: &Workload) -> String {
         section("device", format!("name = {}\n", q(d)));
     }
     for p in &w.pipes {
-        section("pipe", format!("name = {}\ncapacity = {}\n", q(&p.name), p.capacity));
+        let kind = match p.kind {
+            PipeKind::Pipe => String::new(),
+            PipeKind::UnixStream(acc) => format!("kind = \"unix-stream\"\nskb = {}\n", q(acc.name())),
+        };
+        section("pipe", format!("name = {}\ncapacity = {}\n{kind}", q(&p.name), p.capacity));
     }
     for b in &w.barriers {
         section("barrier", format!("name = {}\nparties = {}\n", q(&b.name), b.parties));
