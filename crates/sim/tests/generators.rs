@@ -147,6 +147,49 @@ fn sysbench_threads_performs_threads_x_events_x_yields() {
     }
 }
 
+/// sysbench 0.4's --max-requests is a total, numbered by one shared counter, and request r takes lock
+/// r mod --thread-locks: dealt in turn to 32 threads, 10,000 requests are 313 for threads 0-15 and
+/// 312 for the rest, and thread i only ever takes lock i mod 8 (4 threads per lock).
+#[test]
+fn sysbench_threads_deals_its_requests_in_turn_and_takes_the_counters_lock() {
+    let w = builtin("sysbench-threads[threads=32,requests=10000,yields=2,locks=8]").unwrap().unwrap();
+    for (i, t) in w.tasks.iter().enumerate() {
+        let locks: std::collections::BTreeSet<u32> = t
+            .program
+            .ops
+            .iter()
+            .filter_map(|op| match *op {
+                schedlab_workload::Op::Lock(m) => Some(m),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(locks.into_iter().collect::<Vec<_>>(), vec![i as u32 % 8], "thread{i}");
+    }
+    let r = run("sysbench-threads[threads=32,requests=10000,yields=2,locks=8]", 1, 600_000 * MS);
+    assert_eq!(r.stop_reason, "all_done");
+    assert_eq!(counter(&r, "events"), 10_000);
+    assert_eq!(one(&r, "thread15").nr_yields, 313 * 2);
+    assert_eq!(one(&r, "thread16").nr_yields, 312 * 2);
+    // 12 threads and 8 locks: thread i's requests i, i + 12, i + 24 take locks i, i + 4, i (mod 8).
+    let w = builtin("sysbench-threads[threads=12,requests=36,yields=1,locks=8]").unwrap().unwrap();
+    let locks_of = |t: &schedlab_workload::TaskSpec| -> Vec<u32> {
+        let mut v: Vec<u32> = t
+            .program
+            .ops
+            .iter()
+            .filter_map(|op| if let schedlab_workload::Op::Lock(m) = *op { Some(m) } else { None })
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    assert_eq!(locks_of(&w.tasks[1]), vec![1, 5]);
+    for bad in ["sysbench-threads[threads=4,events=2,requests=8]", "sysbench-threads[threads=4,requests=3]"] {
+        let e = builtin(bad).unwrap_err();
+        assert!(e.contains("requests"), "{bad}: {e}");
+    }
+}
+
 #[test]
 fn sysbench_mutex_takes_every_lock() {
     let r = run("sysbench-mutex[threads=3,mutex_locks=100,mutex_loops=1000]", 2, 10_000 * MS);

@@ -24,14 +24,15 @@ pub(super) fn generators() -> Vec<Generator> {
         Generator {
             name: "sysbench-threads",
             summary: "sysbench threads: lock, sched_yield, unlock in a tight loop",
-            models: "each event takes one of `locks` mutexes (round robin, as the shared counter does) and does `yields` x {lock; sched_yield; unlock}",
-            simplifies: "the shared lock counter is replaced by a per-thread round robin starting at the thread's index",
+            models: "each event (request) takes one of `locks` mutexes and does `yields` x {lock; sched_yield; unlock}; sysbench numbers its requests with one shared counter and takes lock number request mod locks (tests/threads/sb_threads.c)",
+            simplifies: "requests are dealt to the threads in turn, so thread i's k-th request is number i + k x threads and takes lock (i + k x threads) mod locks (with 32 threads and 8 locks, always lock i mod 8), where the real counter hands the next number to whichever thread asks first; a thread runs its requests grouped by lock",
             score: "counter `events` per second; nr_yields per task = events x yields",
             params: &[
                 ("threads", "1", "--threads"),
                 ("yields", "1000", "--thread-yields per event"),
                 ("locks", "8", "--thread-locks"),
-                ("events", "0", "--events per thread (0 = until the run ends)"),
+                ("events", "0", "requests per thread (0 = until the run ends, unless `requests` is given)"),
+                ("requests", "0", "--max-requests (sysbench 0.4; --events in 1.0): requests in total, dealt to the threads in turn; 0 = `events` per thread"),
                 ("op_cost", "200ns", "CPU time of one lock or unlock"),
             ],
             build: threads,
@@ -96,8 +97,20 @@ fn threads(a: &Args) -> Result<Workload, String> {
     let threads = a.u32("threads", 1..=100_000)?;
     let yields = a.u32("yields", 1..=10_000_000)?;
     let locks = a.u32("locks", 1..=4096)?;
-    let events = a.u32("events", 0..=u32::MAX)?;
+    let per_thread = a.u32("events", 0..=u32::MAX)?;
+    let requests = a.u32("requests", 0..=u32::MAX)?;
     let op_cost = a.dur("op_cost")?;
+    if requests > 0 && per_thread > 0 {
+        return Err(
+            "workload `sysbench-threads`: give `events` (per thread) or `requests` (in total), not both"
+                .into(),
+        );
+    }
+    if requests > 0 && requests < threads {
+        return Err(format!(
+            "workload `sysbench-threads`: {requests} requests for {threads} threads leave a thread without one"
+        ));
+    }
     let mut w = WorkloadBuilder::new("sysbench-threads");
     let c = w.counter("events");
     let mutexes: Vec<u32> = (0..locks).map(|i| w.mutex(format!("lock{i}"))).collect();
@@ -105,8 +118,12 @@ fn threads(a: &Args) -> Result<Workload, String> {
         p.repeat(yields, |q| q.lock(m).compute(op_cost).yield_now().unlock(m).compute(op_cost)).count(c)
     };
     for i in 0..threads {
-        // Thread i starts its round robin over the locks at lock i mod locks.
-        let order: Vec<u32> = (0..locks).map(|k| mutexes[((i + k) % locks) as usize]).collect();
+        // Requests dealt in turn: thread i's k-th is number i + k x threads, and takes lock
+        // (i + k x threads) mod locks, a cycle of locks / gcd(threads, locks) locks.
+        let cycle = locks / gcd(threads, locks);
+        let order: Vec<u32> = (0..cycle).map(|k| mutexes[((i + k * threads) % locks) as usize]).collect();
+        let locks = cycle;
+        let events = if requests > 0 { (requests - i).div_ceil(threads) } else { per_thread };
         let prog = if events == 0 {
             P::new().forever(|mut p| {
                 for &m in &order {
@@ -125,10 +142,18 @@ fn threads(a: &Args) -> Result<Workload, String> {
         };
         w.task(format!("thread{i}"), prog.build()).process = Some("sysbench".into());
     }
-    if events > 0 {
+    if requests > 0 || per_thread > 0 {
         w.stop(StopWhen::AllDone);
     }
     w.build()
+}
+
+fn gcd(a: u32, b: u32) -> u32 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
 }
 
 fn mutex(a: &Args) -> Result<Workload, String> {
