@@ -6,7 +6,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use schedlab_cli::resolve::{load_policy, load_workload, run_duration, split_specs};
+use schedlab_cli::resolve::{load_policy, load_workload, load_workload_with, run_duration, split_specs};
 use schedlab_cli::{compare, report_html};
 use schedlab_core::fmt_ns;
 use schedlab_sim::{Machine, RunConfig, Sim};
@@ -414,6 +414,11 @@ struct ReproduceArgs {
     /// With --real: runs of each case under each policy in the VM.
     #[arg(long, default_value_t = 1)]
     repeat: u32,
+    /// Re-run each claim with at least three seeds and at both ends of every free parameter's range
+    /// (each file's `[[free]]`), and say per claim whether it holds everywhere, at the chosen point
+    /// only, or nowhere.
+    #[arg(long, conflicts_with_all = ["real", "list"])]
+    sensitivity: bool,
     /// How the VM boots (with --real).
     #[command(flatten, next_help_heading = "The virtual machine (--real)")]
     vm: vm_test::VmOptions,
@@ -1045,6 +1050,7 @@ fn reproduce_cmd(args: ReproduceArgs) -> Result<()> {
         progress: !args.quiet,
         list: args.list,
         real: args.real.then(|| (args.vm, args.repeat, std::path::PathBuf::from(&args.out))),
+        sensitivity: args.sensitivity,
     };
     let text = reproduce::reproduce(&opts)?;
     if !args.quiet {

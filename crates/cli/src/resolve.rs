@@ -4,7 +4,7 @@
 use anyhow::{bail, Context, Result};
 use schedlab_core::Ns;
 use schedlab_sim::Machine;
-use schedlab_workload::{generators, parse_duration, parse_toml, Workload};
+use schedlab_workload::{generators, parse_duration, parse_toml_overriding, Workload};
 use std::path::Path;
 
 /// A machine preset or machine file, with the timer frequency and governor overridden if given.
@@ -23,7 +23,13 @@ pub fn load_machine(spec: &str, hz: Option<u32>, governor: Option<&str>) -> Resu
 /// A workload from a built-in spec (`hackbench[groups=2]`), a workload TOML file or an rt-app JSON file
 /// (its warnings go to standard error).
 pub fn load_workload(spec: &str) -> Result<Workload> {
-    if let Some(w) = generators::builtin(spec).map_err(anyhow::Error::msg)? {
+    load_workload_with(spec, &[])
+}
+
+/// [`load_workload`], every generator it builds (named, or included by a workload file) built with
+/// `overrides`. An rt-app file has no generators and is read as it is.
+pub fn load_workload_with(spec: &str, overrides: &[generators::ParamOverride]) -> Result<Workload> {
+    if let Some(w) = generators::builtin_with(spec, overrides).map_err(anyhow::Error::msg)? {
         return Ok(w);
     }
     let path = Path::new(spec);
@@ -44,7 +50,7 @@ pub fn load_workload(spec: &str) -> Result<Workload> {
         }
         return Ok(imported.workload);
     }
-    Ok(parse_toml(spec, &src)?)
+    Ok(parse_toml_overriding(spec, &src, &Default::default(), overrides)?)
 }
 
 /// A policy from a spec (`cfs[sched_latency_ns=6000000]`) or a policy TOML file (`name` and `[params]`).

@@ -139,7 +139,12 @@ fn results_do_not_depend_on_the_number_of_workers() {
             "| all | | 8 | 4 | 2 | 2 |"
         ]
     );
-    assert!(claims.starts_with("| experiment | claim | paper | schedlab | expected | result |\n"), "{one}");
+    assert!(
+        claims.starts_with(
+            "| experiment | claim | paper | schedlab | seeds one at a time | expected | result |\n"
+        ),
+        "{one}"
+    );
     assert_eq!(claims.lines().count(), 2 + 8, "a header, a rule and four claims for each of two experiments");
     // --quick takes the [quick] section: one seed, one simulated second.
     let (ok, list, err) =
@@ -244,7 +249,14 @@ fn every_experiment_the_seed_papers_need_is_present_and_valid() {
         assert!(lines.next().is_some(), "{id} is missing");
         let claims = lines.take_while(|l| l.starts_with("  ")).filter(|l| l.starts_with("  claim ")).count();
         assert!(claims > 0, "{id} has no claim");
+        let text = std::fs::read_to_string(dir.join(format!("{id}.toml"))).unwrap();
+        assert!(text.contains("[[free]]"), "{id} declares its free parameters");
         assert!(quick.contains(&format!("{id}  ")), "{id} in the quick set");
+    }
+    // At least three seeds for every case at full size, so each claim has a spread.
+    for l in out.lines().filter(|l| l.starts_with("  case ")) {
+        let seeds: usize = l.rsplit(" x ").next().unwrap().trim_end_matches(" seed(s)").parse().unwrap();
+        assert!(seeds >= 3, "{l}");
     }
     // The quick set is smaller: fewer simulated seconds in all.
     let total = |text: &str| -> f64 {
@@ -254,6 +266,198 @@ fn every_experiment_the_seed_papers_need_is_present_and_valid() {
             .sum()
     };
     assert!(total(&quick) < total(&out), "quick {} s against full {} s", total(&quick), total(&out));
+}
+
+/// A claim whose direction holds fails when its value is outside the band around the paper's
+/// number; figure-only claims are marked; the band's keys go together.
+#[test]
+fn a_paper_number_is_checked_within_its_band() {
+    let text = TOY.replace(
+        "paper = \"3\"",
+        "paper = \"3\"\n\n[[claim]]\nid = \"two-not-four\"\nquote = \"four hogs\"\nsource = \"none\"\n\
+         metric = \"count(tasks[hog*])\"\npolicy = \"cfs\"\nexpect = \"> 1\"\npaper = \"4\"\npaper_value = 4\n\
+         band = 0.25\nband_why = \"a test\"\n\n[[claim]]\nid = \"two-near-two\"\nquote = \"two hogs\"\n\
+         source = \"none\"\nmetric = \"count(tasks[hog*])\"\npolicy = \"cfs\"\nexpect = \"> 1\"\npaper = \"2.2\"\n\
+         paper_value = 2.2\nband = 0.25\nband_why = \"a test\"\n\n[[claim]]\nid = \"figure\"\nquote = \"two\"\n\
+         source = \"fig. 1\"\nmetric = \"count(tasks[hog*])\"\npolicy = \"cfs\"\nexpect = \"> 1\"\npaper = \"-\"\n\
+         figure_only = true",
+    );
+    let dir = experiments("band", &[("e.toml", &text)]);
+    let (ok, out, err) = schedlab(&["reproduce", "--all", "--dir", dir.to_str().unwrap(), "--no-html"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("[DOES NOT HOLD] two-not-four:"), "2 is above 1 but not within 25 % of 4: {out}");
+    assert!(out.contains("count(tasks[hog*]): value > 1 and within 25 % of 4.000"), "{out}");
+    assert!(out.contains("[holds] two-near-two:"), "2 is within 25 % of 2.2: {out}");
+    assert!(out.contains("[holds] figure:") && out.contains("value > 1 (direction: figure only)"), "{out}");
+    for (from, to, want) in [
+        (
+            "band = 0.25\nband_why = \"a test\"\n\n[[claim]]\nid = \"two-near",
+            "\n\n[[claim]]\nid = \"two-near",
+            "key `band`",
+        ),
+        (
+            "band = 0.25\nband_why = \"a test\"\n\n[[claim]]\nid = \"two-near",
+            "band = -1\nband_why = \"a test\"\n\n[[claim]]\nid = \"two-near",
+            "a relative band above zero",
+        ),
+        ("paper_value = 2.2", "paper_value = 0", "key `paper_value`"),
+        (
+            "paper = \"-\"\nfigure_only = true",
+            "paper = \"-\"\nfigure_only = true\npaper_value = 1\nband = 0.1\nband_why = \"x\"",
+            "key `figure_only`",
+        ),
+    ] {
+        assert!(text.contains(from), "{from}");
+        let d = experiments("band-bad", &[("e.toml", &text.replacen(from, to, 1))]);
+        let (ok, _, err) = schedlab(&["reproduce", "--all", "--dir", d.to_str().unwrap(), "--list"]);
+        assert!(!ok && err.contains(want) && err.contains("e.toml:"), "{want}: {err}");
+    }
+}
+
+/// Two pi processes of `work` CPU time each on one CPU: they finish together after 2 x work (1 s
+/// chosen, so 2 s), whatever the seed; the range's ends give 1 s and 4 s.
+const SENSITIVE: &str = r#"
+title = "two pi processes"
+source = "arithmetic"
+machine = "up"
+policies = ["cfs"]
+seeds = [1]
+duration = "10s"
+
+[[case]]
+name = "pair"
+workload = "pi[n=2,work=1s]"
+
+[[claim]]
+id = "under-2.5s"
+quote = "done within 2.5 s"
+source = "2 x 1 s"
+metric = "summary.makespan_ns"
+policy = "cfs"
+expect = "< 2.5e9"
+paper = "2 s"
+
+[[claim]]
+id = "under-1.5s"
+quote = "done within 1.5 s"
+source = "false at 1 s of work each"
+metric = "summary.makespan_ns"
+policy = "cfs"
+expect = "< 1.5e9"
+paper = "-"
+
+[[claim]]
+id = "two"
+quote = "two processes"
+source = "n=2"
+metric = "count(tasks[*])"
+policy = "cfs"
+expect = "in [2, 2]"
+paper = "2"
+
+[[claim]]
+id = "three"
+quote = "three processes"
+source = "false"
+metric = "count(tasks[*])"
+policy = "cfs"
+expect = "> 2"
+paper = "3"
+
+[[free]]
+param = "pi.work"
+chosen = "1s"
+range = ["500ms", "2s"]
+why = "a test's choice"
+
+[[free]]
+param = "costs.context_switch_ns"
+chosen = "2us"
+range = ["2us", "4us"]
+why = "one-sided: only the high end differs"
+
+[[free]]
+param = "machine.hz"
+chosen = "1000"
+range = ["250", "1000"]
+why = "the up preset ticks at 1000 Hz"
+"#;
+
+#[test]
+fn sensitivity_says_where_each_verdict_holds_across_seeds_and_free_ranges() {
+    let dir = experiments("sens", &[("pair.toml", SENSITIVE)]);
+    let json = dir.join("s.json");
+    let args = ["reproduce", "toy", "--dir", dir.to_str().unwrap(), "--sensitivity"];
+    let (ok, out, err) = schedlab(&[&args[..], &["--json", json.to_str().unwrap()]].concat());
+    assert!(ok, "{err}");
+    assert!(out.contains("  free pi.work = 1s in [500ms, 2s]\n"), "{out}");
+    assert!(out.contains("[holds at the chosen point only] under-2.5s:"), "{out}");
+    assert!(out.contains("differs: pi.work=2s fails (4."), "work 2 s: both end after 4 s: {out}");
+    assert!(out.contains("[fails at the chosen point] under-1.5s:"), "{out}");
+    assert!(out.contains("differs: pi.work=500ms holds (1."), "{out}");
+    assert!(out.contains("[holds everywhere] two:"), "{out}");
+    assert!(out.contains("[fails everywhere] three:"), "{out}");
+    assert!(
+        out.ends_with(
+            "4 claim(s): 1 hold everywhere, 1 hold at the chosen point only, 1 fail at the chosen point, \
+             1 fail everywhere, 0 not measured\n"
+        ),
+        "{out}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["schema"], "schedlab.sensitivity/1");
+    let e = &v["experiments"][0];
+    assert_eq!(e["seeds"], serde_json::json!([1, 2, 3]), "one seed filled up to three");
+    let points: Vec<&str> =
+        e["claims"][0]["points"].as_array().unwrap().iter().map(|p| p["at"].as_str().unwrap()).collect();
+    assert_eq!(
+        points,
+        [
+            "seed 1",
+            "seed 2",
+            "seed 3",
+            "pi.work=500ms",
+            "pi.work=2s",
+            "costs.context_switch_ns=4us",
+            "machine.hz=250"
+        ],
+        "each seed, then each end that differs from the chosen value"
+    );
+    // Two processes of 1 s each end together a little after 2 s (switches and ticks cost time), and
+    // at the range's ends after a little more than 1 s and 4 s.
+    let checked = |k: usize| e["claims"][0]["points"][k]["checked"].as_f64().unwrap();
+    let chosen = e["claims"][0]["chosen"]["value"].as_f64().unwrap();
+    assert!((2.0e9..2.05e9).contains(&chosen), "{chosen}");
+    assert_eq!(checked(0), chosen, "a deterministic workload: every seed the same");
+    assert!((1.0e9..1.03e9).contains(&checked(3)) && (4.0e9..4.1e9).contains(&checked(4)), "{e}");
+    // At 250 Hz CFS switches the two processes less often, so less time goes to switching: they
+    // end a little sooner.
+    assert!(checked(6) < chosen && checked(6) > 2.0e9, "{e}");
+    // Same inputs, same output, whatever the number of workers.
+    let (ok, again, err) = schedlab(&[&args[..], &["--jobs", "1"]].concat());
+    assert!(ok, "{err}");
+    assert_eq!(out, again);
+    // Declarations that do not match what the experiment runs are refused with the file, line and key.
+    for (name, from, to, key, want) in [
+        ("wrong-chosen", "chosen = \"1s\"", "chosen = \"3s\"", "chosen", "outside its range"),
+        ("not-run", "chosen = \"1s\"", "chosen = \"1.5s\"", "chosen", "is not what case `pair` runs with"),
+        ("unused", "param = \"pi.work\"", "param = \"hogs.n\"", "param", "changes nothing in any case"),
+        ("unknown", "param = \"pi.work\"", "param = \"pi.speed\"", "param", "has no parameter `speed`"),
+        ("no-cost", "costs.context_switch_ns", "costs.warp_ns", "param", "warp_ns"),
+        ("bad-hz", "chosen = \"1000\"", "chosen = \"500\"", "chosen", "expected 100, 250, 300 or 1000"),
+        ("one-end", "range = [\"500ms\", \"2s\"]", "range = [\"2s\"]", "range", "two values"),
+    ] {
+        let text = SENSITIVE.replacen(from, to, 1);
+        let d = experiments(name, &[("pair.toml", &text)]);
+        let (ok, _, err) = schedlab(&["reproduce", "--all", "--dir", d.to_str().unwrap(), "--list"]);
+        assert!(!ok, "{name} must fail");
+        assert!(err.contains(&format!("key `{key}`")) && err.contains(want), "{name}: {err}");
+        let line: usize = err.split("pair.toml:").nth(1).unwrap().split(':').next().unwrap().parse().unwrap();
+        let want_line = text.lines().position(|l| l.starts_with(&format!("{key} ="))).unwrap() + 1;
+        let in_table = text.lines().take(line).filter(|l| *l == "[[free]]").count();
+        assert!(line >= want_line && in_table >= 1, "{name}: line {line}: {err}");
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+    }
 }
 
 /// `--real` refuses what a VM cannot run before booting one: an experiment on more CPUs than a

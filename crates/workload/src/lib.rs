@@ -21,5 +21,5 @@ mod toml_write;
 pub use builder::{ProgramBuilder, WorkloadBuilder};
 pub use duration::{parse_duration, MAX_TIME_NS};
 pub use model::*;
-pub use toml_form::{parse_toml, parse_toml_with, Limits, WorkloadError};
+pub use toml_form::{parse_toml, parse_toml_overriding, parse_toml_with, Limits, WorkloadError};
 pub use toml_write::{fmt_duration, to_toml};

@@ -196,6 +196,17 @@ pub fn parse_toml(file: &str, src: &str) -> Result<Workload, WorkloadError> {
 
 /// Reads a workload from TOML text within `limits`.
 pub fn parse_toml_with(file: &str, src: &str, limits: &Limits) -> Result<Workload, WorkloadError> {
+    parse_toml_overriding(file, src, limits, &[])
+}
+
+/// Reads a workload from TOML text within `limits`, every included generator built with `overrides`
+/// ([`crate::generators::builtin_with`]).
+pub fn parse_toml_overriding(
+    file: &str,
+    src: &str,
+    limits: &Limits,
+    overrides: &[crate::generators::ParamOverride],
+) -> Result<Workload, WorkloadError> {
     let r = Reader { file, src };
     let doc: Doc = toml::from_str(src).map_err(|e| {
         let span = e.span().unwrap_or(0..0);
@@ -514,7 +525,8 @@ pub fn parse_toml_with(file: &str, src: &str, limits: &Limits) -> Result<Workloa
             },
         };
         let spec = &t.spec;
-        let built = crate::generators::builtin(spec).map_err(|m| r.err(inc.span(), "include", m))?;
+        let built =
+            crate::generators::builtin_with(spec, overrides).map_err(|m| r.err(inc.span(), "include", m))?;
         let Some(mut other) = built else {
             return Err(r.err(
                 inc.span(),
@@ -1282,6 +1294,36 @@ mod include_tests {
         assert!(e.key == "include" && e.msg.contains("not a built-in"), "{e}");
         let e = parse_toml("m.toml", "include = [\"hogs[n=0]\"]\n").unwrap_err();
         assert!(e.msg.contains("outside"), "{e}");
+    }
+
+    #[test]
+    fn overrides_set_a_generators_parameter_wherever_it_is_included() {
+        use crate::generators::{builtin, builtin_with, ParamOverride};
+        let src = "include = [\"hackbench[groups=1,msg_cost=2us]\", \"fibo\"]\n";
+        let o = |g: &str, p: &str, v: &str| ParamOverride {
+            generator: g.into(),
+            param: p.into(),
+            value: v.into(),
+        };
+        let plain = parse_toml("m.toml", src).unwrap();
+        let same =
+            parse_toml_overriding("m.toml", src, &Limits::default(), &[o("hackbench", "msg_cost", "2us")]);
+        assert_eq!(same.unwrap(), plain, "the value the spec gives changes nothing");
+        let slow =
+            parse_toml_overriding("m.toml", src, &Limits::default(), &[o("hackbench", "msg_cost", "4us")]);
+        let direct = builtin("hackbench[groups=1,msg_cost=4us]").unwrap().unwrap();
+        let slow = slow.unwrap();
+        assert_ne!(slow, plain);
+        assert_eq!(slow.tasks[0].program, direct.tasks[0].program, "as if the spec had said 4us");
+        let other =
+            parse_toml_overriding("m.toml", src, &Limits::default(), &[o("perf-pipe", "msg_cost", "4us")]);
+        assert_eq!(other.unwrap(), plain, "another generator's parameter is not this one's");
+        // A parameter the spec leaves at its default is set too.
+        let d = builtin_with("hackbench[groups=1]", &[o("hackbench", "msg_cost", "4us")]).unwrap().unwrap();
+        assert_eq!(d, direct);
+        assert!(ParamOverride::known("hackbench", "msg_cost").is_ok());
+        assert!(ParamOverride::known("hackbench", "speed").unwrap_err().contains("no parameter `speed`"));
+        assert!(ParamOverride::known("warp", "x").unwrap_err().contains("no workload generator `warp`"));
     }
 
     #[test]

@@ -148,11 +148,53 @@ pub struct Claim {
     pub paper: String,
     /// How to show values.
     pub unit: Unit,
+    /// The paper's own number for the checked value and the relative band around it the value must
+    /// also lie in (`paper_value`, `band`), when the paper gives one.
+    pub magnitude: Option<Magnitude>,
+    /// The paper gives only a figure: the expectation is the direction it shows.
+    pub figure_only: bool,
     /// Why the expectation reads as it does, or why it was changed.
     pub note: String,
 }
 
+/// A magnitude check: the checked value within `band` (relative) of the paper's `value`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Magnitude {
+    /// The paper's number.
+    pub value: f64,
+    /// The relative band, 0.25 for +-25 %.
+    pub band: f64,
+    /// Why this band (the paper's run-to-run spread, or why a fixed band).
+    pub why: String,
+}
+
+impl Magnitude {
+    /// Whether `v` lies within the band.
+    pub fn holds(&self, v: f64) -> bool {
+        (v - self.value).abs() <= self.band * self.value.abs()
+    }
+
+    /// `within 25 % of 1.83`.
+    pub fn text(&self) -> String {
+        format!(
+            "within {} % of {}",
+            sig4(self.band * 100.0).trim_end_matches('0').trim_end_matches('.'),
+            sig4(self.value)
+        )
+    }
+}
+
 impl Claim {
+    /// The expectation as shown in tables: the bound or band, and the magnitude or figure-only mark.
+    pub fn expected_text(&self) -> String {
+        let kind = if self.is_ratio() { "ratio" } else { "value" };
+        match (&self.magnitude, self.figure_only) {
+            (Some(m), _) => format!("{kind} {} and {}", self.expect_text, m.text()),
+            (None, true) => format!("{kind} {} (direction: figure only)", self.expect_text),
+            (None, false) => format!("{kind} {}", self.expect_text),
+        }
+    }
+
     /// Whether the claim compares two measurements.
     pub fn is_ratio(&self) -> bool {
         self.vs.is_some() || self.vs_case.is_some()
@@ -174,6 +216,33 @@ pub struct Outcome {
     pub holds: Option<bool>,
     /// The claim's numbers for a reader: `ule 0.3 % vs cfs 49.9 % = 0.006`.
     pub shown: String,
+    /// The lowest and highest checked number over the seeds taken one at a time (with more than one
+    /// seed, and where every seed measured it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed_range: Option<[f64; 2]>,
+}
+
+impl Outcome {
+    /// The seed range as text (`0.95 to 1.02`), empty without one.
+    pub fn seed_range_text(&self) -> String {
+        self.seed_range.map_or(String::new(), |[a, b]| format!("{} to {}", sig4(a), sig4(b)))
+    }
+}
+
+/// Sets each outcome's seed range from `per_seed[seed][claim]` (the claims checked one seed at a time).
+pub fn set_seed_ranges(outcomes: &mut [Outcome], per_seed: &[Vec<Outcome>]) {
+    if per_seed.len() < 2 {
+        return;
+    }
+    for (k, o) in outcomes.iter_mut().enumerate() {
+        let vals: Option<Vec<f64>> = per_seed.iter().map(|s| s.get(k).and_then(|x| x.checked)).collect();
+        o.seed_range = vals.filter(|v| v.iter().all(|x| x.is_finite())).map(|v| {
+            [
+                v.iter().copied().fold(f64::INFINITY, f64::min),
+                v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            ]
+        });
+    }
 }
 
 impl Claim {
@@ -219,8 +288,11 @@ impl Claim {
             value,
             reference,
             checked,
-            holds: checked.filter(|c| c.is_finite()).map(|c| self.expect.holds(c)),
+            holds: checked
+                .filter(|c| c.is_finite())
+                .map(|c| self.expect.holds(c) && self.magnitude.as_ref().is_none_or(|m| m.holds(c))),
             shown,
+            seed_range: None,
         }
     }
 }
@@ -241,6 +313,15 @@ mod tests {
         for bad in ["about 1", "in [2, 1]", "< x", "in 1, 2"] {
             assert!(Expect::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_magnitude_band_is_relative_to_the_papers_number() {
+        let m = Magnitude { value: 1.83, band: 0.25, why: "fixed".into() };
+        assert!(m.holds(1.83) && m.holds(1.4) && m.holds(2.28) && !m.holds(2.35) && !m.holds(1.35));
+        assert_eq!(m.text(), "within 25 % of 1.830");
+        let neg = Magnitude { value: -4778.0, band: 0.5, why: "x".into() };
+        assert!(neg.holds(-3000.0) && !neg.holds(-2000.0) && !neg.holds(4778.0));
     }
 
     #[test]

@@ -9,8 +9,10 @@
 //! whenever everything ran.
 
 pub mod claim;
+pub mod free;
 pub use schedlab_cli::metric;
 pub mod real;
+pub mod sensitivity;
 pub mod spec;
 
 use crate::report_html::{self, esc};
@@ -48,6 +50,9 @@ pub struct Options {
     pub list: bool,
     /// Run the cases in the VM too (`--real`): how it boots and how many runs of each.
     pub real: Option<(crate::vm_test::VmOptions, u32, PathBuf)>,
+    /// Re-run every claim across seeds and at the ends of each free parameter's range instead
+    /// (`--sensitivity`).
+    pub sensitivity: bool,
 }
 
 /// The experiment files chosen by `select` / `all`.
@@ -101,7 +106,7 @@ fn choose(opts: &Options) -> Result<Vec<PathBuf>> {
 /// One simulation to run.
 struct Job<'a> {
     exp: &'a Experiment,
-    case: usize,
+    case: &'a spec::Case,
     policy: usize,
     seed: u64,
     /// Simulate the policy deciding in user space (`--real`): the case's machine with these
@@ -110,7 +115,7 @@ struct Job<'a> {
 }
 
 fn run_job(job: &Job) -> Result<Value> {
-    let case = &job.exp.cases[job.case];
+    let case = job.case;
     let spec = &case.policies[job.policy];
     let mut policy = crate::load_policy(spec)?;
     let cfg = RunConfig {
@@ -133,8 +138,19 @@ fn run_job(job: &Job) -> Result<Value> {
 
 /// Runs `jobs` on `threads` workers; results in job order.
 fn run_all(jobs: &[Job], threads: usize, progress: bool) -> Vec<Result<Value>> {
+    run_all_map(jobs, threads, progress, |_, v| v)
+}
+
+/// Runs `jobs` on `threads` workers and keeps `keep(job, report)` of each (so a long sweep need not
+/// hold every report); results in job order.
+fn run_all_map<T: Send>(
+    jobs: &[Job],
+    threads: usize,
+    progress: bool,
+    keep: impl Fn(&Job, Value) -> T + Sync,
+) -> Vec<Result<T>> {
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<Value>>>> = Mutex::new((0..jobs.len()).map(|_| None).collect());
+    let results: Mutex<Vec<Option<Result<T>>>> = Mutex::new((0..jobs.len()).map(|_| None).collect());
     let bar = crate::progress_bar(progress, jobs.len() as u64);
     if let Some(b) = &bar {
         b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
@@ -145,12 +161,13 @@ fn run_all(jobs: &[Job], threads: usize, progress: bool) -> Vec<Result<Value>> {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(job) = jobs.get(i) else { break };
-                let r = run_job(job).with_context(|| {
-                    let c = &job.exp.cases[job.case];
+                let r = run_job(job).map(|v| keep(job, v)).with_context(|| {
+                    let c = job.case;
                     format!(
-                        "{} case `{}`, {} seed {}",
+                        "{} case `{}` ({}), {} seed {}",
                         job.exp.id(),
                         c.name,
+                        c.workload_spec,
                         c.policies[job.policy],
                         job.seed
                     )
@@ -184,35 +201,60 @@ fn mean_of(claim: &claim::Claim, runs: &[Value]) -> Option<f64> {
     v.filter(|v| !v.is_empty()).map(|v| v.iter().sum::<f64>() / v.len() as f64)
 }
 
+/// The metric's mean for (case index, policy index) over the runs at hand.
+type MeanOf<'a> = dyn Fn(usize, usize) -> Option<f64> + 'a;
+
 /// A claim's measurement for `policy` in `case`, divided by its value in the base case if any.
-fn measure(exp: &Experiment, runs: &Runs, claim: &claim::Claim, case: &str, policy: &str) -> Option<f64> {
-    let at = |case: &str| -> &[Value] {
+fn measure(exp: &Experiment, claim: &claim::Claim, case: &str, policy: &str, mean: &MeanOf) -> Option<f64> {
+    let at = |case: &str| {
         let ci = exp.cases.iter().position(|c| c.name == case).unwrap_or(0);
         let pi = exp.cases[ci].policies.iter().position(|p| p == policy).unwrap_or(0);
-        &runs[ci][pi]
+        (ci, pi)
     };
-    let v = mean_of(claim, at(case))?;
+    let (ci, pi) = at(case);
+    let v = mean(ci, pi)?;
     match &claim.base_case {
         None => Some(v),
         Some(b) => {
-            let base = mean_of(claim, at(b))?;
+            let (bi, bp) = at(b);
+            let base = mean(bi, bp)?;
             (base != 0.0).then_some(v / base)
         }
     }
 }
 
-fn check(exp: &Experiment, runs: &Runs) -> Vec<Outcome> {
+/// Checks every claim of `exp`; `mean(k, case, policy)` is claim `k`'s metric averaged over the runs.
+fn check_claims(exp: &Experiment, mean: &dyn Fn(usize, usize, usize) -> Option<f64>) -> Vec<Outcome> {
     exp.claims
         .iter()
-        .map(|c| {
-            let value = measure(exp, runs, c, &c.case, &c.policy);
+        .enumerate()
+        .map(|(k, c)| {
+            let m = |ci: usize, pi: usize| mean(k, ci, pi);
+            let value = measure(exp, c, &c.case, &c.policy, &m);
             let reference = c.is_ratio().then(|| {
                 let case = c.vs_case.as_deref().unwrap_or(&c.case);
-                measure(exp, runs, c, case, c.vs.as_deref().unwrap_or(&c.policy))
+                measure(exp, c, case, c.vs.as_deref().unwrap_or(&c.policy), &m)
             });
             c.check(value, reference.flatten())
         })
         .collect()
+}
+
+fn check(exp: &Experiment, runs: &Runs) -> Vec<Outcome> {
+    check_claims(exp, &|k, ci, pi| mean_of(&exp.claims[k], &runs[ci][pi]))
+}
+
+/// [`check`], with each outcome's spread over the seeds taken one at a time.
+fn check_with_spread(exp: &Experiment, runs: &Runs) -> Vec<Outcome> {
+    let mut outcomes = check(exp, runs);
+    let seeds = runs.iter().flatten().map(|r| r.len()).min().unwrap_or(0);
+    let per_seed: Vec<Vec<Outcome>> = (0..seeds)
+        .map(|s| {
+            check_claims(exp, &|k, ci, pi| runs[ci][pi].get(s).and_then(|r| exp.claims[k].metric.eval(r)))
+        })
+        .collect();
+    claim::set_seed_ranges(&mut outcomes, &per_seed);
+    outcomes
 }
 
 fn verdict(o: &Outcome) -> &'static str {
@@ -228,7 +270,17 @@ fn text_report(exp: &Experiment, outcomes: &[Outcome]) -> String {
     for (c, o) in exp.claims.iter().zip(outcomes) {
         let _ = writeln!(s, "  [{}] {}: \"{}\" ({})", verdict(o), c.id, c.quote, c.source);
         let _ = writeln!(s, "      paper: {}", c.paper);
-        let _ = writeln!(s, "      schedlab: {}; expected {} {}", o.shown, c.metric_text, c.expect_text);
+        let spread = match o.seed_range {
+            Some(_) => format!(" (seeds {})", o.seed_range_text()),
+            None => String::new(),
+        };
+        let _ = writeln!(
+            s,
+            "      schedlab: {}{spread}; expected {}: {}",
+            o.shown,
+            c.metric_text,
+            c.expected_text()
+        );
     }
     s
 }
@@ -239,12 +291,13 @@ fn markdown_rows(exp: &Experiment, outcomes: &[Outcome]) -> String {
     for (c, o) in exp.claims.iter().zip(outcomes) {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} |",
             exp.id(),
             c.id,
             cell(&c.paper),
             cell(&o.shown),
-            cell(&format!("{} {}", if c.is_ratio() { "ratio" } else { "value" }, c.expect_text)),
+            o.seed_range_text(),
+            cell(&c.expected_text()),
             verdict(o)
         );
     }
@@ -271,7 +324,7 @@ fn html_report(exp: &Experiment, outcomes: &[Outcome], runs: &Runs, quick: bool)
         };
         let _ = writeln!(
             b,
-            "<tr><td><b>{}</b>: &ldquo;{}&rdquo; ({}){}</td><td>{}</td><td>{}</td><td><code>{}</code> {} {}</td>\
+            "<tr><td><b>{}</b>: &ldquo;{}&rdquo; ({}){}</td><td>{}</td><td>{}</td><td><code>{}</code> {}</td>\
              <td class=\"{class}\">{}</td></tr>",
             esc(&c.id),
             esc(&c.quote),
@@ -280,8 +333,7 @@ fn html_report(exp: &Experiment, outcomes: &[Outcome], runs: &Runs, quick: bool)
             esc(&c.paper),
             esc(&o.shown),
             esc(&c.metric_text),
-            if c.is_ratio() { "ratio" } else { "" },
-            esc(&c.expect_text),
+            esc(&c.expected_text()),
             verdict(o)
         );
     }
@@ -354,12 +406,15 @@ pub fn reproduce(opts: &Options) -> Result<String> {
         };
         return real::reproduce_real(&exps, &ro, opts.markdown, opts.json.as_deref());
     }
+    if opts.sensitivity {
+        return sensitivity::run(&exps, opts);
+    }
     let mut jobs = Vec::new();
     for exp in &exps {
-        for (ci, case) in exp.cases.iter().enumerate() {
+        for case in &exp.cases {
             for pi in 0..case.policies.len() {
                 for &seed in &exp.seeds {
-                    jobs.push(Job { exp, case: ci, policy: pi, seed, scx: None });
+                    jobs.push(Job { exp, case, policy: pi, seed, scx: None });
                 }
             }
         }
@@ -367,7 +422,7 @@ pub fn reproduce(opts: &Options) -> Result<String> {
     let mut results = run_all(&jobs, opts.jobs, opts.progress).into_iter();
     let mut text = String::new();
     let mut md = String::from(
-        "| experiment | claim | paper | schedlab | expected | result |\n|---|---|---|---|---|---|\n",
+        "| experiment | claim | paper | schedlab | seeds one at a time | expected | result |\n|---|---|---|---|---|---|---|\n",
     );
     let mut summary = String::from(
         "| experiment | source | claims | hold | do not hold | not measured |\n|---|---|---|---|---|---|\n",
@@ -386,7 +441,7 @@ pub fn reproduce(opts: &Options) -> Result<String> {
             }
             runs.push(per_policy);
         }
-        let outcomes = check(exp, &runs);
+        let outcomes = check_with_spread(exp, &runs);
         let count = |h: Option<bool>| outcomes.iter().filter(|o| o.holds == h).count();
         let (h, f, u) = (count(Some(true)), count(Some(false)), count(None));
         let _ = writeln!(summary, "| {} | {} | {} | {h} | {f} | {u} |", exp.id(), exp.source, outcomes.len());

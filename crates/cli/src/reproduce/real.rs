@@ -387,7 +387,7 @@ fn report(
         let real_verdict = if ran { verdict(r) } else { "not run in the VM" };
         let shown = |o: &Outcome| if ran { o.shown.clone() } else { "-".to_string() };
         let _ = writeln!(text, "  {}: \"{}\" ({})", c.id, c.quote, c.source);
-        let _ = writeln!(text, "      expected:       {} {}", c.metric_text, c.expect_text);
+        let _ = writeln!(text, "      expected:       {}: {}", c.metric_text, c.expected_text());
         let _ = writeln!(text, "      simulated:      [{}] {}", verdict(s), s.shown);
         let _ = writeln!(text, "      sim. sched_ext: [{}] {}", if ran { verdict(x) } else { "-" }, shown(x));
         let _ = writeln!(text, "      real kernel:    [{real_verdict}] {}", shown(r));
@@ -403,7 +403,7 @@ fn report(
             if ran { verdict(x) } else { "-" },
             cell(&shown(r)),
             real_verdict,
-            cell(&format!("{} {}", if c.is_ratio() { "ratio" } else { "value" }, c.expect_text)),
+            cell(&c.expected_text()),
         );
     }
 }
@@ -416,7 +416,7 @@ fn sim_jobs<'a>(exp: &'a Experiment, trips: Option<&[Vec<Option<RoundTrips>>]>) 
     for (ci, c) in exp.cases.iter().enumerate().filter(|(_, c)| c.real) {
         for pi in 0..c.policies.len() {
             let scx = trips.and_then(|t| t.get(ci)?.get(pi).copied().flatten());
-            jobs.extend(exp.seeds.iter().map(|&seed| Job { exp, case: ci, policy: pi, seed, scx }));
+            jobs.extend(exp.seeds.iter().map(|&seed| Job { exp, case: c, policy: pi, seed, scx }));
         }
     }
     jobs
@@ -693,7 +693,7 @@ paper = "p"
         let jobs = sim_jobs(&e, Some(&trips));
         // Only the real case ("small"), each policy, each seed.
         assert_eq!(jobs.len(), 2 * e.seeds.len());
-        assert!(jobs.iter().all(|j| j.case == 0));
+        assert!(jobs.iter().all(|j| std::ptr::eq(j.case, &e.cases[0])));
         assert!(jobs.iter().filter(|j| j.policy == 0).all(|j| j.scx == Some(cfs)));
         assert!(jobs.iter().filter(|j| j.policy == 1).all(|j| j.scx.is_none()));
         assert!(sim_jobs(&e, None).iter().all(|j| j.scx.is_none()));

@@ -9,10 +9,12 @@
 //! validated when the file is read: every error names the file, the line and the key.
 
 use super::claim::{Claim, Expect, Unit};
+pub use super::free::FreeParam;
 use super::metric::Metric;
 use anyhow::Result;
 use schedlab_core::Ns;
 use schedlab_sim::Machine;
+use schedlab_workload::generators::ParamOverride;
 use schedlab_workload::{parse_duration, Workload};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -39,6 +41,18 @@ struct Doc {
     case: Vec<Spanned<CaseDoc>>,
     #[serde(default)]
     claim: Vec<Spanned<ClaimDoc>>,
+    #[serde(default)]
+    free: Vec<Spanned<FreeDoc>>,
+}
+
+/// `[[free]]`: a parameter the experiment chose where the paper and the sources are silent.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FreeDoc {
+    param: String,
+    chosen: String,
+    range: Vec<String>,
+    why: String,
 }
 
 fn default_seeds() -> Vec<u64> {
@@ -120,9 +134,15 @@ struct ClaimDoc {
     unit: String,
     #[serde(default)]
     note: String,
+    paper_value: Option<f64>,
+    band: Option<f64>,
+    band_why: Option<String>,
+    #[serde(default)]
+    figure_only: bool,
 }
 
 /// One case: a workload on a machine, run under each policy with each seed.
+#[derive(Clone)]
 pub struct Case {
     /// Name, unique in the experiment.
     pub name: String,
@@ -138,6 +158,9 @@ pub struct Case {
     pub policies: Vec<String>,
     /// Whether `--real` runs this case (the `[real]` section's `cases`, or every case).
     pub real: bool,
+    /// The workload specs as read (files resolved against the experiment's directory), to rebuild the
+    /// workload with a free parameter changed.
+    pub specs: Vec<String>,
 }
 
 /// A parsed, validated experiment (for the chosen mode, full or quick).
@@ -166,6 +189,8 @@ pub struct Experiment {
     pub claims: Vec<Claim>,
     /// Why `--real` cannot run this experiment (the `[real]` section's `skip`), if it cannot.
     pub real_skip: Option<String>,
+    /// The parameters the experiment chose itself, with their plausible ranges (`[[free]]`).
+    pub free: Vec<FreeParam>,
 }
 
 impl Experiment {
@@ -210,17 +235,19 @@ impl Reader<'_> {
             spec.to_string()
         }
     }
+}
 
-    fn workload(&self, specs: &[String]) -> Result<Workload> {
-        match specs {
-            [] => anyhow::bail!("no workload"),
-            [one] => crate::load_workload(&self.resolve(one)),
-            many => {
-                // Several generators run together, as a workload file's `include` list merges them.
-                let list: Vec<String> = many.iter().map(|s| format!("{s:?}")).collect();
-                let src = format!("name = {:?}\ninclude = [{}]\n", many.join(" + "), list.join(", "));
-                Ok(schedlab_workload::parse_toml(&self.file, &src)?)
-            }
+/// The workload of `specs` (already resolved), every generator built with `overrides`; `file` names
+/// the experiment in errors.
+pub fn build_workload(file: &str, specs: &[String], overrides: &[ParamOverride]) -> Result<Workload> {
+    match specs {
+        [] => anyhow::bail!("no workload"),
+        [one] => crate::load_workload_with(one, overrides),
+        many => {
+            // Several generators run together, as a workload file's `include` list merges them.
+            let list: Vec<String> = many.iter().map(|s| format!("{s:?}")).collect();
+            let src = format!("name = {:?}\ninclude = [{}]\n", many.join(" + "), list.join(", "));
+            Ok(schedlab_workload::parse_toml_overriding(file, &src, &Default::default(), overrides)?)
         }
     }
 }
@@ -292,7 +319,10 @@ pub fn load(path: &Path, mode: Mode) -> Result<Experiment> {
             (_, Some(q)) if quick => (q.list(), "quick_workload"),
             _ => (d.workload.list(), "workload"),
         };
-        let workload = r.workload(&specs).map_err(|e| r.err(span.clone(), key, format!("{e:#}")))?;
+        let workload_spec = specs.clone();
+        let specs: Vec<String> = specs.iter().map(|s| r.resolve(s)).collect();
+        let workload =
+            build_workload(&file, &specs, &[]).map_err(|e| r.err(span.clone(), key, format!("{e:#}")))?;
         let real_dur = d.real_duration.as_ref().filter(|_| mode == Mode::Real);
         let case_dur = if quick {
             real_dur.or(d.quick_duration.as_ref()).or(d.duration.as_ref())
@@ -318,11 +348,12 @@ pub fn load(path: &Path, mode: Mode) -> Result<Experiment> {
         cases.push(Case {
             name: d.name.clone(),
             machine,
-            workload_spec: specs.join(" + "),
+            workload_spec: workload_spec.join(" + "),
             workload,
             duration_ns,
             policies,
             real: true,
+            specs,
         });
     }
     let real_skip = doc.real.as_ref().and_then(|rd| rd.get_ref().skip.clone());
@@ -383,6 +414,36 @@ pub fn load(path: &Path, mode: Mode) -> Result<Experiment> {
         let metric = Metric::parse(&d.metric).map_err(|x| e("metric", x.to_string()))?;
         let expect = Expect::parse(&d.expect).map_err(|x| e("expect", x.to_string()))?;
         let unit = Unit::parse(&d.unit).map_err(|x| e("unit", x.to_string()))?;
+        let magnitude = match (d.paper_value, d.band, &d.band_why) {
+            (None, None, None) => None,
+            (Some(value), Some(band), Some(why)) => {
+                if !(band > 0.0 && band.is_finite()) {
+                    return Err(e("band", format!("{band}: a relative band above zero (0.25 for 25 %)")));
+                }
+                if why.trim().is_empty() || !value.is_finite() || value == 0.0 {
+                    let key = if value == 0.0 || !value.is_finite() { "paper_value" } else { "band_why" };
+                    return Err(e(
+                        key,
+                        "a non-zero paper_value, and why the band is as wide as it is".into(),
+                    ));
+                }
+                if d.figure_only {
+                    return Err(e(
+                        "figure_only",
+                        "a claim with the paper's number is not figure-only".into(),
+                    ));
+                }
+                Some(super::claim::Magnitude { value, band, why: why.clone() })
+            }
+            _ => {
+                let key = ["paper_value", "band", "band_why"]
+                    .into_iter()
+                    .zip([d.paper_value.is_some(), d.band.is_some(), d.band_why.is_some()])
+                    .find(|(_, set)| !set)
+                    .map_or("band", |(k, _)| k);
+                return Err(e(key, "paper_value, band and band_why go together".into()));
+            }
+        };
         claims.push(Claim {
             id: d.id.clone(),
             quote: d.quote.clone(),
@@ -399,10 +460,26 @@ pub fn load(path: &Path, mode: Mode) -> Result<Experiment> {
             paper: d.paper.clone(),
             unit,
             note: d.note.clone(),
+            magnitude,
+            figure_only: d.figure_only,
         });
     }
     if claims.is_empty() {
         return Err(r.err(src.len()..src.len(), "claim", "an experiment needs at least one [[claim]]"));
+    }
+    let mut free: Vec<FreeParam> = Vec::new();
+    for f in &doc.free {
+        let (span, d) = (f.span(), f.get_ref());
+        if free.iter().any(|x| x.param == d.param) {
+            return Err(r.err(span, "param", format!("`{}` is declared twice", d.param)));
+        }
+        let [low, high] = d.range.as_slice() else {
+            return Err(r.err(span, "range", "two values: [low, high]"));
+        };
+        let p = FreeParam::new(&d.param, &d.chosen, low, high, &d.why)
+            .map_err(|(key, msg)| r.err(span.clone(), key, msg))?;
+        p.check_against(&file, &cases).map_err(|(key, msg)| r.err(span.clone(), key, msg))?;
+        free.push(p);
     }
     Ok(Experiment {
         paper,
@@ -417,6 +494,7 @@ pub fn load(path: &Path, mode: Mode) -> Result<Experiment> {
         cases,
         claims,
         real_skip,
+        free,
     })
 }
 

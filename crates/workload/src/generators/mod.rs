@@ -118,9 +118,44 @@ pub fn generators() -> Vec<Generator> {
     v
 }
 
+/// A generator parameter set from outside the spec, as a sensitivity run sets a free parameter: every
+/// call of `generator` builds with `param = value`, whatever its spec gives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParamOverride {
+    /// The generator's name (`hackbench`).
+    pub generator: String,
+    /// One of its parameters (`msg_cost`).
+    pub param: String,
+    /// The value, as a spec would write it (`4us`).
+    pub value: String,
+}
+
+impl ParamOverride {
+    /// Whether `generator` documents `param` (an override of anything else is an error).
+    pub fn known(generator: &str, param: &str) -> Result<(), String> {
+        let Some(g) = generators().into_iter().find(|g| g.name == generator) else {
+            let names: Vec<_> = generators().iter().map(|g| g.name).collect();
+            return Err(format!("no workload generator `{generator}` (there are: {})", names.join(", ")));
+        };
+        if !g.params.iter().any(|p| p.0 == param) {
+            let known: Vec<_> = g.params.iter().map(|p| p.0).collect();
+            return Err(format!(
+                "workload `{generator}` has no parameter `{param}` (it has: {})",
+                known.join(", ")
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Builds a generator's workload from a spec such as `hackbench[groups=4]`. `Ok(None)` if the name is
 /// not a generator (it may be a file).
 pub fn builtin(spec: &str) -> Result<Option<Workload>, String> {
+    builtin_with(spec, &[])
+}
+
+/// [`builtin`], with `overrides` replacing (or adding) the parameters they name for their generator.
+pub fn builtin_with(spec: &str, overrides: &[ParamOverride]) -> Result<Option<Workload>, String> {
     // Not a generator name: perhaps a file (the caller decides).
     let head = spec.trim().split('[').next().unwrap_or("");
     if !generators().iter().any(|g| g.name == head) {
@@ -130,6 +165,11 @@ pub fn builtin(spec: &str) -> Result<Option<Workload>, String> {
         schedlab_core::spec::split_spec(spec).map_err(|m| format!("workload `{spec}`: {m}"))?;
     let name = name.as_str();
     let Some(g) = generators().into_iter().find(|g| g.name == name) else { return Ok(None) };
+    let mut given = given;
+    for o in overrides.iter().filter(|o| o.generator == name) {
+        given.retain(|(k, _)| *k != o.param);
+        given.push((o.param.clone(), o.value.clone()));
+    }
     for (k, _) in &given {
         if !g.params.iter().any(|p| p.0 == k) {
             let known: Vec<_> = g.params.iter().map(|p| p.0).collect();
