@@ -173,6 +173,13 @@ struct Live {
     per_template: Vec<usize>,
 }
 
+impl Live {
+    /// Live tasks of the templates that are not `background`: what `all_done` waits for.
+    fn foreground(&self, w: &Workload) -> usize {
+        self.per_template.iter().zip(&w.tasks).filter(|(_, t)| !t.background).map(|(n, _)| n).sum()
+    }
+}
+
 impl Shared {
     /// The run's common start, monotonic ns (0 until the gate opens).
     pub fn t0(&self) -> u64 {
@@ -569,7 +576,7 @@ fn control(
         let Ok(live) = shared.live.lock() else { return "error" };
         let started = now >= shared.t0() && at_start.is_empty();
         match shared.w.stop {
-            StopWhen::AllDone if started && live.threads == 0 => return "all_done",
+            StopWhen::AllDone if started && live.foreground(&shared.w) == 0 => return "all_done",
             StopWhen::TemplateDone(t) if started && live.per_template[t as usize] == 0 => return "task_done",
             _ => {}
         }

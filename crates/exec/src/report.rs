@@ -57,6 +57,7 @@ pub fn build(
                 exited_ns: r.exited_ns,
                 pmc: PmcReport::default(),
                 policy: Default::default(),
+                background: spec.background,
             }
         })
         .collect();

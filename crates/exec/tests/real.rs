@@ -990,3 +990,28 @@ fn a_unix_stream_pipe_is_a_real_socket_with_the_send_buffer_asked_for() {
         assert_eq!(out.warnings.iter().any(|w| w.contains("socket `s`")), noted, "{:?}", out.warnings);
     }
 }
+
+/// A background task does not keep a real `all_done` run alive: a thread sleeping 1 s at a time
+/// (the latency probe, included in the background) is stopped when the foreground thread's 50 ms
+/// of work are done, long before the 10 s duration; the makespan is the foreground's exit.
+#[test]
+fn a_real_run_ends_when_its_foreground_is_done_and_stops_the_background() {
+    let _one = ONE_AT_A_TIME.lock();
+    let out = exec(
+        r#"
+        include = [{ spec = "latency-probe[period=1s]", background = true }]
+        stop = "all_done"
+        [[task]]
+        name = "work"
+        ops = [ { compute = "50ms" } ]
+        "#,
+        10_000,
+    );
+    let r = &out.report;
+    assert_eq!(r.stop_reason, "all_done");
+    assert!(r.duration_ns < 2_000_000_000, "the run lasted {} ns", r.duration_ns);
+    let work = task(r, "work").exited_ns.expect("the foreground task exits");
+    assert_eq!(r.summary.makespan_ns, Some(work));
+    let probe = task(r, "latency-probe.probe");
+    assert!(probe.background && probe.exited_ns.is_none(), "{probe:?}");
+}

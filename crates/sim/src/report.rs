@@ -244,6 +244,10 @@ pub struct TaskReport {
     /// The policy's internals for this task at the end of the run (`SchedPolicy::trace_values`:
     /// CFS's vruntime, ULE's interactivity score, AVEC's avec_boosted...), by name.
     pub policy: PolicyValues,
+    /// A background task (a monitor beside the workload, `background = true`): left out of the
+    /// makespan and the fairness summary. Written only when true.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub background: bool,
 }
 
 /// Named values a policy reports for one task, sorted by name; serialized as a JSON object. (A
@@ -540,6 +544,7 @@ pub(crate) fn build(sim: &Sim, end: Ns, stop: &'static str) -> RunReport {
                     sim.policy.trace_values(v.id, &mut values);
                     PolicyValues::new(values)
                 },
+                background: w.tasks[tk.template as usize].background,
             }
         })
         .collect();
@@ -689,13 +694,14 @@ pub fn measured_summary(
     }
 }
 
-/// The workload's completion: the last exit when every task exited, or the end of a run stopped
+/// The workload's completion: the last exit when every foreground task exited, or the end of a run stopped
 /// because the stop task's instances were all done (a server that never exits, run until its load
 /// generator finishes); `None` otherwise.
 pub fn makespan(tasks: &[TaskReport], stop_reason: &str, end: Ns) -> Option<Ns> {
-    let exited = tasks.iter().filter(|t| t.exited_ns.is_some()).count();
-    if exited == tasks.len() && exited > 0 {
-        tasks.iter().filter_map(|t| t.exited_ns).max()
+    let foreground = || tasks.iter().filter(|t| !t.background);
+    let exited = foreground().filter(|t| t.exited_ns.is_some()).count();
+    if exited == foreground().count() && exited > 0 {
+        foreground().filter_map(|t| t.exited_ns).max()
     } else if stop_reason == "task_done" {
         Some(end)
     } else {
@@ -703,11 +709,11 @@ pub fn makespan(tasks: &[TaskReport], stop_reason: &str, end: Ns) -> Option<Ns> 
     }
 }
 
-/// Fairness over the non-RT tasks that were alive (started, not exited) at the end.
+/// Fairness over the foreground non-RT tasks that were alive (started, not exited) at the end.
 pub fn fairness(tasks: &[TaskReport]) -> Fairness {
     let alive: Vec<&TaskReport> = tasks
         .iter()
-        .filter(|t| !t.class.is_rt() && t.started_ns.is_some() && t.exited_ns.is_none())
+        .filter(|t| !t.background && !t.class.is_rt() && t.started_ns.is_some() && t.exited_ns.is_none())
         .collect();
     let norm: Vec<u128> =
         alive.iter().map(|t| t.run_ns as u128 * 1024 / nice_to_weight(t.nice) as u128).collect();

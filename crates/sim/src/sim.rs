@@ -382,6 +382,8 @@ pub struct Sim<'a> {
     migr: Vec<Migration>,
     pub(crate) next_tgid: u32,
     pub(crate) alive: usize,
+    /// Live tasks that are not `background`: what `all_done` waits for.
+    pub(crate) foreground_alive: usize,
     pub(crate) template_alive: Vec<u64>,
     pub(crate) nr_runnable: usize,
     pub(crate) counters: Counters,
@@ -570,6 +572,7 @@ impl<'a> Sim<'a> {
             migr: Vec::new(),
             next_tgid: 1,
             alive: 0,
+            foreground_alive: 0,
             template_alive: vec![0; workload.tasks.len()],
             nr_runnable: 0,
             counters: Counters::default(),
@@ -673,6 +676,9 @@ impl<'a> Sim<'a> {
         let demand = self.w.tasks[template as usize].activity.as_ref().map(crate::contention::Demand::of);
         self.demand.push(demand.unwrap_or_default());
         self.alive += 1;
+        if !self.w.tasks[template as usize].background {
+            self.foreground_alive += 1;
+        }
         self.template_alive[template as usize] += 1;
         id
     }
@@ -1461,6 +1467,9 @@ impl<'a> Sim<'a> {
         tk.exited_at = Some(now);
         let template = tk.template as usize;
         self.alive -= 1;
+        if !self.w.tasks[template].background {
+            self.foreground_alive -= 1;
+        }
         self.template_alive[template] -= 1;
         if let Some(p) = self.views[t.idx()].parent {
             let pt = &mut self.tasks[p.idx()];
@@ -1472,7 +1481,7 @@ impl<'a> Sim<'a> {
         }
         self.schedule(cpu, SwitchReason::Exited);
         match self.w.stop {
-            StopWhen::AllDone if self.alive == 0 => self.stop = Some("all_done"),
+            StopWhen::AllDone if self.foreground_alive == 0 => self.stop = Some("all_done"),
             StopWhen::TemplateDone(k) if k as usize == template && self.template_alive[template] == 0 => {
                 self.stop = Some("task_done")
             }

@@ -1595,3 +1595,35 @@ fn under_sched_ext_with_halves_the_conformance_mix_completes_with_dvfs_and_conte
         assert_eq!(r.summary.nr_exited, r.summary.nr_tasks, "{spec}: a task never finished");
     }
 }
+
+/// A background task (a probe that sleeps 250 ms at a time, forever) does not keep an `all_done`
+/// run alive: the run ends when the foreground hog finishes its 600 ms of work on its own CPU, the
+/// makespan is the hog's exit, the probe is still alive and reported as background, and the
+/// fairness summary leaves it out (one foreground task alive: none). The probe woke at 250 and
+/// 500 ms, on an idle CPU, each time within the engine's wakeup costs.
+#[test]
+fn a_background_task_does_not_keep_an_all_done_run_alive() {
+    let mut w = WorkloadBuilder::new("background");
+    w.task("hog", P::new().compute(600 * MS).build()).cpus = Some(vec![0]);
+    let probe = w.task("probe", P::new().forever(|p| p.sleep(250 * MS).compute(10 * US)).build());
+    probe.cpus = Some(vec![1]);
+    probe.background = true;
+    w.stop(StopWhen::AllDone);
+    let w = w.build().unwrap();
+    let r = run(&Machine::flat(2), &w, "cfs", 10 * NSEC_PER_SEC);
+    assert_eq!(r.stop_reason, "all_done");
+    let hog = task(&r, "hog").exited_ns.expect("the hog exits");
+    assert!(near(hog, 600 * MS, MS), "hog exited at {hog}");
+    assert_eq!(r.duration_ns, hog, "the run ends at the hog's exit, not the 10 s duration");
+    assert_eq!(r.summary.makespan_ns, Some(hog));
+    let p = task(&r, "probe");
+    assert!(p.background && p.exited_ns.is_none());
+    assert_eq!(p.wakeup_latency.count, 2, "woken at 250 and 500 ms");
+    assert!(p.wakeup_latency.max_ns < 100 * US, "{:?}", p.wakeup_latency);
+    assert_eq!(r.summary.fairness.nr_tasks, 0, "the probe is not part of the fairness summary");
+    // The same workload with the probe in the foreground runs to the duration: it never exits.
+    let mut w2 = w.clone();
+    w2.tasks[1].background = false;
+    let r2 = run(&Machine::flat(2), &w2, "cfs", 2 * NSEC_PER_SEC);
+    assert_eq!((r2.stop_reason, r2.summary.makespan_ns), ("duration", None));
+}

@@ -78,6 +78,7 @@ pub fn report(rec: &Recording, filter: &Filter, name: &str) -> RunReport {
                 exited_ns: t.exited_ns.map(|x| x - start),
                 pmc: PmcReport::default(),
                 policy: Default::default(),
+                background: false,
             }
         })
         .collect();

@@ -314,6 +314,11 @@ pub struct TaskSpec {
     /// 0.1-100 ms (`__setparam_fair`). `None`: the base slice. Policies without per-task slices
     /// ignore it (EEVDF 6.6 as Linux 6.6 did).
     pub slice_ns: Option<Ns>,
+    /// A background task (a monitor, a probe, a daemon): the run does not wait for it. The stop
+    /// conditions count only the other, foreground, tasks (`all_done` ends the run when the last of
+    /// them exits); background tasks still running then end with the run, and the makespan and the
+    /// fairness summary are over the foreground tasks.
+    pub background: bool,
 }
 
 impl TaskSpec {
@@ -333,6 +338,7 @@ impl TaskSpec {
             activity: None,
             process: None,
             slice_ns: None,
+            background: false,
         }
     }
 
@@ -693,6 +699,16 @@ impl Workload {
             if t as usize >= self.tasks.len() {
                 return Err(format!("stop condition names unknown task index {t}"));
             }
+        }
+        if self.stop == StopWhen::AllDone
+            && self.tasks.iter().any(|t| t.background)
+            && self.tasks.iter().all(|t| t.background || t.instances == 0)
+        {
+            return Err(
+                "stop `all_done` waits for the foreground tasks, and no task that starts with the run \
+                        is one (every started task is `background`)"
+                    .into(),
+            );
         }
         Ok(())
     }

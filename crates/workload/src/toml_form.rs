@@ -76,6 +76,9 @@ struct IncludeTable {
     start: Option<String>,
     group: Option<String>,
     prefix: Option<String>,
+    /// Every task of the included application is a background task (a monitor beside the workload).
+    #[serde(default)]
+    background: bool,
 }
 
 #[derive(Deserialize)]
@@ -137,6 +140,8 @@ struct TaskDoc {
     instances: Option<Spanned<i64>>,
     #[serde(default)]
     threads: bool,
+    #[serde(default)]
+    background: bool,
     policy: Option<Spanned<String>>,
     nice: Option<Spanned<i64>>,
     rt_priority: Option<Spanned<i64>>,
@@ -349,6 +354,7 @@ pub fn parse_toml_overriding(
         let v = t.get_ref();
         let mut spec = TaskSpec::new(v.name.clone(), Program::default());
         spec.threads = v.threads;
+        spec.background = v.background;
         spec.process = v.process.clone();
         if let Some(n) = &v.instances {
             if *n.get_ref() < 0 {
@@ -515,13 +521,14 @@ pub fn parse_toml_overriding(
     for inc in &doc.include {
         let t = match inc.get_ref() {
             IncludeDoc::Spec(spec) => {
-                IncludeTable { spec: spec.clone(), start: None, group: None, prefix: None }
+                IncludeTable { spec: spec.clone(), start: None, group: None, prefix: None, background: false }
             }
             IncludeDoc::Table(t) => IncludeTable {
                 spec: t.spec.clone(),
                 start: t.start.clone(),
                 group: t.group.clone(),
                 prefix: t.prefix.clone(),
+                background: t.background,
             },
         };
         let spec = &t.spec;
@@ -538,6 +545,11 @@ pub fn parse_toml_overriding(
             let delay = parse_duration(start).map_err(|m| r.err(inc.span(), "include.start", m))?;
             for task in &mut other.tasks {
                 task.start_ns += delay;
+            }
+        }
+        if t.background {
+            for task in &mut other.tasks {
+                task.background = true;
             }
         }
         if let Some(group) = &t.group {
@@ -603,6 +615,15 @@ pub fn parse_toml_overriding(
                 }
             },
         };
+    }
+    if w.stop == StopWhen::AllDone && w.tasks.iter().all(|t| t.background || t.instances == 0) {
+        let span = doc.stop.as_ref().map_or(0..0, |s| s.span());
+        return Err(r.err(
+            span,
+            "stop",
+            "`all_done` waits for the foreground tasks, and every task that starts with the run is \
+             `background`: nothing to wait for (leave `background` off the workload's own tasks)",
+        ));
     }
     if w.tasks.is_empty() {
         // rt-app refuses a file without tasks; an empty workload would run nothing and report zeros.
@@ -1352,5 +1373,25 @@ mod include_tests {
             assert_eq!(e.key, key, "{e}");
             assert_eq!(e.line, 1, "{e}");
         }
+    }
+
+    #[test]
+    fn a_task_or_an_included_application_can_be_in_the_background() {
+        let w = parse_toml(
+            "probe.toml",
+            "include = [\"hackbench[groups=1]\", { spec = \"fibo\", background = true }]\nstop = \"all_done\"\n\
+             [[task]]\nname = \"mon\"\nbackground = true\nops = [ { sleep = \"1s\" } ]\n",
+        )
+        .unwrap();
+        let bg: Vec<&str> = w.tasks.iter().filter(|t| t.background).map(|t| t.name.as_str()).collect();
+        assert_eq!(bg, vec!["mon", "fibo.fibo"]);
+        assert!(w.tasks.iter().filter(|t| t.name.starts_with("hackbench.")).all(|t| !t.background));
+        // The probe generator is a background task of its own accord.
+        let p = crate::generators::builtin("latency-probe").unwrap().unwrap();
+        assert!(p.tasks.len() == 1 && p.tasks[0].background);
+        // Waiting for all to be done with nothing in the foreground is refused at `stop`.
+        let e = parse_toml("m.toml", "include = [\"latency-probe\"]\n\nstop = \"all_done\"\n").unwrap_err();
+        assert_eq!((e.line, e.key.as_str()), (3, "stop"), "{e}");
+        assert!(e.msg.contains("background"), "{e}");
     }
 }

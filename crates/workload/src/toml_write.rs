@@ -181,6 +181,9 @@ pub fn to_toml(w: &Workload) -> String {
         if t.threads {
             b.push_str("threads = true\n");
         }
+        if t.background {
+            b.push_str("background = true\n");
+        }
         if let Some(p) = &t.process {
             let _ = writeln!(b, "process = {}", q(p));
         }
@@ -285,6 +288,7 @@ activity = { l2 = 10258, mmx = 4925 }
 phases = [ { loop = 3, cpus = [1], ops = [ { compute = { normal = ["2ms", "500us"] } }, { lock = "m \"quoted\"" }, { wait = "c", mutex = "m \"quoted\"" }, { unlock = "m \"quoted\"" } ] } ]
 [[task]]
 name = "b"
+background = true
 nice = -3
 slice = "300us"
 ops = [ { loop = "forever", ops = [ { timer = "1ms", mode = "absolute", ref = "tick" }, { signal = "c" }, { io = "disk", service = { lognormal = ["1ms", "1ms"] } }, { sem_wait = "s" }, { sem_post = "s" }, { resume = "e" }, { count = "done" }, { send = "p", bytes = 10 }, { recv = "p", bytes = 10 }, { yield = true } ] }, { fork = "c" }, { wait_children = true }, { exit = true } ]

@@ -50,7 +50,31 @@ pub(super) fn generators() -> Vec<Generator> {
             ],
             build: editor,
         },
+        Generator {
+            name: "latency-probe",
+            summary: "a probe that sleeps, wakes and reads the clock: how late it runs is the latency",
+            models: "the latency measure of seed 000 sec. 5.1: one process sleeps `period` (a relative sleep, usleep), then reads the clock and records how much later than asked it woke, `work` of CPU time; it is a background task, so a run stops when the workload beside it is done (include it with `{ spec = \"latency-probe\" }` and `stop = \"all_done\"`)",
+            simplifies: "the timer fires exactly (high-resolution timers, no timer slack): the lateness is the wakeup latency, from the timer's expiry until the probe runs",
+            score: "the probe's wakeup latency (`tasks[*probe*].wakeup_latency.max_ns`, its mean and percentiles); counter `probes`",
+            params: &[
+                ("period", "250ms", "sleep per probe (seed 000: 0.25 s)"),
+                ("work", "10us", "CPU time per wakeup: reading the clock and recording the lateness (no source: a few system calls)"),
+            ],
+            build: latency_probe,
+        },
     ]
+}
+
+fn latency_probe(a: &Args) -> Result<Workload, String> {
+    let (period, work) = (a.dur("period")?, a.dur("work")?);
+    if period == 0 {
+        return Err("workload `latency-probe`: period must be above zero".into());
+    }
+    let mut w = WorkloadBuilder::new("latency-probe");
+    let c = w.counter("probes");
+    let t = w.task("probe", P::new().forever(|p| p.sleep(period).compute(work).count(c)).build());
+    t.background = true;
+    w.build()
 }
 
 fn schbench(a: &Args) -> Result<Workload, String> {
