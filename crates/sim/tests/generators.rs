@@ -29,6 +29,7 @@ const TESTED: &[&str] = &[
     "schbench",
     "cyclictest",
     "editor",
+    "latency-probe",
     "volanomark",
     "apache-ab",
     "nas-mg",
@@ -251,6 +252,20 @@ fn editor_types_at_its_think_rate() {
     // 20 s / (200 ms think + 3 ms burst) = 98 keystrokes expected; exponential think times vary.
     let k = counter(&r, "keystrokes");
     assert!((60..=140).contains(&k), "{k}");
+}
+
+/// Alone on an idle CPU the probe's cycle is its relative sleep plus its work: with 100 ms and 1 ms,
+/// it wakes at about 100, 201, ..., 908 ms in a 1 s run (9 wakeups) and is never late by more than
+/// the engine's wakeup costs. It is a background task, so nothing stops the run before its duration.
+#[test]
+fn latency_probe_sleeps_relative_periods_in_the_background() {
+    let r = run("latency-probe[period=100ms,work=1ms]", 1, 1_000 * MS);
+    assert_eq!(r.stop_reason, "duration");
+    let p = one(&r, "probe");
+    assert!(p.background);
+    assert_eq!((p.nr_wakeups, counter(&r, "probes")), (9, 9));
+    assert!(p.wakeup_latency.max_ns < 50 * US, "{:?}", p.wakeup_latency);
+    assert!(p.run_ns.abs_diff(9 * MS) < MS, "{}", p.run_ns);
 }
 
 #[test]
