@@ -616,7 +616,12 @@ pub fn parse_toml_overriding(
             },
         };
     }
-    if w.stop == StopWhen::AllDone && w.tasks.iter().all(|t| t.background || t.instances == 0) {
+    // Only a workload with background tasks: one whose tasks all start at 0 instances (an rt-app
+    // import's `instance: 0`) ends at once, as it always did.
+    if w.stop == StopWhen::AllDone
+        && w.tasks.iter().any(|t| t.background)
+        && w.tasks.iter().all(|t| t.background || t.instances == 0)
+    {
         let span = doc.stop.as_ref().map_or(0..0, |s| s.span());
         return Err(r.err(
             span,
@@ -1393,5 +1398,13 @@ mod include_tests {
         let e = parse_toml("m.toml", "include = [\"latency-probe\"]\n\nstop = \"all_done\"\n").unwrap_err();
         assert_eq!((e.line, e.key.as_str()), (3, "stop"), "{e}");
         assert!(e.msg.contains("background"), "{e}");
+        // Without background tasks, a workload of templates only (0 instances) still reads, as the
+        // rt-app importer writes it (`instance: 0`; found by the rtapp_json fuzz target).
+        let w = parse_toml(
+            "zero.toml",
+            "stop = \"all_done\"\n[[task]]\nname = \"t\"\ninstances = 0\nops = [ { compute = \"1ms\" } ]\n",
+        )
+        .unwrap();
+        assert_eq!(w.tasks[0].instances, 0);
     }
 }
