@@ -327,6 +327,14 @@ pub trait SchedPolicy {
         Vec::new()
     }
 
+    /// Whether placing a forked task on a CPU other than its parent's counts as a migration. Linux
+    /// 2.6.38's `wake_up_new_task` moves the child with `set_task_cpu`, which counts it
+    /// (`se.nr_migrations`, perf's cpu-migrations, the `sched_migrate_task` event); today's kernels
+    /// place it with `__set_task_cpu`, uncounted. Default: not counted.
+    fn counts_fork_placement(&self) -> bool {
+        false
+    }
+
     /// What this policy promises about idle CPUs.
     fn work_conservation(&self) -> WorkConservation {
         WorkConservation::None

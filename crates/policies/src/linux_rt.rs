@@ -397,6 +397,10 @@ impl<F: SchedPolicy> SchedPolicy for LinuxClasses<F> {
         v
     }
 
+    fn counts_fork_placement(&self) -> bool {
+        self.fair.counts_fork_placement()
+    }
+
     fn work_conservation(&self) -> WorkConservation {
         // The RT class keeps per-CPU queues (with pulls, not a global queue), so a fair class's
         // machine-wide promise holds only per CPU for the stack.

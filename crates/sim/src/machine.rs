@@ -12,6 +12,14 @@ pub struct CostModel {
     /// Direct cost of a context switch (register and address-space switch), charged when the next
     /// task differs from the previous one. Default 2 us.
     pub context_switch_ns: Ns,
+    /// A context switch to a thread of the process whose address space the CPU holds: Linux's
+    /// `context_switch` leaves the page tables and TLB alone when the next task's `mm` is the one
+    /// loaded (`switch_mm` compares them), and the idle task borrows the last one (lazy TLB), so a
+    /// switch between two threads of one process, or back to one after idle, costs only the
+    /// register switch. The CPU holds the address space of the last task that ran on it. Unset
+    /// (the default): `context_switch_ns`, every switch alike.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread_switch_ns: Option<Ns>,
     /// Fixed cost of one scheduling decision (`pick_next`). Default 250 ns.
     pub sched_base_ns: Ns,
     /// Cost per task the policy reports having examined (seed 001: the 2.4 scheduler's O(n) goodness
@@ -210,6 +218,7 @@ impl Default for CostModel {
     fn default() -> Self {
         CostModel {
             context_switch_ns: 2 * NSEC_PER_USEC,
+            thread_switch_ns: None,
             sched_base_ns: 250,
             sched_per_task_ns: 40,
             wakeup_ipi_ns: 2 * NSEC_PER_USEC,
@@ -418,6 +427,13 @@ pub enum MachineError {
     },
 }
 
+/// A switch between threads of one process on the HTFS thesis's Athlon II, at most: its sysbench
+/// threads run on one core (seed 000 sec. 5.2.1, fig. 3, table 6) made 1.1 million switches a
+/// second for 74.53 s under HTFS, each thread locking, yielding and unlocking, so a switch there
+/// cost no more than 74.53 s / 82 million = 0.91 us with everything else free. The largest value
+/// that bound allows (the preset's 2 us for any switch cannot be right for threads there).
+pub const ATHLON2_THREAD_SWITCH_NS: Ns = 900;
+
 /// `(name, description, builder)` for each preset.
 type Preset = (&'static str, &'static str, fn() -> Machine);
 
@@ -426,7 +442,9 @@ const PRESETS: &[Preset] = &[
         machine("up", Topology::flat(1), false, 1000)
     }),
     ("athlon2-x2", "AMD Athlon II M320: 2 cores, private L2 each, 2.1 GHz (HTFS thesis, seed 000 sec. 5.1)", || {
-        machine("athlon2-x2", Topology::symmetric(1, 1, 2, 1, 1).expect("preset"), false, 1000)
+        let mut m = machine("athlon2-x2", Topology::symmetric(1, 1, 2, 1, 1).expect("preset"), false, 1000);
+        m.costs.thread_switch_ns = Some(ATHLON2_THREAD_SWITCH_NS);
+        m
     }),
     ("core2duo", "Intel Core2Duo: 2 cores sharing an L2 and the front-side bus, 1.6-2.4 GHz SpeedStep (AVEC thesis, seed 004)", || {
         let mut m = machine("core2duo", Topology::symmetric(1, 1, 1, 2, 1).expect("preset"), false, 1000);

@@ -162,9 +162,17 @@ pub struct ScxRoundTrips {
 pub struct Fairness {
     /// Tasks considered (non-RT, started, not exited at the end).
     pub nr_tasks: u64,
-    /// Seed 000 eq. 4: max over task pairs of |run_i/w_i - run_j/w_j|, in ns of nice-0 run time
-    /// (each run time scaled by 1024/weight).
+    /// Seed 000 eq. 4 at the end: max over task pairs of |run_i/w_i - run_j/w_j|, in ns of nice-0
+    /// run time (each run time scaled by 1024/weight), over the tasks above.
     pub unfairness_ns: Ns,
+    /// Eq. 4 at its largest: the maximum over every sample instant (`sample_interval`) and the end
+    /// of the unfairness among the tasks alive then (foreground, non-RT, started, not exited), as
+    /// seed 000 sec. 3 takes "the maximal possible unfairness" as the measure. A run that ends when
+    /// its tasks are all done has no task alive at the end; this keeps what happened before.
+    /// Without sampling (and in measured runs) it is the end's value.
+    pub max_unfairness_ns: Ns,
+    /// When `max_unfairness_ns` was reached, ns from the start.
+    pub max_unfairness_at_ns: Ns,
     /// Jain's fairness index of weight-normalised run time (1 = perfectly fair).
     pub jain_index: f64,
     /// Work spread among identical tasks (same template and nice), for classes of two or more.
@@ -613,7 +621,14 @@ pub(crate) fn build(sim: &Sim, end: Ns, stop: &'static str) -> RunReport {
             utilization: if end == 0 { 0.0 } else { busy as f64 / (end as f64 * ncpus as f64) },
             wakeup_latency: all_lat.summary(),
             max_wait_ns: tasks.iter().map(|t| t.max_wait_ns).max().unwrap_or(0),
-            fairness: fairness(&tasks),
+            fairness: {
+                let mut f = fairness(&tasks, end);
+                let (sampled, at) = sim.max_unfairness;
+                if sampled > f.max_unfairness_ns {
+                    (f.max_unfairness_ns, f.max_unfairness_at_ns) = (sampled, at);
+                }
+                f
+            },
             scx: sim.machine.costs.scx_round_trip_ns.map(|_| c.scx),
         },
         tasks,
@@ -688,7 +703,7 @@ pub fn measured_summary(
         },
         wakeup_latency,
         max_wait_ns: tasks.iter().map(|t| t.max_wait_ns).max().unwrap_or(0),
-        fairness: fairness(tasks),
+        fairness: fairness(tasks, duration_ns),
         energy_uj: 0,
         scx: None,
     }
@@ -709,18 +724,16 @@ pub fn makespan(tasks: &[TaskReport], stop_reason: &str, end: Ns) -> Option<Ns> 
     }
 }
 
-/// Fairness over the foreground non-RT tasks that were alive (started, not exited) at the end.
-pub fn fairness(tasks: &[TaskReport]) -> Fairness {
+/// Fairness over the foreground non-RT tasks that were alive (started, not exited) at the end,
+/// `end_ns` (the largest eq. 4 unfairness is the end's: a simulation raises it from its samples).
+pub fn fairness(tasks: &[TaskReport], end_ns: Ns) -> Fairness {
     let alive: Vec<&TaskReport> = tasks
         .iter()
         .filter(|t| !t.background && !t.class.is_rt() && t.started_ns.is_some() && t.exited_ns.is_none())
         .collect();
     let norm: Vec<u128> =
         alive.iter().map(|t| t.run_ns as u128 * 1024 / nice_to_weight(t.nice) as u128).collect();
-    let unfairness_ns = match (norm.iter().max(), norm.iter().min()) {
-        (Some(hi), Some(lo)) => (hi - lo) as Ns,
-        _ => 0,
-    };
+    let unfairness_ns = unfairness_of(norm.iter().copied());
     let sum: f64 = norm.iter().map(|&x| x as f64).sum();
     let sq: f64 = norm.iter().map(|&x| (x as f64) * (x as f64)).sum();
     let jain_index = if sq == 0.0 { 1.0 } else { sum * sum / (norm.len() as f64 * sq) };
@@ -747,7 +760,28 @@ pub fn fairness(tasks: &[TaskReport]) -> Fairness {
             }
         })
         .collect();
-    Fairness { nr_tasks: alive.len() as u64, unfairness_ns, jain_index, work_spread }
+    Fairness {
+        nr_tasks: alive.len() as u64,
+        unfairness_ns,
+        max_unfairness_ns: unfairness_ns,
+        max_unfairness_at_ns: end_ns,
+        jain_index,
+        work_spread,
+    }
+}
+
+/// Eq. 4 over run times normalised to nice 0 (`run_ns x 1024 / weight`): the largest minus the
+/// smallest; 0 for fewer than two.
+pub fn unfairness_of(normalised: impl Iterator<Item = u128>) -> Ns {
+    let (mut hi, mut lo) = (None::<u128>, None::<u128>);
+    for x in normalised {
+        hi = Some(hi.map_or(x, |h| h.max(x)));
+        lo = Some(lo.map_or(x, |l| l.min(x)));
+    }
+    match (hi, lo) {
+        (Some(h), Some(l)) => (h - l) as Ns,
+        _ => 0,
+    }
 }
 
 impl RunReport {

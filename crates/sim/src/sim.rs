@@ -212,6 +212,9 @@ pub(crate) struct Cpu {
     pub scx_blocked: Option<TaskId>,
     /// Generation of the pending `ScxBlockSeen` event.
     pub scx_block_gen: u32,
+    /// The process (tgid) whose address space this CPU holds: that of the last task that ran here,
+    /// kept across idle as Linux's lazy TLB keeps it (`CostModel::thread_switch_ns`).
+    pub mm: Option<u32>,
 }
 
 /// Per-task engine state and accounting.
@@ -389,6 +392,8 @@ pub struct Sim<'a> {
     pub(crate) counters: Counters,
     pub(crate) shared_timers: Vec<Option<Ns>>,
     pub(crate) series: Series,
+    /// The largest eq. 4 unfairness at a sample instant so far, and when (`Fairness::max_unfairness_ns`).
+    pub(crate) max_unfairness: (Ns, Ns),
     pub(crate) error: Option<RunError>,
     stop: Option<&'static str>,
     last_nohz_jiffy: Option<u64>,
@@ -578,6 +583,7 @@ impl<'a> Sim<'a> {
             counters: Counters::default(),
             shared_timers: vec![None; workload.timers.len()],
             series: Series::new(cfg.sample_interval_ns, ncpus),
+            max_unfairness: (0, 0),
             error: None,
             stop: None,
             last_nohz_jiffy: None,
@@ -1334,7 +1340,10 @@ impl<'a> Sim<'a> {
             return;
         }
         self.record(from, crate::trace::TraceKind::WakeupNew { task: t, target: cpu });
-        // Fork placement is not counted as a migration (the task has not run anywhere yet).
+        if self.views[t.idx()].parent.is_some() && self.policy.counts_fork_placement() {
+            // A forked task starts on its parent's CPU; moving it off counts, as in 2.6.38.
+            self.set_task_cpu(t, cpu);
+        }
         self.views[t.idx()].cpu = cpu;
         self.cpu_views[cpu.idx()].nr_running += 1;
         self.nr_runnable += 1;
@@ -1669,7 +1678,12 @@ impl<'a> Sim<'a> {
         let costs = &self.machine.costs;
         let tk = &mut self.tasks[t.idx()];
         if switched {
-            overhead += costs.context_switch_ns;
+            let tgid = self.views[t.idx()].tgid;
+            let same_mm = self.cpus[cpu.idx()].mm.replace(tgid) == Some(tgid);
+            overhead += match costs.thread_switch_ns {
+                Some(thread) if same_mm => thread,
+                _ => costs.context_switch_ns,
+            };
             match tk.last_cpu_ran {
                 Some(l) if l != cpu => {
                     let level = self.machine.topology.level(l, cpu);
@@ -1886,6 +1900,20 @@ impl<'a> Sim<'a> {
         };
         let per_task: Option<Vec<Ns>> =
             self.cfg.sample_tasks.then(|| (0..self.tasks.len()).map(|t| running(self, t)).collect());
+        // Eq. 4 among the tasks alive now, as the report's end-of-run fairness counts them.
+        let alive = (0..self.tasks.len()).filter(|&t| {
+            let v = &self.views[t];
+            !matches!(v.state, TaskState::New | TaskState::Exited)
+                && !v.class.is_rt()
+                && !self.w.tasks[self.tasks[t].template as usize].background
+        });
+        let unfairness = report::unfairness_of(alive.map(|t| {
+            running(self, t) as u128 * 1024
+                / schedlab_core::weights::nice_to_weight(self.views[t].nice) as u128
+        }));
+        if unfairness > self.max_unfairness.0 {
+            self.max_unfairness = (unfairness, now);
+        }
         let counts = (self.counters.nr_switches, self.counters.nr_migrations);
         self.series.record(now, self.cpu_views.iter().map(|c| c.nr_running), per_task, counts);
     }

@@ -1627,3 +1627,85 @@ fn a_background_task_does_not_keep_an_all_done_run_alive() {
     let r2 = run(&Machine::flat(2), &w2, "cfs", 2 * NSEC_PER_SEC);
     assert_eq!((r2.stop_reason, r2.summary.makespan_ns), ("duration", None));
 }
+
+#[test]
+fn a_switch_between_threads_of_one_process_costs_the_thread_switch() {
+    // One CPU, two tasks computing 1 ms and yielding ten times each, with only switch costs:
+    // 2 us for a switch of address space, 100 ns between threads of one process. As two
+    // processes every switch-in costs 2 us; as two threads of one process only the first (the
+    // CPU holds no address space yet) does, and every later one, the returns from idle included,
+    // 100 ns: the same schedule, (k - 1) x 1.9 us less overhead for k switch-ins.
+    let build = |threads: bool| {
+        let mut w = WorkloadBuilder::new("threads");
+        let t = w.task("yielder", P::new().repeat(10, |b| b.compute(MS).yield_now()).build());
+        t.instances = 2;
+        t.threads = threads;
+        w.stop(StopWhen::AllDone);
+        w.build().unwrap()
+    };
+    let mut m = one_cpu_without_costs();
+    m.costs.context_switch_ns = 2_000;
+    m.costs.thread_switch_ns = Some(100);
+    let processes = run(&m, &build(false), "cfs", 1_000 * MS);
+    let threads = run(&m, &build(true), "cfs", 1_000 * MS);
+    let switch_ins = processes.summary.overhead_ns / 2_000;
+    assert_eq!(processes.summary.overhead_ns, switch_ins * 2_000);
+    assert!(switch_ins >= 10, "the two yielders alternate: {switch_ins} switch-ins");
+    assert_eq!(threads.summary.overhead_ns, 2_000 + (switch_ins - 1) * 100);
+    assert_eq!(threads.summary.nr_switches, processes.summary.nr_switches);
+    assert_eq!(
+        processes.summary.makespan_ns.unwrap() - threads.summary.makespan_ns.unwrap(),
+        (switch_ins - 1) * 1_900
+    );
+    // Unset, a thread switch costs what any switch does.
+    m.costs.thread_switch_ns = None;
+    let unset = run(&m, &build(true), "cfs", 1_000 * MS);
+    assert_eq!(unset.summary.overhead_ns, processes.summary.overhead_ns);
+}
+
+#[test]
+fn the_largest_unfairness_is_kept_from_the_samples_when_no_task_is_left_at_the_end() {
+    // One CPU without costs, samples every 10 ms. A computes 95 ms and exits; B sleeps 200 ms and
+    // exits. Eq. 4 among the live tasks grows with A's run time until A leaves: the last sample
+    // before that, at 90 ms, sees A at 90 ms and B at 0. At the end no task is alive, so the
+    // end-of-run unfairness is 0 over no tasks, and the largest is the sample's.
+    let mut w = WorkloadBuilder::new("unfair");
+    w.task("a", P::new().compute(95 * MS).build());
+    w.task("b", P::new().sleep(200 * MS).build());
+    w.stop(StopWhen::AllDone);
+    let w = w.build().unwrap();
+    let r = run(&one_cpu_without_costs(), &w, "cfs", 1_000 * MS);
+    let f = &r.summary.fairness;
+    assert_eq!((f.nr_tasks, f.unfairness_ns), (0, 0));
+    assert_eq!((f.max_unfairness_ns, f.max_unfairness_at_ns), (90 * MS, 90 * MS));
+    // A at nice 5 (weight 335): its run time counts 1024/335 times, 90 ms x 1024 / 335.
+    let mut w2 = WorkloadBuilder::new("unfair");
+    w2.task("a", P::new().compute(95 * MS).build()).nice = 5;
+    w2.task("b", P::new().sleep(200 * MS).build());
+    w2.stop(StopWhen::AllDone);
+    let r = run(&one_cpu_without_costs(), &w2.build().unwrap(), "cfs", 1_000 * MS);
+    assert_eq!(r.summary.fairness.max_unfairness_ns, 90 * MS * 1024 / 335);
+}
+
+#[test]
+fn a_fork_placed_off_its_parents_cpu_is_a_migration_in_2_6_38_not_today() {
+    // Two CPUs; the parent forks one child and computes 50 ms, the child computes 10 ms. Fork
+    // balancing puts the child on the idle CPU, away from its parent's: CFS 2.6.38 moves it with
+    // set_task_cpu and counts a migration, EEVDF (today's wake_up_new_task, __set_task_cpu) does
+    // not. Nothing else moves: each CPU keeps its one task.
+    let mut w = WorkloadBuilder::new("fork");
+    let child = w.next_template() + 1;
+    w.task("parent", P::new().fork(child).compute(50 * MS).wait_children().build());
+    w.task("child", P::new().compute(10 * MS).build()).instances = 0;
+    w.stop(StopWhen::AllDone);
+    let w = w.build().unwrap();
+    let m = Machine::flat(2);
+    for (policy, want) in [("cfs", 1), ("eevdf", 0)] {
+        let r = run(&m, &w, policy, 1_000 * MS);
+        let child = r.tasks.iter().find(|t| t.template == "child").expect("the child ran");
+        assert_eq!((child.nr_migrations, r.summary.nr_migrations), (want, want), "{policy}");
+        assert_eq!(task(&r, "parent").nr_migrations, 0, "{policy}");
+        // It ran beside its parent: the run took the parent's 50 ms, not 60.
+        assert!(r.summary.makespan_ns.unwrap() < 55 * MS, "{policy}: {:?}", r.summary.makespan_ns);
+    }
+}

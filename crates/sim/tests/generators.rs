@@ -252,6 +252,15 @@ fn editor_types_at_its_think_rate() {
     // 20 s / (200 ms think + 3 ms burst) = 98 keystrokes expected; exponential think times vary.
     let k = counter(&r, "keystrokes");
     assert!((60..=140).contains(&k), "{k}");
+    assert_eq!(r.stop_reason, "duration", "an editor without a session length types forever");
+    // A session of 5 keystrokes: each editor types 5 times and exits, and the run ends with them.
+    let r = run("editor[n=3,keystrokes=5]", 1, 20_000 * MS);
+    assert_eq!(r.stop_reason, "all_done");
+    assert_eq!(counter(&r, "keystrokes"), 15);
+    for t in &r.tasks {
+        assert_eq!(t.nr_wakeups, 5, "{}: one wakeup per think time", t.name);
+        assert!(t.run_ns >= 5 * MS && t.run_ns <= 25 * MS, "{}: 5 bursts of 1-5 ms, {} ns", t.name, t.run_ns);
+    }
 }
 
 /// Alone on an idle CPU the probe's cycle is its relative sleep plus its work: with 100 ms and 1 ms,
@@ -287,6 +296,13 @@ fn apache_ab_completes_n_requests() {
     // The httpd threads never exit; the benchmark's time is ab's: the run ends when ab is done.
     assert_eq!(r.summary.makespan_ns, Some(ab_done));
     assert_eq!(r.duration_ns, ab_done);
+    // Worker threads share one process; prefork servers are processes of their own.
+    let processes =
+        |r: &RunReport| r.tasks.iter().map(|t| t.tgid).collect::<std::collections::BTreeSet<u32>>().len();
+    assert_eq!(processes(&r), 2, "ab and the httpd process");
+    let r = run("apache-ab[requests=200,concurrency=2,server_threads=4,prefork=true]", 2, 10_000 * MS);
+    assert_eq!(counter(&r, "requests"), 200);
+    assert_eq!(processes(&r), 5, "ab and four httpd processes");
 }
 
 #[test]

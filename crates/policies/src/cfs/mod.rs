@@ -746,6 +746,11 @@ impl SchedPolicy for Cfs {
         }
     }
 
+    fn counts_fork_placement(&self) -> bool {
+        // 2.6.38's wake_up_new_task moves the child with set_task_cpu; today's uses __set_task_cpu.
+        !self.eevdf
+    }
+
     fn init(&mut self, ctx: &Ctx) {
         self.ncpus = ctx.nr_cpus();
         self.tick_ns = ctx.tick_ns;

@@ -1252,6 +1252,11 @@ impl SchedPolicy for Htfs {
         WorkConservation::PerCpu
     }
 
+    fn counts_fork_placement(&self) -> bool {
+        // Built on 2.6.38, whose wake_up_new_task counts the move (set_task_cpu).
+        true
+    }
+
     fn nr_runnable(&self) -> Option<usize> {
         Some(self.cpus.iter().map(|c| c.nr_running as usize).sum())
     }

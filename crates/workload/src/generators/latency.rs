@@ -2,7 +2,7 @@
 
 use super::{Args, Generator};
 use crate::builder::{ProgramBuilder as P, WorkloadBuilder};
-use crate::model::{Dist, Workload};
+use crate::model::{Dist, StopWhen, Workload};
 use schedlab_core::SchedClass;
 
 pub(super) fn generators() -> Vec<Generator> {
@@ -41,12 +41,17 @@ pub(super) fn generators() -> Vec<Generator> {
             summary: "an interactive editor: short CPU bursts after think-time sleeps",
             models: "exponential think times and uniform bursts, the interactive load of seed 003 and seed 000",
             simplifies: "keystroke handling is one uniform CPU burst after an exponential think time",
-            score: "wakeup latency (responsiveness); counter `keystrokes`",
+            score: "wakeup latency (responsiveness); counter `keystrokes`; with `keystrokes` set, each editor's elapsed time (exit minus start, seed 003's `time`) and the makespan",
             params: &[
                 ("n", "1", "editors"),
                 ("think", "200ms", "mean think time"),
                 ("burst_min", "1ms", "shortest burst"),
                 ("burst_max", "5ms", "longest burst"),
+                (
+                    "keystrokes",
+                    "0",
+                    "keystrokes per editor, after which it exits (an editing session of a given length, as seed 003's Expect script edits a file and ends); 0: it types forever",
+                ),
             ],
             build: editor,
         },
@@ -145,10 +150,16 @@ fn editor(a: &Args) -> Result<Workload, String> {
     if lo > hi {
         return Err("workload `editor`: burst_min is above burst_max".into());
     }
+    let keystrokes = a.u32("keystrokes", 0..=u32::MAX)?;
     let mut w = WorkloadBuilder::new("editor");
     let c = w.counter("keystrokes");
-    let prog = P::new()
-        .forever(|p| p.sleep(Dist::Exponential { mean: think }).compute(Dist::Uniform { lo, hi }).count(c));
+    let keystroke =
+        |p: P| p.sleep(Dist::Exponential { mean: think }).compute(Dist::Uniform { lo, hi }).count(c);
+    let prog =
+        if keystrokes == 0 { P::new().forever(keystroke) } else { P::new().repeat(keystrokes, keystroke) };
     w.task("editor", prog.build()).instances = n;
+    if keystrokes > 0 {
+        w.stop(StopWhen::AllDone);
+    }
     w.build()
 }

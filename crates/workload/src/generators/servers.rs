@@ -34,6 +34,11 @@ pub(super) fn generators() -> Vec<Generator> {
                 ("request_cost", "200us", "mean server CPU time per request (log-normal)"),
                 ("request_stddev", "50us", "its standard deviation"),
                 ("ab_cost", "20us", "ab CPU time per response"),
+                (
+                    "prefork",
+                    "false",
+                    "servers are processes of their own (apache 2.2's default prefork MPM) instead of threads of one (worker, event)",
+                ),
             ],
             build: apache_ab,
         },
@@ -125,7 +130,8 @@ fn apache_ab(a: &Args) -> Result<Workload, String> {
         P::new().forever(|p| p.recv(req, 100).compute(Dist::LogNormal { mean, stddev }).send(resp, 100));
     let t = w.task("httpd", worker.build());
     t.instances = servers;
-    t.process = Some("httpd".into());
+    // prefork: each server a process of its own (its own address space to switch to).
+    t.process = (!a.bool("prefork")?).then(|| "httpd".into());
     w.stop(StopWhen::TemplateDone(0));
     w.build()
 }
