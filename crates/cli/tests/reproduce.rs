@@ -222,6 +222,7 @@ fn every_experiment_the_seed_papers_need_is_present_and_valid() {
         "htfs/apache",
         "htfs/balancing",
         "htfs/speedup",
+        "htfs/unixbench-spawn",
         // seed 001 (goodness vs ELSC)
         "elsc/volanomark",
         "elsc/kernel-compile",
@@ -262,7 +263,14 @@ fn every_experiment_the_seed_papers_need_is_present_and_valid() {
     let total = |text: &str| -> f64 {
         text.lines()
             .filter_map(|l| l.split(", ").find(|p| p.ends_with("s simulated")))
-            .map(|p| p.trim_end_matches("s simulated").parse::<f64>().unwrap())
+            .map(|p| {
+                let d = p.trim_end_matches(" simulated");
+                let (number, scale) = [("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9), ("s", 1.0)]
+                    .into_iter()
+                    .find_map(|(unit, scale)| d.strip_suffix(unit).map(|n| (n, scale)))
+                    .unwrap();
+                number.parse::<f64>().unwrap_or_else(|e| panic!("{p}: {e}")) * scale
+            })
             .sum()
     };
     assert!(total(&quick) < total(&out), "quick {} s against full {} s", total(&quick), total(&out));
