@@ -222,6 +222,7 @@ fn every_experiment_the_seed_papers_need_is_present_and_valid() {
         "htfs/apache",
         "htfs/balancing",
         "htfs/speedup",
+        "htfs/unixbench-execl",
         "htfs/unixbench-spawn",
         // seed 001 (goodness vs ELSC)
         "elsc/volanomark",

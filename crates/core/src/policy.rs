@@ -335,6 +335,15 @@ pub trait SchedPolicy {
         false
     }
 
+    /// `sched_exec`: `t`, running on `cpu`, has just called `execve()`; the CPU it should move to,
+    /// or `None` to stay. Linux balances at exec (2.6.22 `sched_balance_self(SD_BALANCE_EXEC)`,
+    /// 2.6.38 and later `select_task_rq(.., SD_BALANCE_EXEC)`), the moment a process's memory image
+    /// is smallest; the engine then moves the running task through the stopper, as
+    /// `migration_cpu_stop` does. Default: no exec balancing (Linux 2.4, BFS, FreeBSD).
+    fn exec_cpu(&mut self, _ctx: &Ctx, _cpu: CpuId, _t: TaskId) -> Option<CpuId> {
+        None
+    }
+
     /// What this policy promises about idle CPUs.
     fn work_conservation(&self) -> WorkConservation {
         WorkConservation::None

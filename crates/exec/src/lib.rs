@@ -49,7 +49,7 @@ pub mod upstream;
 
 use objects::Objects;
 use runner::{Spawn, TaskResult};
-use schedlab_workload::{StopWhen, TemplateId, Workload};
+use schedlab_workload::{Op, StopWhen, TemplateId, Workload};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::thread::JoinHandle;
@@ -349,6 +349,15 @@ pub fn check(w: &Workload, cfg: &ExecConfig) -> Result<(), ExecError> {
             "duration {} ns is outside 1 ns..={} s",
             cfg.duration_ns,
             MAX_DURATION_NS / 1_000_000_000
+        )));
+    }
+    if let Some(t) = w.tasks.iter().find(|t| t.program.ops.iter().any(|o| matches!(o, Op::Exec(_)))) {
+        // A task process is a fork of this executor running the interpreter, sharing its objects
+        // through inherited mappings and descriptors; a real execve() would drop them.
+        return Err(ExecError::Refused(format!(
+            "task `{}` execs (`exec`), which real runs cannot do yet (a task process is a fork of the \
+             executor, and a real execve would leave its shared objects): simulate it with `schedlab run`",
+            t.name
         )));
     }
     if !cfg.allow_rt {

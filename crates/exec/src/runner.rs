@@ -683,6 +683,11 @@ impl<'a> Interp<'a> {
                     }
                 }
                 Op::WaitChildren => self.children.wait(self.shared),
+                Op::Exec(_) => {
+                    // Refused before the run (`check`).
+                    self.shared.fail(format!("{}: exec is not supported in real runs", self.r.name));
+                    false
+                }
                 Op::Io { device, service } => {
                     let t = self.rng.draw(service);
                     let d = &self.shared.objects.devices[device as usize];

@@ -409,6 +409,18 @@ fn the_stop_releases_threads_blocked_in_every_kind_of_wait_and_leaves_none() {
 }
 
 #[test]
+fn an_exec_is_refused_before_anything_runs() {
+    // A task process is a fork of the executor; a real execve would leave its shared objects.
+    let w = parse_toml(
+        "exec.toml",
+        "[[task]]\nname = \"a\"\nops = [ { compute = \"1ms\" }, { exec = \"a\" } ]\n",
+    )
+    .unwrap();
+    let e = run(&w, &ExecConfig::default()).err().expect("refused");
+    assert!(matches!(e, ExecError::Refused(_)) && e.to_string().contains("task `a` execs"), "{e}");
+}
+
+#[test]
 fn real_time_classes_and_too_many_threads_are_refused_before_anything_runs() {
     let w = parse_toml(
         "rt.toml",

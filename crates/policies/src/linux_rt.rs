@@ -401,6 +401,14 @@ impl<F: SchedPolicy> SchedPolicy for LinuxClasses<F> {
         self.fair.counts_fork_placement()
     }
 
+    fn exec_cpu(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId) -> Option<CpuId> {
+        // select_task_rq_rt places only wakeups and forks: an RT task execs where it is.
+        if is_rt(ctx, t) {
+            return None;
+        }
+        self.fair.exec_cpu(ctx, cpu, t)
+    }
+
     fn work_conservation(&self) -> WorkConservation {
         // The RT class keeps per-CPU queues (with pulls, not a global queue), so a fair class's
         // machine-wide promise holds only per CPU for the stack.

@@ -549,6 +549,11 @@ impl SchedPolicy for Rsdl {
         ]
     }
 
+    fn exec_cpu(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId) -> Option<CpuId> {
+        // The sched_exec of the O(1) kernel RSDL patched (sched_balance_self, SD_BALANCE_EXEC).
+        Some(self.q.exec_cpu(ctx, t, cpu))
+    }
+
     fn work_conservation(&self) -> WorkConservation {
         WorkConservation::None
     }

@@ -237,7 +237,12 @@ impl<'a> Sim<'a> {
                 c.fork_process_ns.or(c.fork_ns).unwrap_or(call)
             }
             Op::Fork(_) => c.fork_ns.unwrap_or(call),
-            Op::Io { .. } | Op::WaitChildren | Op::SetCpus(_) | Op::Nice(_) | Op::SetClass { .. } => call,
+            Op::Io { .. }
+            | Op::Exec(_)
+            | Op::WaitChildren
+            | Op::SetCpus(_)
+            | Op::Nice(_)
+            | Op::SetClass { .. } => call,
             Op::Send { pipe, bytes } => {
                 let p = &self.pipes[pipe as usize];
                 if !p.can_send(bytes) {
@@ -305,7 +310,7 @@ impl<'a> Sim<'a> {
         if tk.lock_retry || tk.relock.is_some() || tk.quiesce {
             return WaitKind::Futex;
         }
-        let ops = &self.w.tasks[tk.template as usize].program.ops;
+        let ops = &self.w.tasks[tk.program as usize].program.ops;
         match tk.pc.checked_sub(1).and_then(|i| ops.get(i as usize)) {
             Some(Op::Sleep { .. } | Op::Timer { .. }) => WaitKind::Sleep,
             Some(Op::Send { .. } | Op::Recv { .. }) => WaitKind::Pipe,
@@ -338,7 +343,7 @@ impl<'a> Sim<'a> {
     /// Interprets `t`'s program (it runs on `cpu`) until an op needs time, blocks, yields or exits.
     pub(crate) fn advance(&mut self, t: TaskId, cpu: CpuId) -> Step {
         let w: &'a schedlab_workload::Workload = self.w;
-        let ops = &w.tasks[self.tasks[t.idx()].template as usize].program.ops;
+        let mut ops = &w.tasks[self.tasks[t.idx()].program as usize].program.ops;
         {
             let tk = &mut self.tasks[t.idx()];
             if tk.syscall_left > 0 {
@@ -637,7 +642,7 @@ impl<'a> Sim<'a> {
                     };
                     self.views[t.idx()].allowed = mask;
                     if !mask.contains(cpu) {
-                        return Step::Migrate;
+                        return Step::Migrate(mask.first().expect("validated non-empty"));
                     }
                 }
                 Op::Send { pipe, bytes } => {
@@ -707,9 +712,29 @@ impl<'a> Sim<'a> {
                     let name = format!("{}-{}", spec.name, self.tasks.len());
                     let child = self.create_task(template, name, Some(t), tgid);
                     let cpu = self.views[t.idx()].cpu;
+                    // The child's memory image (copy-on-write pages, or the shared address
+                    // space of a thread) is where the parent just ran: it starts warm there only.
+                    let stamp = self.cpus[cpu.idx()].task_run_total;
+                    let ck = &mut self.tasks[child.idx()];
+                    ck.last_cpu_ran = Some(cpu);
+                    ck.evict_stamp = stamp;
                     self.record(cpu, crate::trace::TraceKind::Fork { parent: t, child });
                     self.tasks[t.idx()].children_alive += 1;
                     self.start_task(child);
+                }
+                Op::Exec(program) => {
+                    let tk = &mut self.tasks[t.idx()];
+                    (tk.program, tk.pc) = (program, 0);
+                    tk.loops.clear();
+                    ops = &w.tasks[program as usize].program.ops;
+                    let spec = &w.tasks[program as usize];
+                    self.demand[t.idx()] =
+                        spec.activity.as_ref().map(crate::contention::Demand::of).unwrap_or_default();
+                    match self.exec_placement(cpu, t) {
+                        Ok(Some(dest)) => return Step::Migrate(dest),
+                        Ok(None) => {}
+                        Err(()) => return Step::Failed,
+                    }
                 }
                 Op::WaitChildren => {
                     let tk = &mut self.tasks[t.idx()];

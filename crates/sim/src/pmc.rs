@@ -41,7 +41,7 @@ impl Sim<'_> {
     pub(crate) fn count_events(&mut self, t: TaskId, cpu: CpuId, useful: Ns, progress: Ns) {
         let cycles = mul_div(useful, self.cpu_mhz_now(cpu) as u64, 1000);
         let work_cycles = mul_div(progress, self.max_mhz() as u64, 1000).min(cycles);
-        let template = self.tasks[t.idx()].template as usize;
+        let template = self.tasks[t.idx()].program as usize;
         let ev = events(self.w.tasks[template].activity.as_ref(), cycles, work_cycles);
         let pmc = &mut self.views[t.idx()].pmc;
         for e in [PmcEvent::Instructions, PmcEvent::Cycles] {

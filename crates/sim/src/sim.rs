@@ -14,7 +14,10 @@
 //! When a task is switched in on a CPU other than the one it last ran on, it runs at
 //! `cold_speed_pct` for `refill_*_ns` (chosen by the topology level crossed); when it comes back to the
 //! same CPU after other tasks ran there for `evict_after_ns`, it runs cold for `refill_evicted_ns`.
-//! Only `Compute` work slows down; `Spin` is wall-clock time.
+//! A forked task (process or thread) starts with its parent's memory image, which is in the caches
+//! of the CPU its parent forked it on: it counts as having last run there, so a child placed on
+//! another CPU refills, and one that starts on the parent's CPU after others ran there long enough
+//! counts as evicted. Only `Compute` work slows down; `Spin` is wall-clock time.
 
 use crate::event::{Ev, EventQueue};
 use crate::exec::{Barrier, Device, Pipe, SyncMutex};
@@ -221,7 +224,11 @@ pub(crate) struct Cpu {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Task {
     pub name: String,
+    /// The template the task was created from (its identity for stop conditions, affinity changes
+    /// and the report).
     pub template: u32,
+    /// The template whose program it runs: its own, or the last one it exec'ed (`Op::Exec`).
+    pub program: u32,
     pub pc: u32,
     /// Loop frames: (index of the `Loop` op, iterations left; `u32::MAX` = forever).
     pub loops: Vec<(u32, u32)>,
@@ -327,8 +334,9 @@ pub(crate) enum Step {
     Yield,
     /// The task exits.
     Exit,
-    /// The task's own affinity change excludes its CPU: it must move.
-    Migrate,
+    /// The running task must move to this CPU: its own affinity change excludes its CPU, or the
+    /// policy balanced it at exec (`sched_exec`).
+    Migrate(CpuId),
     /// The task changes its own scheduling class and RT priority (`sched_setscheduler`).
     SetClass(SchedClass, u8),
     /// A run error was recorded.
@@ -678,7 +686,7 @@ impl<'a> Sim<'a> {
             pmc: Default::default(),
             slice_ns: spec.slice_ns,
         });
-        self.tasks.push(Task { name, template, ..Task::default() });
+        self.tasks.push(Task { name, template, program: template, ..Task::default() });
         let demand = self.w.tasks[template as usize].activity.as_ref().map(crate::contention::Demand::of);
         self.demand.push(demand.unwrap_or_default());
         self.alive += 1;
@@ -828,7 +836,7 @@ impl<'a> Sim<'a> {
             // Kernel time before the op: run time, but neither work nor spin.
             tk.syscall_left -= useful.min(tk.syscall_left);
         } else if tk.in_op {
-            match self.w.tasks[tk.template as usize].program.ops[tk.pc as usize] {
+            match self.w.tasks[tk.program as usize].program.ops[tk.pc as usize] {
                 Op::Compute { .. } => {
                     let done = progress.min(tk.op_left);
                     tk.op_left -= done;
@@ -854,7 +862,7 @@ impl<'a> Sim<'a> {
         if !tk.in_op {
             return 0;
         }
-        match self.w.tasks[tk.template as usize].program.ops[tk.pc as usize] {
+        match self.w.tasks[tk.program as usize].program.ops[tk.pc as usize] {
             Op::Compute { .. } => {
                 let s = self.cpus[cpu.idx()].speed as u64;
                 let p = self.machine.costs.cold_speed_pct as u64;
@@ -972,7 +980,7 @@ impl<'a> Sim<'a> {
                 self.schedule(cpu, SwitchReason::Yielded);
             }
             Step::Exit => self.exit_task(cpu, t),
-            Step::Migrate => self.move_running(cpu, t),
+            Step::Migrate(dest) => self.move_running(cpu, t, dest),
             Step::SetClass(class, rt_priority) => self.change_class(cpu, t, class, rt_priority),
             Step::Failed => {}
         }
@@ -1846,10 +1854,24 @@ impl<'a> Sim<'a> {
         self.policy.set_nice(ctx!(self), t, old)
     }
 
-    /// Moves the running task `t` off `cpu`, which it may no longer use, to the first CPU it may use
-    /// (Linux `set_cpus_allowed_ptr`: `cpumask_any_and(active, new_mask)`, through the stopper).
-    fn move_running(&mut self, cpu: CpuId, t: TaskId) {
-        let dest = self.views[t.idx()].allowed.first().expect("validated non-empty");
+    /// `sched_exec`: where the policy moves `t`, running on `cpu`, as it execs (`None`: it stays).
+    /// `Err` when the policy chose a CPU the task may not use (a run error is recorded).
+    pub(crate) fn exec_placement(&mut self, cpu: CpuId, t: TaskId) -> Result<Option<CpuId>, ()> {
+        match self.policy.exec_cpu(ctx!(self), cpu, t) {
+            Some(dest) if dest != cpu => {
+                if !self.check_cpu_choice("exec_cpu", t, dest) {
+                    return Err(());
+                }
+                Ok(Some(dest))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Moves the running task `t` off `cpu` to `dest`, through the stopper as Linux does: to the
+    /// first CPU it may use when it may no longer use `cpu` (`set_cpus_allowed_ptr`:
+    /// `cpumask_any_and(active, new_mask)`), or where the policy placed it at exec (`sched_exec`).
+    fn move_running(&mut self, cpu: CpuId, t: TaskId, dest: CpuId) {
         let prev = self.deschedule(cpu, SwitchReason::Preempted);
         self.move_queued(t, cpu, dest, cpu);
         self.pick_and_switch(cpu, prev, SwitchReason::Preempted);
@@ -1876,7 +1898,7 @@ impl<'a> Sim<'a> {
             let dest = mask.first().expect("validated non-empty");
             let from = v.cpu;
             match v.state {
-                TaskState::Running => self.move_running(from, t),
+                TaskState::Running => self.move_running(from, t, dest),
                 TaskState::Runnable => self.move_queued(t, from, dest, from),
                 _ => {}
             }

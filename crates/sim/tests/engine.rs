@@ -391,6 +391,83 @@ fn a_blocked_task_pays_the_resume_cost_of_its_absence() {
     assert_eq!((hog.run_ns, hog.work_ns), (100 * MS, 100 * MS));
 }
 
+/// Two CPUs sharing an LLC with the costs of [`one_cpu_without_costs`], no wakeup IPI and no
+/// cache refill (a test sets what it measures).
+fn two_cpus_without_costs() -> Machine {
+    let mut m = Machine::flat(2);
+    m.costs = one_cpu_without_costs().costs;
+    m.costs.wakeup_ipi_ns = 0;
+    m.costs.refill_llc_ns = 0;
+    m
+}
+
+#[test]
+fn a_forked_child_starts_with_its_parents_cache_and_refills_it_elsewhere() {
+    // The parent, on CPU 0, forks two children computing 20 us each: `away` may run only on CPU 1,
+    // `home` only on CPU 0 (it runs once the parent waits). A fork's child starts with its
+    // parent's memory image, which is in the caches of the CPU the parent ran on: `home` runs
+    // warm (20 us), `away` refills a cache at half speed (100 us of refill: its 20 us of work take
+    // 40 us). Threads share the image too, so a thread child is the same. With the refill cost at
+    // 0, both take 20 us.
+    let build = |threads: bool| {
+        let mut w = WorkloadBuilder::new("fork-cache");
+        let away = w.next_template() + 1;
+        let parent = w.task("parent", P::new().fork(away).fork(away + 1).wait_children().build());
+        parent.cpus = Some(vec![0]);
+        for (name, cpu) in [("away", 1), ("home", 0)] {
+            let t = w.task(name, P::new().compute(20_000).build());
+            (t.instances, t.cpus, t.threads) = (0, Some(vec![cpu]), threads);
+        }
+        w.stop(StopWhen::AllDone);
+        w.build().unwrap()
+    };
+    let mut m = two_cpus_without_costs();
+    m.costs.refill_llc_ns = 100_000;
+    m.costs.cold_speed_pct = 50;
+    for threads in [false, true] {
+        let r = run(&m, &build(threads), "cfs", 1_000 * MS);
+        let child = |prefix: &str| r.tasks.iter().find(|t| t.name.starts_with(prefix)).unwrap();
+        assert_eq!(child("away").run_ns, 40_000, "threads: {threads}");
+        assert_eq!(child("home").run_ns, 20_000, "threads: {threads}");
+        assert_eq!((child("away").work_ns, child("home").work_ns), (20_000, 20_000));
+    }
+    m.costs.refill_llc_ns = 0;
+    let r = run(&m, &build(false), "cfs", 1_000 * MS);
+    assert!(r.tasks.iter().filter(|t| t.name != "parent").all(|t| t.run_ns == 20_000));
+}
+
+#[test]
+fn an_exec_runs_the_new_program_in_the_same_task_where_the_policy_places_it() {
+    // `a` computes 1 ms on CPU 0, counts, and execs `b` (1 ms more, another count): one task, both
+    // programs' work and counts. On two idle CPUs CFS 2.6.38's sched_exec counts the exec'ing task
+    // in its own CPU's load and moves it to the idle one (select_task_rq_fair, SD_BALANCE_EXEC):
+    // one migration, the rest of the run on CPU 1. EEVDF (6.6) compares the CPUs without the task
+    // (update_sg_wakeup_stats), finds both idle and keeps it. Pinned to CPU 0, CFS cannot move it.
+    let build = |pinned: bool| {
+        let mut w = WorkloadBuilder::new("exec");
+        let (ca, cb) = (w.counter("a"), w.counter("b"));
+        let b = w.next_template() + 1;
+        let a = w.task("a", P::new().compute(MS).count(ca).exec(b).build());
+        a.cpus = pinned.then(|| vec![0]);
+        w.task("b", P::new().compute(MS).count(cb).build()).instances = 0;
+        w.stop(StopWhen::AllDone);
+        w.build().unwrap()
+    };
+    let m = two_cpus_without_costs();
+    for (policy, pinned, moves) in [("cfs", false, 1), ("eevdf", false, 0), ("cfs", true, 0)] {
+        let r = run(&m, &build(pinned), policy, 1_000 * MS);
+        assert_eq!(r.tasks.len(), 1, "{policy}: an exec starts no task");
+        let a = task(&r, "a");
+        assert_eq!(a.work_ns, 2 * MS, "{policy}: both programs ran");
+        assert_eq!(a.exited_ns, Some(2 * MS), "{policy}");
+        assert_eq!(a.nr_migrations, moves, "{policy} pinned={pinned}");
+        let counts: Vec<u64> = r.counters.iter().map(|c| c.value).collect();
+        assert_eq!(counts, [1, 1], "{policy}");
+        let cpu1_busy = r.cpus[1].busy_ns;
+        assert_eq!(cpu1_busy, if moves == 1 { MS } else { 0 }, "{policy}: the second program's CPU");
+    }
+}
+
 #[test]
 fn a_mutex_is_taken_by_whoever_tries_first_not_handed_to_its_waiter() {
     // glibc's mutex: `a` (CPU 0) holds `m` for 1 ms while `b` (CPU 1) waits for it. `a` unlocks,

@@ -367,6 +367,13 @@ fn unixbench_spawn_and_execl_count_their_loops() {
     assert!((r.tasks.len() as u64).abs_diff(spawns + 1) <= 1);
     let r = run("unixbench-execl", 1, 30 * MS);
     assert!(counter(&r, "execs").abs_diff(100) <= 1);
+    // An exec is the same task. On two CPUs CFS 2.6.38's sched_exec finds the exec'ing task's own
+    // CPU loaded and the other idle, and moves it at every exec (each one right after its count).
+    let r = run("unixbench-execl", 2, 30 * MS);
+    assert_eq!(r.tasks.len(), 1);
+    let execs = counter(&r, "execs");
+    assert!(execs > 50, "{execs}");
+    assert_eq!(r.tasks[0].nr_migrations, execs);
 }
 
 #[test]

@@ -95,6 +95,11 @@ impl ProgramBuilder {
     pub fn fork(self, template: TemplateId) -> Self {
         self.op(Op::Fork(template))
     }
+
+    /// `execve()` into a template's program ([`Op::Exec`]).
+    pub fn exec(self, template: TemplateId) -> Self {
+        self.op(Op::Exec(template))
+    }
     /// Wait for all children.
     pub fn wait_children(self) -> Self {
         self.op(Op::WaitChildren)

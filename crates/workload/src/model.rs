@@ -247,6 +247,11 @@ pub enum Op {
     Count(CounterId),
     /// Fork a child running a template's program with that template's properties.
     Fork(TemplateId),
+    /// `execve()`: the task (a process of its own) goes on as a new program, the template's,
+    /// from its first op, keeping its identity (pid, parent, children), scheduling properties and
+    /// counters; the kernel may move it to another CPU on the way (Linux's `sched_exec`, asked
+    /// through `SchedPolicy::exec_cpu`).
+    Exec(TemplateId),
     /// Wait until every child this task forked has exited.
     WaitChildren,
     /// Block on a device for a service time once the device is free (FIFO).
@@ -682,6 +687,13 @@ impl Workload {
                 }
             }
             self.validate_program(&t.program).map_err(ctx)?;
+            if !t.own_process() && t.program.ops.iter().any(|o| matches!(o, Op::Exec(_))) {
+                return Err(ctx(
+                    "exec from a thread (`threads` or `process`) is not modelled: only a process of its own \
+                     may exec"
+                        .into(),
+                ));
+            }
         }
         let max = crate::duration::MAX_TIME_NS;
         if let Some(t) = self.tasks.iter().find(|t| t.start_ns > max) {
@@ -771,7 +783,14 @@ impl Workload {
                 {
                     return Err(format!("op {i}: impossible distribution {d:?}"))
                 }
-                Op::Fork(t) if t >= self.tasks.len() as u32 => return bad("task template", t),
+                Op::Fork(t) | Op::Exec(t) if t >= self.tasks.len() as u32 => return bad("task template", t),
+                Op::Exec(t) if !self.tasks[t as usize].own_process() => {
+                    return Err(format!(
+                        "op {i}: exec of `{}`, which is a thread (`threads` or `process`): a program \
+                         that execs must be a process of its own",
+                        self.tasks[t as usize].name
+                    ))
+                }
                 Op::Io { device, .. } if device >= n(&self.devices) => return bad("device", device),
                 Op::Timer { period_ns: 0, .. } => return Err(format!("op {i}: timer period must be > 0")),
                 Op::Timer { period_ns: t, .. } | Op::BarrierSpin { spin_ns: t, .. }
@@ -859,6 +878,7 @@ impl Workload {
             Op::BarrierSpin { barrier, spin_ns } => Op::BarrierSpin { barrier: b0 + barrier, spin_ns },
             Op::Count(k) => Op::Count(k0 + k),
             Op::Fork(t) => Op::Fork(t0 + t),
+            Op::Exec(t) => Op::Exec(t0 + t),
             Op::Io { device, service } => Op::Io { device: d0 + device, service },
             Op::Timer { timer: tm, period_ns, absolute } => {
                 Op::Timer { timer: timer(tm), period_ns, absolute }

@@ -478,6 +478,28 @@ pub fn parse_toml_overriding(
         spec.program = Program { ops };
         w.tasks.push(spec);
     }
+    // Only a process of its own execs, into a program that is one (validate's rule, with a line).
+    for (t, spec) in doc.task.iter().zip(&w.tasks) {
+        for op in &spec.program.ops {
+            let Op::Exec(target) = *op else { continue };
+            if !spec.own_process() {
+                let key = if spec.threads { "threads" } else { "process" };
+                let msg =
+                    "exec from a thread (`threads` or `process`) is not modelled: only a process of its \
+                           own may exec";
+                return Err(r.err(t.span(), key, msg));
+            }
+            let target = &w.tasks[target as usize];
+            if !target.own_process() {
+                let msg = format!(
+                    "exec of `{}`, which is a thread (`threads` or `process`): a program that execs must \
+                     be a process of its own",
+                    target.name
+                );
+                return Err(r.err(t.span(), "ops", msg));
+            }
+        }
+    }
     for a in &doc.affinity {
         let v = a.get_ref();
         let template = *templates
@@ -803,7 +825,7 @@ struct Names {
 }
 
 const VERBS: &str = "compute, spin, sleep, timer, yield, lock, unlock, wait, signal, broadcast, sem_wait, \
-sem_post, suspend, resume, cpus, nice, policy, count, send, recv, barrier, fork, wait_children, io, loop, exit";
+sem_post, suspend, resume, cpus, nice, policy, count, send, recv, barrier, fork, exec, wait_children, io, loop, exit";
 
 /// A scheduling policy by its workload-file name (`policy = "fifo"`, as `sched_setscheduler` names
 /// them without `SCHED_`).
@@ -980,6 +1002,7 @@ fn parse_op(t: &toml::Table, path: &str, cx: &mut OpCx, out: &mut Vec<Op>) -> Re
         }
         "count" => Op::Count(name("count", &names.counters, "counter")?),
         "fork" => Op::Fork(name("fork", &names.templates, "task")?),
+        "exec" => Op::Exec(name("exec", &names.templates, "task")?),
         "io" => Op::Io { device: name("io", &names.devices, "device")?, service: dist("service")? },
         "sem_wait" => Op::SemWait(name("sem_wait", &names.semaphores, "semaphore")?),
         "sem_post" => Op::SemPost(name("sem_post", &names.semaphores, "semaphore")?),
@@ -1189,6 +1212,15 @@ ops = [
         assert_eq!(e.key, "instances", "{e}");
         let e = err("[[task]]\nname = \"a\"\nops = [ { fork = \"ghost\" } ]\n");
         assert!(e.msg.contains("unknown task `ghost`"), "{e}");
+        let e = err("[[task]]\nname = \"a\"\nops = [ { exec = \"ghost\" } ]\n");
+        assert_eq!((e.line, e.key.as_str()), (3, "ops[0].exec"), "{e}");
+        assert!(e.msg.contains("unknown task `ghost`"), "{e}");
+        let e = err("[[task]]\nname = \"a\"\nthreads = true\nops = [ { exec = \"a\" } ]\n");
+        assert_eq!((e.line, e.key.as_str()), (1, "threads"), "{e}");
+        assert!(e.msg.contains("exec from a thread"), "{e}");
+        let e = err("name = \"w\"\n[[task]]\nname = \"a\"\nops = [ { exec = \"b\" } ]\n[[task]]\nname = \"b\"\nthreads = true\nops = []\n");
+        assert_eq!((e.line, e.key.as_str()), (2, "ops"), "{e}");
+        assert!(e.msg.contains("a program that execs must be a process"), "{e}");
         let e = err("[[task]]\nname = \"a\"\nops = [ { compute = \"1ms\", sleep = \"1ms\" } ]\n");
         assert!(e.msg.contains("exactly one verb"), "{e}");
     }

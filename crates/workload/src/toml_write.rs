@@ -112,6 +112,7 @@ fn write_ops(out: &mut String, w: &Workload, ops: &[Op], from: usize, to: usize,
             }
             Op::Count(c) => format!("{{ count = {} }}", q(&w.counters[c as usize])),
             Op::Fork(t) => format!("{{ fork = {} }}", q(&w.tasks[t as usize].name)),
+            Op::Exec(t) => format!("{{ exec = {} }}", q(&w.tasks[t as usize].name)),
             Op::WaitChildren => "{ wait_children = true }".into(),
             Op::Io { device, service } => {
                 format!("{{ io = {}, service = {} }}", q(&w.devices[device as usize]), dist(service))
@@ -291,13 +292,17 @@ name = "b"
 background = true
 nice = -3
 slice = "300us"
-ops = [ { loop = "forever", ops = [ { timer = "1ms", mode = "absolute", ref = "tick" }, { signal = "c" }, { io = "disk", service = { lognormal = ["1ms", "1ms"] } }, { sem_wait = "s" }, { sem_post = "s" }, { resume = "e" }, { count = "done" }, { send = "p", bytes = 10 }, { recv = "p", bytes = 10 }, { yield = true } ] }, { fork = "c" }, { wait_children = true }, { exit = true } ]
+ops = [ { loop = "forever", ops = [ { timer = "1ms", mode = "absolute", ref = "tick" }, { signal = "c" }, { io = "disk", service = { lognormal = ["1ms", "1ms"] } }, { sem_wait = "s" }, { sem_post = "s" }, { resume = "e" }, { count = "done" }, { send = "p", bytes = 10 }, { recv = "p", bytes = 10 }, { yield = true } ] }, { fork = "c" }, { wait_children = true }, { exec = "d" } ]
 [[task]]
 name = "c"
 instances = 0
 process = "cc"
 policy = "batch"
 ops = [ { suspend = "e" }, { spin = { exponential = "3us" } }, { sleep = { uniform = ["1us", "2us"] } } ]
+[[task]]
+name = "d"
+instances = 0
+ops = [ { compute = "1ms" }, { exit = true } ]
 [[affinity]]
 task = "a"
 at = "1s"

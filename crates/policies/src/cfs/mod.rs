@@ -751,6 +751,14 @@ impl SchedPolicy for Cfs {
         !self.eevdf
     }
 
+    fn exec_cpu(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId) -> Option<CpuId> {
+        // sched_exec: select_task_rq(p, task_cpu(p), SD_BALANCE_EXEC / WF_EXEC).
+        if self.eevdf {
+            return Some(self.select_task_rq_fair_66(ctx, t, cpu, select66::Placement::Exec, None, false));
+        }
+        Some(self.select_exec_cpu(ctx, t, cpu))
+    }
+
     fn init(&mut self, ctx: &Ctx) {
         self.ncpus = ctx.nr_cpus();
         self.tick_ns = ctx.tick_ns;
@@ -815,7 +823,7 @@ impl SchedPolicy for Cfs {
             // enqueue on the chosen CPU.
             self.ses[se as usize].vlag = 0;
             self.pelt_task_new(t, ctx.now);
-            return self.select_task_rq_fair_66(ctx, t, this_cpu, true, None, false);
+            return self.select_task_rq_fair_66(ctx, t, this_cpu, select66::Placement::Fork, None, false);
         }
         if let Some(curr) = self.rqs[rq as usize].curr {
             self.ses[se as usize].vruntime = self.ses[curr as usize].vruntime;
@@ -840,7 +848,14 @@ impl SchedPolicy for Cfs {
                 self.finish_delayed_dequeue(cpu, t, ctx.now);
             }
             // 6.6 keeps no relative vruntime: the lag saved at dequeue places the task anywhere.
-            return self.select_task_rq_fair_66(ctx, t, wake.waker_cpu, false, wake.waker, wake.sync);
+            return self.select_task_rq_fair_66(
+                ctx,
+                t,
+                wake.waker_cpu,
+                select66::Placement::Wake,
+                wake.waker,
+                wake.sync,
+            );
         }
         // task_waking_fair: vruntime relative to the old runqueue while the task moves.
         let se = self.task_se[t.idx()];

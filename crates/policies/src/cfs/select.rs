@@ -1,11 +1,13 @@
 //! Where a new or waking task goes, Linux 2.6.38 kernel/sched_fair.c: `wake_affine` (with the
 //! group-aware `effective_load`), `find_idlest_group`, `find_idlest_cpu`, `select_idle_sibling` and
-//! `select_task_rq_fair` for SD_BALANCE_FORK and wakeups, in the kernel's order.
+//! `select_task_rq_fair` for SD_BALANCE_FORK, SD_BALANCE_EXEC (`sched_exec`) and wakeups, in the
+//! kernel's order.
 
 use super::lb_host::LbHost;
 use super::Cfs;
 use crate::domains::{
-    Group, SCHED_LOAD_SCALE, SD_BALANCE_FORK, SD_LOAD_BALANCE, SD_SHARE_PKG_RESOURCES, SD_WAKE_AFFINE,
+    Group, SCHED_LOAD_SCALE, SD_BALANCE_EXEC, SD_BALANCE_FORK, SD_LOAD_BALANCE, SD_SHARE_PKG_RESOURCES,
+    SD_WAKE_AFFINE,
 };
 use schedlab_core::{CpuId, CpuSet, Ctx, Ns, TaskId};
 
@@ -156,15 +158,26 @@ pub(crate) trait Select2638: LbHost {
 
     /// `select_task_rq_fair` for a new task (`SD_BALANCE_FORK`) from `this_cpu`.
     fn select_fork_cpu(&mut self, ctx: &Ctx, t: TaskId, this_cpu: CpuId) -> CpuId {
+        self.select_forkexec_cpu(ctx, t, this_cpu, SD_BALANCE_FORK)
+    }
+
+    /// `select_task_rq_fair` from `sched_exec` (`SD_BALANCE_EXEC`) for `t`, running on `this_cpu`
+    /// (counted in that CPU's load, as the kernel's current task is).
+    fn select_exec_cpu(&mut self, ctx: &Ctx, t: TaskId, this_cpu: CpuId) -> CpuId {
+        self.select_forkexec_cpu(ctx, t, this_cpu, SD_BALANCE_EXEC)
+    }
+
+    /// `select_task_rq_fair` with `sd_flag` `SD_BALANCE_FORK` or `SD_BALANCE_EXEC`: from the widest
+    /// domain with the flag down, the idlest group (at `forkexec_idx`) and its idlest CPU.
+    fn select_forkexec_cpu(&mut self, ctx: &Ctx, t: TaskId, this_cpu: CpuId, sd_flag: u32) -> CpuId {
         let allowed = ctx.task(t).allowed;
         let mut cpu = this_cpu;
         let mut new_cpu = cpu;
         let doms = self.domains(cpu);
-        let mut sd =
-            doms.iter().rposition(|d| d.p.flags & SD_LOAD_BALANCE != 0 && d.p.flags & SD_BALANCE_FORK != 0);
+        let mut sd = doms.iter().rposition(|d| d.p.flags & SD_LOAD_BALANCE != 0 && d.p.flags & sd_flag != 0);
         while let Some(level) = sd {
             let d = &self.domains(cpu)[level];
-            if d.p.flags & SD_BALANCE_FORK == 0 {
+            if d.p.flags & sd_flag == 0 {
                 sd = level.checked_sub(1);
                 continue;
             }
@@ -187,7 +200,7 @@ pub(crate) trait Select2638: LbHost {
                         if weight <= tmp.span_weight() {
                             break;
                         }
-                        if tmp.p.flags & SD_BALANCE_FORK != 0 {
+                        if tmp.p.flags & sd_flag != 0 {
                             sd = Some(i);
                         }
                     }

@@ -26,6 +26,17 @@ use crate::domains::{
 };
 use schedlab_core::{CpuId, CpuSet, Ctx, Level, TaskId};
 
+/// Why a task is placed (`select_task_rq_fair`'s `sd_flag`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Placement {
+    /// A new task (`WF_FORK`).
+    Fork,
+    /// A task calling `execve()` (`WF_EXEC`, from `sched_exec`).
+    Exec,
+    /// A woken task (`WF_TTWU`).
+    Wake,
+}
+
 /// `wakee_flips`, `last_wakee` and `wakee_flip_decay_ts` of one task (or one CPU's idle task).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Wakee {
@@ -279,7 +290,9 @@ impl Cfs {
         shallowest.unwrap_or(least_loaded)
     }
 
-    /// `find_idlest_cpu` from domain `level` of `cpu` down (SD_BALANCE_FORK).
+    /// `find_idlest_cpu` from domain `level` of `cpu` down, through the domains with `sd_flag`
+    /// (SD_BALANCE_FORK or SD_BALANCE_EXEC). Simplified: for an exec the kernel first brings the
+    /// task's load average up to date (`sync_entity_load_avg`); the model's is as of its last update.
     fn find_idlest_cpu_66(
         &mut self,
         ctx: &Ctx,
@@ -287,6 +300,7 @@ impl Cfs {
         p: TaskId,
         mut cpu: CpuId,
         prev_cpu: CpuId,
+        sd_flag: u32,
     ) -> CpuId {
         let allowed = ctx.task(p).allowed;
         if !self.cpus[cpu.idx()].domains[level].span.intersects(&allowed) {
@@ -295,7 +309,7 @@ impl Cfs {
         let mut new_cpu = cpu;
         let mut sd = Some(level);
         while let Some(l) = sd {
-            if self.cpus[cpu.idx()].domains[l].p.flags & SD_BALANCE_FORK == 0 {
+            if self.cpus[cpu.idx()].domains[l].p.flags & sd_flag == 0 {
                 sd = l.checked_sub(1);
                 continue;
             }
@@ -316,7 +330,7 @@ impl Cfs {
                 if weight <= tmp.span_weight() {
                     break;
                 }
-                if tmp.p.flags & SD_BALANCE_FORK != 0 {
+                if tmp.p.flags & sd_flag != 0 {
                     sd = Some(i);
                 }
             }
@@ -619,24 +633,28 @@ impl Cfs {
     }
 
     /// `select_task_rq_fair` (6.6) for a new task forked on `this_cpu` (SD_BALANCE_FORK, the slow
-    /// path) or a task woken from `this_cpu` (the fast path with `wake_affine`).
+    /// path), a task exec'ing on `this_cpu` (SD_BALANCE_EXEC from `sched_exec`, the slow path) or a
+    /// task woken from `this_cpu` (the fast path with `wake_affine`).
     pub(crate) fn select_task_rq_fair_66(
         &mut self,
         ctx: &Ctx,
         p: TaskId,
         this_cpu: CpuId,
-        fork: bool,
+        kind: Placement,
         waker: Option<TaskId>,
         sync: bool,
     ) -> CpuId {
         let task = ctx.task(p);
-        let prev_cpu = if fork { this_cpu } else { task.cpu };
+        let fork = kind == Placement::Fork;
+        // A forked child is on its parent's CPU (sched_fork's __set_task_cpu), an exec'ing task on
+        // its own.
+        let prev_cpu = if kind == Placement::Wake { task.cpu } else { this_cpu };
         let allowed = task.allowed;
         self.v66.reserve(p);
         let mut want_affine = false;
         if fork {
             self.v66.recent_used_cpu[p.idx()] = Some(this_cpu);
-        } else {
+        } else if kind == Placement::Wake {
             let current = match waker.or(ctx.cpu(this_cpu).curr) {
                 Some(w) => Current::Task(w),
                 None => Current::Idle(this_cpu),
@@ -646,7 +664,11 @@ impl Cfs {
             want_affine =
                 self.p.affine_wakeups && !self.wake_wide(current, p, llc_size) && allowed.contains(this_cpu);
         }
-        let sd_flag = if fork { SD_BALANCE_FORK } else { crate::domains::SD_BALANCE_WAKE };
+        let sd_flag = match kind {
+            Placement::Fork => SD_BALANCE_FORK,
+            Placement::Exec => crate::domains::SD_BALANCE_EXEC,
+            Placement::Wake => crate::domains::SD_BALANCE_WAKE,
+        };
         let mut new_cpu = prev_cpu;
         let mut sd = None;
         for level in 0..self.cpus[this_cpu.idx()].domains.len() {
@@ -665,8 +687,8 @@ impl Cfs {
             }
         }
         if let Some(level) = sd {
-            new_cpu = self.find_idlest_cpu_66(ctx, level, p, this_cpu, prev_cpu);
-        } else if !fork {
+            new_cpu = self.find_idlest_cpu_66(ctx, level, p, this_cpu, prev_cpu, sd_flag);
+        } else if kind == Placement::Wake {
             new_cpu = self.select_idle_sibling_66(ctx, p, prev_cpu, new_cpu);
         }
         if allowed.contains(new_cpu) {

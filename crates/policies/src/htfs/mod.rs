@@ -1257,6 +1257,11 @@ impl SchedPolicy for Htfs {
         true
     }
 
+    fn exec_cpu(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId) -> Option<CpuId> {
+        // 2.6.38's sched_exec: select_task_rq_fair (SD_BALANCE_EXEC), CFS's code as for forks.
+        Some(self.select_exec_cpu(ctx, t, cpu))
+    }
+
     fn nr_runnable(&self) -> Option<usize> {
         Some(self.cpus.iter().map(|c| c.nr_running as usize).sum())
     }

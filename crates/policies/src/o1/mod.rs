@@ -719,6 +719,11 @@ impl SchedPolicy for O1 {
         ]
     }
 
+    fn exec_cpu(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId) -> Option<CpuId> {
+        // 2.6.22 sched_exec: sched_balance_self(SD_BALANCE_EXEC), then sched_migrate_task.
+        Some(self.q.exec_cpu(ctx, t, cpu))
+    }
+
     fn work_conservation(&self) -> WorkConservation {
         WorkConservation::None
     }

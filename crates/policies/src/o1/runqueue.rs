@@ -700,8 +700,19 @@ impl<X: Clone> Runqueues<X> {
     /// chosen CPU's domains narrower than the one just used. Without such a domain (2.6.22 sets the
     /// flag on NUMA levels only) the child starts on `cpu`.
     pub fn fork_cpu(&mut self, ctx: &Ctx, t: TaskId, cpu: CpuId) -> CpuId {
+        self.balance_self(ctx, t, cpu, domains::SD_BALANCE_FORK)
+    }
+
+    /// 2.6.22 `sched_exec`: `sched_balance_self(cpu, SD_BALANCE_EXEC)` for `t`, running on `cpu`
+    /// and calling `execve()`, as for a fork but through the domains with `SD_BALANCE_EXEC`, which
+    /// 2.6.22 sets on its SMT, multi-core and physical-CPU levels too.
+    pub fn exec_cpu(&mut self, ctx: &Ctx, t: TaskId, cpu: CpuId) -> CpuId {
+        self.balance_self(ctx, t, cpu, domains::SD_BALANCE_EXEC)
+    }
+
+    /// `sched_balance_self(cpu, flag)`.
+    fn balance_self(&mut self, ctx: &Ctx, t: TaskId, cpu: CpuId, flag: u32) -> CpuId {
         let allowed = ctx.task(t).allowed;
-        let flag = domains::SD_BALANCE_FORK;
         let mut cpu = cpu;
         let mut sd = self.rqs[cpu.idx()].domains.iter().rposition(|d| d.p.flags & flag != 0);
         while let Some(level) = sd {

@@ -145,3 +145,25 @@ fn a_child_starts_on_its_parents_cpu_without_numa() {
     w.tasks[c.idx()].parent = Some(p);
     assert_eq!(w.start(&mut o, c), CpuId(2));
 }
+
+/// `sched_exec` (2.6.22): `sched_balance_self(SD_BALANCE_EXEC)`, which the CPU level sets where
+/// SD_BALANCE_FORK is not set, moves a task exec'ing alone on CPU 2 to the first idle group of
+/// its domain's circular list from its own (2, 3, 0, 1): its own load (128, with the loads
+/// settled) is not within `imbalance_pct` 125's half of the idle groups' 0. With CPU 3 busy too,
+/// CPU 0. A task pinned to CPU 2 stays.
+#[test]
+fn an_exec_moves_to_the_idlest_cpu_where_a_fork_would_not() {
+    let mut w = TestWorld::new(4);
+    let mut o = O1::new(NoParams);
+    o.init(&w.ctx());
+    let p = put(&mut w, &mut o, 2);
+    assert_eq!(w.pick(&mut o, CpuId(2)), Some(p));
+    settle_loads(&mut w, &mut o);
+    assert_eq!(o.exec_cpu(&w.ctx(), CpuId(2), p), Some(CpuId(3)));
+    let q = put(&mut w, &mut o, 3);
+    assert_eq!(w.pick(&mut o, CpuId(3)), Some(q));
+    settle_loads(&mut w, &mut o);
+    assert_eq!(o.exec_cpu(&w.ctx(), CpuId(2), p), Some(CpuId(0)));
+    w.tasks[p.idx()].allowed = [CpuId(2)].into_iter().collect();
+    assert_eq!(o.exec_cpu(&w.ctx(), CpuId(2), p), Some(CpuId(2)));
+}
