@@ -549,6 +549,8 @@ fn calibrate_writes_a_machine_file_the_simulator_reads_and_validate_compares_rea
     assert!(ok, "{err}");
     assert!(out.contains("context_switch_ns = ") && out.contains("machine file written to"), "{out}");
     let text = std::fs::read_to_string(&file).unwrap();
+    // A switch between threads and one between processes (a forked echo process), measured apart.
+    assert!(text.contains("thread_switch_ns = ") && text.contains("ns between processes"), "{text}");
     let cpus = std::fs::read_dir("/sys/devices/system/cpu")
         .unwrap()
         .flatten()

@@ -2,7 +2,9 @@
 //! switch, of a cross-CPU wakeup and of leaving idle) and writes a machine file for the simulator.
 //!
 //! The measurements follow the usual micro-benchmarks: a pipe ping-pong between two threads pinned to
-//! one CPU (two switches per round trip) and to two CPUs (two cross-CPU wakeups), the same pipe
+//! one CPU (two switches per round trip, the address space kept: `thread_switch_ns`), between two
+//! processes on one CPU (each switch changes address space: `context_switch_ns`) and between threads
+//! on two CPUs (two cross-CPU wakeups), the same pipe
 //! writes and reads done by one thread (the system calls without a switch), and a thread sleeping on
 //! an absolute timer with its timer slack set to 1 ns (the wake-up path from idle). Each number is the
 //! median of five runs. How they map onto the simulator's costs is in [`Calibration::costs`]; the
@@ -36,6 +38,8 @@ pub struct Calibration {
     pub pipe_pair_ns: u64,
     /// Half a ping-pong round trip between two threads on one CPU.
     pub same_cpu_half_rt_ns: u64,
+    /// Half a ping-pong round trip between two processes on one CPU (`None` if the fork failed).
+    pub same_cpu_process_half_rt_ns: Option<u64>,
     /// Half a ping-pong round trip between threads on CPU 0 and CPU 1 (`None` with one CPU).
     pub cross_cpu_half_rt_ns: Option<u64>,
     /// The same with an idle-policy thread spinning on each CPU, so every wakeup reaches a busy
@@ -55,8 +59,10 @@ pub struct Calibration {
 /// The simulator's machine-level costs derived from a [`Calibration`] ([`Calibration::costs`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DerivedCosts {
-    /// `context_switch_ns`.
+    /// `context_switch_ns`: a switch between processes (of address space).
     pub context_switch_ns: u64,
+    /// `thread_switch_ns`: a switch between threads of one process.
+    pub thread_switch_ns: u64,
     /// `idle_exit_ns` (the exit of an idle CPU an IPI wakes).
     pub idle_exit_ns: u64,
     /// `wakeup_ipi_ns`.
@@ -182,6 +188,53 @@ fn ping_pong(a: u32, b: u32) -> u64 {
     dt / ROUND_TRIPS
 }
 
+/// Ping-pong between this thread and a forked process, both on CPU `cpu` (the child inherits the
+/// pin): ns per round trip, each switch one of address space. `None` if the fork failed.
+fn ping_pong_processes(cpu: u32) -> Option<u64> {
+    let ping = Pipe::new(PipeMode::Stream { bytes: 4096 }).ok()?;
+    let pong = Pipe::new(PipeMode::Stream { bytes: 4096 }).ok()?;
+    let _ = sys::set_affinity(0, &[cpu]);
+    // SAFETY: fork; the child only reads and writes the two pipes' descriptors and ends with
+    // _exit (no allocation, no lock another thread may hold).
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let mut buf = [0u8; 4];
+        for _ in 0..ROUND_TRIPS {
+            // SAFETY: open descriptors and a 4-byte buffer.
+            let r = unsafe { libc::read(ping.rd, buf.as_mut_ptr().cast(), 4) };
+            // SAFETY: as above.
+            if r != 4 || unsafe { libc::write(pong.wr, buf.as_ptr().cast(), 4) } != 4 {
+                break;
+            }
+        }
+        // SAFETY: ends the child without running the parent's destructors.
+        unsafe { libc::_exit(0) };
+    }
+    let rt = (pid > 0).then(|| {
+        // Let the child reach its first read.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let mut buf = [0u8; 4];
+        let t0 = now_ns();
+        let mut done = 0;
+        for _ in 0..ROUND_TRIPS {
+            // SAFETY: open descriptors and a 4-byte buffer.
+            let w = unsafe { libc::write(ping.wr, buf.as_ptr().cast(), 4) };
+            // SAFETY: as above.
+            if w != 4 || unsafe { libc::read(pong.rd, buf.as_mut_ptr().cast(), 4) } != 4 {
+                break;
+            }
+            done += 1;
+        }
+        let dt = now_ns() - t0;
+        let mut status = 0;
+        // SAFETY: waits for our own child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        dt / u64::max(done, 1)
+    });
+    let _ = sys::set_affinity(0, &[]);
+    rt.filter(|&ns| ns > 0)
+}
+
 /// [`ping_pong`] between `a` and `b` while a SCHED_IDLE thread spins on each: every wakeup then
 /// reaches a busy CPU (the woken thread preempts the spinner at once, as a normal task always
 /// preempts an idle-policy one), so the round trip has the IPI and no idle exit.
@@ -285,6 +338,8 @@ pub fn measure() -> std::io::Result<Calibration> {
     let five = |f: &dyn Fn() -> u64| median((0..5).map(|_| f()).collect());
     let pipe_pair_ns = five(&pipe_pair);
     let same_cpu_half_rt_ns = five(&|| ping_pong(0, 0)) / 2;
+    let processes: Vec<u64> = (0..5).filter_map(|_| ping_pong_processes(0)).collect();
+    let same_cpu_process_half_rt_ns = (processes.len() == 5).then(|| median(processes) / 2);
     let cross_cpu_half_rt_ns = (nr_cpus > 1).then(|| five(&|| ping_pong(0, 1)) / 2);
     let busy_cross_cpu_half_rt_ns = (nr_cpus > 1).then(|| five(&|| ping_pong_busy(0, 1)) / 2);
     let timer_latency_ns = timer_latency(nr_cpus.saturating_sub(1) as u32);
@@ -300,6 +355,7 @@ pub fn measure() -> std::io::Result<Calibration> {
         nodes,
         pipe_pair_ns,
         same_cpu_half_rt_ns,
+        same_cpu_process_half_rt_ns,
         cross_cpu_half_rt_ns,
         busy_cross_cpu_half_rt_ns,
         timer_latency_ns,
@@ -314,8 +370,10 @@ const SCHED_BASE_NS: u64 = 250;
 
 impl Calibration {
     /// The simulator's machine-level costs from the measurements:
-    /// * `context_switch_ns` = half a same-CPU round trip minus the pipe system calls and the
-    ///   decision cost (a round trip is two writes, two reads, two decisions and two switches);
+    /// * `thread_switch_ns` = half a same-CPU round trip between threads minus the pipe system calls
+    ///   and the decision cost (a round trip is two writes, two reads, two decisions and two
+    ///   switches); `context_switch_ns` the same between processes (each switch changes address
+    ///   space), or the threads' if that was not measured;
     /// * `timer_exit_ns` = the timer's lateness minus a switch and a decision (the path from idle
     ///   to the woken thread);
     /// * `wakeup_ipi_ns` = half a cross-CPU round trip to busy CPUs minus the same-CPU half (the
@@ -326,7 +384,9 @@ impl Calibration {
     ///
     /// Each is at least 100 ns.
     pub fn costs(&self) -> DerivedCosts {
-        let switch = self.same_cpu_half_rt_ns.saturating_sub(self.pipe_pair_ns + SCHED_BASE_NS).max(100);
+        let less_calls = |half_rt: u64| half_rt.saturating_sub(self.pipe_pair_ns + SCHED_BASE_NS).max(100);
+        let switch = less_calls(self.same_cpu_half_rt_ns);
+        let process_switch = self.same_cpu_process_half_rt_ns.map_or(switch, less_calls);
         let timer_exit = self.timer_latency_ns.saturating_sub(switch + SCHED_BASE_NS).max(100);
         let (ipi, idle_exit) = match (self.cross_cpu_half_rt_ns, self.busy_cross_cpu_half_rt_ns) {
             (Some(idle), Some(busy)) => {
@@ -335,7 +395,8 @@ impl Calibration {
             _ => (2_000, timer_exit),
         };
         DerivedCosts {
-            context_switch_ns: switch,
+            context_switch_ns: process_switch,
+            thread_switch_ns: switch,
             idle_exit_ns: idle_exit,
             wakeup_ipi_ns: ipi,
             timer_exit_ns: timer_exit,
@@ -343,13 +404,14 @@ impl Calibration {
     }
 
     /// The per-kind kernel path costs as machine-file keys (`[costs]`): the measured CPU time per
-    /// call, except that a call that blocks loses the context switch the simulator charges apart
+    /// call, except that a call that blocks loses the switch the simulator charges apart (measured
+    /// between threads: a thread switch)
     /// (the waiter's measured time includes its switch-in, which the simulator counts as switch
     /// overhead); each at least `syscall_ns`.
     pub fn path_costs(&self) -> Vec<(&'static str, u64)> {
         let k = &self.paths;
         let call = self.pipe_pair_ns / 2;
-        let switch = self.costs().context_switch_ns;
+        let switch = self.costs().thread_switch_ns;
         let blocking = |ns: u64| ns.saturating_sub(switch).max(call);
         vec![
             ("sleep_ns", blocking(k.sleep_ns)),
@@ -426,7 +488,7 @@ impl Calibration {
         format!(
             "# Written by `schedlab calibrate` on {host}, Linux {kernel}.\n\
              # Measured (medians of five runs): 4-byte pipe write + read {pair} ns; half a pipe ping-pong\n\
-             # round trip on one CPU {same} ns{cross}; 1 ms absolute timer lateness with 1 ns slack {timer} ns;\n\
+             # round trip on one CPU {same} ns{processes}{cross}; 1 ms absolute timer lateness with 1 ns slack {timer} ns;\n\
              # default timer slack {slack} ns.{hz_note}\n\
              # Per call, the calling thread's CPU time (medians; a blocking call's includes its switch-in):\n\
              # mutex wait {mw} / wake {mk}, condition wait {cw} / signal {ck}, semaphore wait {fw} / post {fk},\n\
@@ -442,6 +504,7 @@ impl Calibration {
              hz = {hz}\n\
              \n[costs]\n\
              context_switch_ns = {switch}\n\
+             thread_switch_ns = {thread_switch}\n\
              idle_exit_ns = {idle_exit}\n\
              wakeup_ipi_ns = {ipi}\n\
              timer_exit_ns = {timer_exit}\n\
@@ -459,6 +522,7 @@ impl Calibration {
                 ""
             },
             switch = c.context_switch_ns,
+            thread_switch = c.thread_switch_ns,
             idle_exit = c.idle_exit_ns,
             ipi = c.wakeup_ipi_ns,
             timer_exit = c.timer_exit_ns,
@@ -467,6 +531,10 @@ impl Calibration {
             kernel = self.kernel,
             pair = self.pipe_pair_ns,
             same = self.same_cpu_half_rt_ns,
+            processes = match self.same_cpu_process_half_rt_ns {
+                Some(p) => format!(" between threads, {p} ns between processes"),
+                None => String::new(),
+            },
             cross = match (self.cross_cpu_half_rt_ns, self.busy_cross_cpu_half_rt_ns) {
                 (Some(c), Some(b)) => format!(", across CPUs 0 and 1 {c} ns (to busy CPUs {b} ns)"),
                 (Some(c), None) => format!(", across CPUs 0 and 1 {c} ns"),
@@ -510,6 +578,7 @@ mod tests {
             hz: Some(250),
             pipe_pair_ns: 1_000,
             same_cpu_half_rt_ns: 3_000,
+            same_cpu_process_half_rt_ns: Some(4_000),
             cross_cpu_half_rt_ns: Some(9_000),
             busy_cross_cpu_half_rt_ns: Some(7_000),
             timer_latency_ns: 4_000,
@@ -541,10 +610,12 @@ mod tests {
 
     #[test]
     fn costs_follow_the_documented_subtractions() {
-        // switch = 3000 - 1000 - 250; timer exit = 4000 - 1750 - 250; ipi = 7000 - 3000 (busy
-        // targets); idle exit = 9000 - 7000 (idle targets over busy ones).
+        // thread switch = 3000 - 1000 - 250, process switch = 4000 - 1000 - 250; timer exit =
+        // 4000 - 1750 - 250; ipi = 7000 - 3000 (busy targets); idle exit = 9000 - 7000 (idle
+        // targets over busy ones).
         let want = DerivedCosts {
-            context_switch_ns: 1_750,
+            context_switch_ns: 2_750,
+            thread_switch_ns: 1_750,
             idle_exit_ns: 2_000,
             wakeup_ipi_ns: 4_000,
             timer_exit_ns: 2_000,
@@ -552,6 +623,7 @@ mod tests {
         assert_eq!(sample().costs(), want);
         let tiny = Calibration {
             same_cpu_half_rt_ns: 500,
+            same_cpu_process_half_rt_ns: None,
             timer_latency_ns: 0,
             cross_cpu_half_rt_ns: None,
             busy_cross_cpu_half_rt_ns: None,
@@ -559,19 +631,22 @@ mod tests {
         };
         let floors = DerivedCosts {
             context_switch_ns: 100,
+            thread_switch_ns: 100,
             idle_exit_ns: 100,
             wakeup_ipi_ns: 2_000,
             timer_exit_ns: 100,
         };
         assert_eq!(tiny.costs(), floors, "floors; with one CPU the default IPI and the timer's exit");
+        let unforked = Calibration { same_cpu_process_half_rt_ns: None, ..sample() };
+        assert_eq!(unforked.costs().context_switch_ns, 1_750, "without the process ping-pong, the threads'");
         let one_cpu = Calibration { cross_cpu_half_rt_ns: None, busy_cross_cpu_half_rt_ns: None, ..sample() };
         assert_eq!(one_cpu.costs().idle_exit_ns, 2_000, "one CPU: an idle CPU exits as for its timer");
     }
 
     #[test]
     fn blocking_calls_lose_the_switch_the_simulator_charges_apart() {
-        // syscall = 1000 / 2; switch = 1750 (above). Waits lose 1750, floored at 500; wakes and
-        // plain calls are kept, floored at 500.
+        // syscall = 1000 / 2; thread switch = 1750 (above; the calls are measured in threads).
+        // Waits lose 1750, floored at 500; wakes and plain calls are kept, floored at 500.
         let got: std::collections::BTreeMap<_, _> = sample().path_costs().into_iter().collect();
         let want: std::collections::BTreeMap<_, _> = [
             ("sleep_ns", 6_250),
@@ -601,8 +676,9 @@ mod tests {
         assert_eq!(m.hz, 250);
         assert_eq!(
             (m.costs.context_switch_ns, m.costs.idle_exit_ns, m.costs.wakeup_ipi_ns, m.costs.timer_exit_ns),
-            (1_750, 2_000, 4_000, Some(2_000))
+            (2_750, 2_000, 4_000, Some(2_000))
         );
+        assert_eq!(m.costs.thread_switch_ns, Some(1_750));
         let c = &m.costs;
         assert_eq!(
             [c.sleep_ns, c.yield_ns, c.fork_ns, c.pipe_wait_ns, c.pipe_wake_ns, c.mutex_wait_ns],
