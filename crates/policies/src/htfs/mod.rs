@@ -24,9 +24,9 @@
 //! * **Picking** (sec. 4.3, [`runqueue`]): inside a runqueue the priority queue whose `balancect`
 //!   reached `runcost` (the largest `realbweight`) runs its head entity, so queues run in proportion to
 //!   their `realbweight`; between the two runqueues one signed `balancect` (sec. 4.4, eq. 12-13) gives
-//!   the interactive runqueue 16 times its weight, corrected for the slice lengths. Woken and new tasks
-//!   always enter the interactive runqueue and leave it after a run that puts them 1 ms ahead of
-//!   `vtime` (sec. 4.4).
+//!   the interactive runqueue 16 times its weight, corrected for the slice lengths. New tasks enter
+//!   the interactive runqueue, woken ones too unless already more than 1 ms ahead of `vtime` (sec.
+//!   4.1.1, 4.4; `wake_runqueue`), and they leave it after a run that puts them 1 ms ahead.
 //! * **Virtual runtime and time** (sec. 4.5): `vruntime += runtime x invweight / 2^18`
 //!   (`vtimeaccuracy` 14); the CPU's `vtime` advances, whenever a normal-runqueue entity ran, by its
 //!   time over the normal runqueue's weight (eq. 19: the run time if preempted, else the granted
@@ -170,11 +170,43 @@ pub struct HtfsParams {
     pub wakeupthr: u32,
     /// `boostthr`: badness counts |vdiff| in units of 2^boostthr slices. Default 2.
     pub boostthr: u32,
+    /// Where a waking entity goes. Default [`WakeRunqueue::Ahead`].
+    pub wake_runqueue: WakeRunqueue,
+    /// What eq. 19 adds to vtime after a normal entity left early. Default [`VtimeEarly::Granted`].
+    pub vtime_early: VtimeEarly,
+}
+
+/// Where a waking entity is enqueued: the two readings of sec. 4.4 (see `place_waking`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WakeRunqueue {
+    /// The interactive runqueue unless its vruntime is more than 1 ms ahead of vtime (sec. 4.1.1:
+    /// every enqueue checks the vruntime; the results of sec. 5.2.2 and 5.2.4 need it).
+    Ahead,
+    /// Always the interactive runqueue ("newly woken tasks are always enqueued on the interactive
+    /// runqueue", sec. 4.4, read literally); the 1 ms limit applies only after a run.
+    Interactive,
+}
+
+/// The `time` of eq. 19 after a normal entity left the CPU early without being preempted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VtimeEarly {
+    /// Its whole granted slice, as eq. 19 states ("else time is equal to the granted timeslice").
+    Granted,
+    /// What its own vruntime was charged: the run time plus the punishment. Not the thesis: a
+    /// counterfactual that keeps vtime from outrunning the tasks when they block early (the
+    /// "massive boosting" sec. 4.5.2 warns of), for experiments.
+    Charged,
 }
 
 impl Default for HtfsParams {
     fn default() -> Self {
-        HtfsParams { balance: Method::Avg, wakeupthr: 10, boostthr: 2 }
+        HtfsParams {
+            balance: Method::Avg,
+            wakeupthr: 10,
+            boostthr: 2,
+            wake_runqueue: WakeRunqueue::Ahead,
+            vtime_early: VtimeEarly::Granted,
+        }
     }
 }
 
@@ -192,6 +224,16 @@ impl Params for HtfsParams {
                 help: "waking vruntime kept within 2^wakeupthr static slices (2^17 ns) of vtime",
             },
             ParamInfo { key: "boostthr", default: "2", help: "bweight changes once |vdiff| exceeds 2^boostthr slices" },
+            ParamInfo {
+                key: "wake_runqueue",
+                default: "ahead",
+                help: "where a woken task goes: ahead (interactive unless 1 ms ahead of vtime) or interactive (always)",
+            },
+            ParamInfo {
+                key: "vtime_early",
+                default: "granted",
+                help: "eq. 19's time after a normal task left early: granted (its slice, the thesis) or charged (run time + punishment, a counterfactual)",
+            },
         ]
     }
 
@@ -207,6 +249,20 @@ impl Params for HtfsParams {
             }
             "wakeupthr" => self.wakeupthr = parse_u64(value, 0..=20)? as u32,
             "boostthr" => self.boostthr = parse_u64(value, 0..=10)? as u32,
+            "wake_runqueue" => {
+                self.wake_runqueue = match value.trim() {
+                    "ahead" => WakeRunqueue::Ahead,
+                    "interactive" => WakeRunqueue::Interactive,
+                    other => return Err(format!("expected ahead or interactive, got `{other}`")),
+                }
+            }
+            "vtime_early" => {
+                self.vtime_early = match value.trim() {
+                    "granted" => VtimeEarly::Granted,
+                    "charged" => VtimeEarly::Charged,
+                    other => return Err(format!("expected granted or charged, got `{other}`")),
+                }
+            }
             _ => unreachable!("checked by apply"),
         }
         Ok(())
@@ -364,6 +420,8 @@ pub struct Htfs {
     nr_retries: u64,
     nr_lb_moved: u64,
     nr_to_normal: u64,
+    /// Wakeups placed on the normal runqueue (already more than 1 ms ahead of vtime).
+    nr_wake_normal: u64,
     /// Picks of a normal runqueue while its interactive runqueue held entities (`balancect` < 0).
     nr_normal_over_inter: u64,
     /// Normal-slice periods the interactive entities used up (`period_used` reaching the slice).
@@ -401,6 +459,7 @@ impl Htfs {
             nr_retries: 0,
             nr_lb_moved: 0,
             nr_to_normal: 0,
+            nr_wake_normal: 0,
             nr_normal_over_inter: 0,
             nr_periods_used_up: 0,
             nr_wake_affine: 0,
@@ -616,8 +675,18 @@ impl Htfs {
 
     /// Places a waking entity (a task, or a group entity whose runqueue gets its first entity) in
     /// dual `d`: keep its vruntime within vthreshold of vtime (eq. 18) and put it on the interactive
-    /// runqueue unless already past the 1 ms ahead limit.
+    /// runqueue unless it is already more than 1 ms ahead of vtime.
+    ///
+    /// Sec. 4.4 says "newly woken tasks are always enqueued on the interactive runqueue" and, in the
+    /// same paragraph, that a task may be 1 ms ahead "before switching to the normal runqueue", decided
+    /// by comparing vruntime and vtime; sec. 4.1.1 checks the vruntime at every enqueue. The results
+    /// decide between the readings: hackbench's processes, which block on nearly every read, switch
+    /// to the normal runqueue "after a short time" and stay there, their switches "dropping to a
+    /// level, which is desired by the task through leaving the CPU" (sec. 5.2.2, 5.2.4), which they
+    /// could not do if every wakeup put them back on the interactive runqueue. A task that slept long
+    /// enough to fall behind vtime (an interactive one) still always enters it.
     fn place_waking(&mut self, se: Se, d: usize) {
+        let always_inter = self.p.wake_runqueue == WakeRunqueue::Interactive;
         let vtime = self.duals[d].vtime;
         let shift = 32u32.saturating_sub(self.p.wakeupthr + VTIME_ACCURACY);
         let e = self.ent_mut(se);
@@ -628,9 +697,12 @@ impl Htfs {
         } else if vdiff > vthr {
             e.vruntime = vtime.wrapping_add(vthr as u64);
         }
-        // "Newly woken tasks are always enqueued on the interactive runqueue" (sec. 4.4); the 1 ms
-        // ahead limit ends the stay after a run (`requeue_after_run`).
-        e.kind = Kind::Inter;
+        let vdiff = e.vruntime.wrapping_sub(vtime) as i64;
+        let ahead = e.vtime_of(AHEAD_LIMIT_NS) as i64;
+        e.kind = if vdiff > ahead && !always_inter { Kind::Normal } else { Kind::Inter };
+        if e.kind == Kind::Normal {
+            self.nr_wake_normal += 1;
+        }
     }
 
     /// After a task joined group dual `d`: bring the group entities above up to date, queueing those
@@ -1068,7 +1140,11 @@ impl SchedPolicy for Htfs {
         // Every entity of the path ran: its vruntime grows, and the vtime of its dual runqueue moves
         // if it ran from the normal runqueue (eq. 19), taking that runqueue as one entity.
         let path = self.path(t);
-        let time = if preempted { ran } else { e.granted };
+        let time = match self.p.vtime_early {
+            _ if preempted => ran,
+            VtimeEarly::Granted => e.granted,
+            VtimeEarly::Charged => ran + punish,
+        };
         for &se in &path {
             let s = *self.ent(se);
             let dual = &mut self.duals[s.dual];
@@ -1223,6 +1299,11 @@ impl SchedPolicy for Htfs {
                 name: "nr_to_normal",
                 value: self.nr_to_normal,
                 help: "moves from the interactive to the normal runqueue",
+            },
+            PolicyStat {
+                name: "nr_wake_normal",
+                value: self.nr_wake_normal,
+                help: "wakeups placed on the normal runqueue, more than 1 ms ahead of vtime",
             },
             PolicyStat {
                 name: "nr_normal_over_inter",

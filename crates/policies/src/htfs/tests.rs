@@ -502,3 +502,79 @@ fn fork_and_wakeup_placement_is_cfs_2638s_for_the_same_loads() {
     assert_eq!(htfs, cfs);
     assert_eq!(&htfs[..4], &[3, 1, 0, 2]);
 }
+
+/// A hog that ran its interactive slices until it left for the normal runqueue, then started a
+/// normal slice and ran 10 us of it. Returns the hog and its normal slice.
+fn hog_running_normal(w: &mut TestWorld, p: &mut Htfs, cpu: CpuId) -> (TaskId, Ns) {
+    let hog = w.add_task(0);
+    w.start(p, hog);
+    while p.kind_of(hog) == Kind::Inter {
+        let (_, s) = pick(w, p, cpu);
+        run_then(w, p, cpu, s, SwitchReason::SliceExpired);
+    }
+    let (t, slice) = pick(w, p, cpu);
+    assert_eq!(t, hog);
+    w.advance(p, 10 * US);
+    (hog, slice)
+}
+
+/// Sec. 4.1.1 checks the vruntime at every enqueue and sec. 4.4 lets a task be 1 ms ahead of vtime
+/// before it goes to the normal runqueue: a woken task more than 1 ms ahead (16e6 vruntime units at
+/// nice 0) enters the normal runqueue and does not preempt; at 1 ms or less, or with
+/// `wake_runqueue=interactive` (sec. 4.4's "always", read literally), the interactive one.
+#[test]
+fn a_woken_task_more_than_1ms_ahead_of_vtime_enters_the_normal_runqueue() {
+    let cpu = CpuId(0);
+    let kind_at_wake = |wake_runqueue: WakeRunqueue, ahead_units: u64| {
+        let mut w = TestWorld::new(1);
+        let mut p = Htfs::new(HtfsParams { wake_runqueue, ..HtfsParams::default() });
+        p.init(&w.ctx());
+        // The sleeper runs 10 us of an interactive slice and blocks.
+        let a = w.add_task(0);
+        w.start(&mut p, a);
+        assert_eq!(pick(&mut w, &mut p, cpu).0, a);
+        run_then(&mut w, &mut p, cpu, 10 * US, SwitchReason::Blocked);
+        // Only interactive entities run until the hog is normal, so vtime has not moved.
+        let (hog, _) = hog_running_normal(&mut w, &mut p, cpu);
+        // Put the sleeper `ahead_units` ahead of vtime, as its earlier runs would have.
+        p.ents[a.idx()].vruntime = p.vtime_of(cpu) + ahead_units;
+        w.wake(&mut p, a, cpu);
+        let preempts = p.check_preempt(&w.ctx(), cpu, hog, a, WakeKind::Wakeup);
+        (p.kind_of(a), preempts, p.nr_wake_normal)
+    };
+    assert_eq!(kind_at_wake(WakeRunqueue::Ahead, 16_000_001), (Kind::Normal, false, 1));
+    assert_eq!(kind_at_wake(WakeRunqueue::Ahead, 16_000_000), (Kind::Inter, true, 0));
+    assert_eq!(kind_at_wake(WakeRunqueue::Ahead, 0), (Kind::Inter, true, 0));
+    assert_eq!(kind_at_wake(WakeRunqueue::Interactive, 16_000_001), (Kind::Inter, true, 0));
+    // Far ahead: pulled back to vthreshold (eq. 18: 2^10 static slices, 2^31 units at nice 0) and
+    // still normal.
+    assert_eq!(kind_at_wake(WakeRunqueue::Ahead, 1 << 40), (Kind::Normal, false, 1));
+}
+
+/// Eq. 19: after a normal entity ran, vtime advances by `time` x 2^32 / realbweight(normalq) /
+/// 2^18, where `time` is its run time if preempted, else its granted slice; `vtime_early=charged`
+/// (a counterfactual) uses the run time plus the punishment it was charged instead.
+#[test]
+fn vtime_advances_by_the_granted_slice_after_an_early_leave_as_eq_19_says() {
+    let cpu = CpuId(0);
+    let advance = |vtime_early: VtimeEarly, why: SwitchReason| {
+        let mut w = TestWorld::new(1);
+        let mut p = Htfs::new(HtfsParams { vtime_early, ..HtfsParams::default() });
+        p.init(&w.ctx());
+        let (_, slice) = hog_running_normal(&mut w, &mut p, cpu);
+        let before = p.vtime_of(cpu);
+        // The hog, alone on the normal runqueue at its first level (nice 0 + 1: 1277), runs 100 us.
+        assert_eq!(p.duals[0].normal.bweight, 1277);
+        run_then(&mut w, &mut p, cpu, 90 * US, why);
+        (p.vtime_of(cpu) - before, slice)
+    };
+    let eq19 = |time: u64| ((time as u128 * ((1u128 << 32) / 1277)) >> 18) as u64;
+    let (adv, slice) = advance(VtimeEarly::Granted, SwitchReason::Blocked);
+    assert_eq!(slice, (1 << 30) - 8 * INTER_SLICE);
+    assert_eq!(adv, eq19(slice));
+    let (adv, _) = advance(VtimeEarly::Charged, SwitchReason::Blocked);
+    assert_eq!(adv, eq19(100 * US + slice / 8));
+    for early in [VtimeEarly::Granted, VtimeEarly::Charged] {
+        assert_eq!(advance(early, SwitchReason::Preempted).0, eq19(100 * US), "preempted: its run time");
+    }
+}
