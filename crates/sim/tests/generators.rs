@@ -359,6 +359,57 @@ fn kernel_build_compiles_every_file_with_at_most_jobs_in_flight() {
     assert!(cc.iter().all(|&(_, e)| e <= ld.started_ns.unwrap()), "link starts after every compile");
 }
 
+/// `processes=kbuild`: Kbuild's command per file as arch/x86/Makefile builds it (`-pipe`): make forks
+/// a shell, the shell the gcc driver, the driver cc1 and as joined by a pipe, then the shell runs
+/// fixdep. cc1 writes 210 bytes of assembly a ms of its burst in 4 KiB writes, as reads them all and
+/// pays 45 us a KiB; each file's burst belongs to the source tree, not to the run.
+#[test]
+fn kernel_build_kbuild_runs_each_files_programs_with_cc1_piping_into_as() {
+    let spec = "kernel-build[jobs=2,files=6,processes=kbuild,compile=20ms,compile_stddev=10ms,link=5ms]";
+    let run_seeded = |spec: &str, seed: u64| {
+        let w = builtin(spec).unwrap().unwrap();
+        let m = Machine::flat(2);
+        let mut p = schedlab_policies::create("cfs").unwrap();
+        let cfg =
+            RunConfig { duration_ns: 60_000 * MS, seed, check_invariants: true, ..RunConfig::default() };
+        Sim::new(&m, &w, p.as_mut(), "cfs", cfg).unwrap().run().unwrap()
+    };
+    let r = run_seeded(spec, 1);
+    assert_eq!(r.stop_reason, "all_done");
+    assert_eq!(counter(&r, "objects"), 6);
+    // make, five processes per file (sh, gcc, cc1, as, fixdep: each a fork, then an exec), the link.
+    assert_eq!(r.tasks.len(), 1 + 6 * 5 + 1);
+    assert_eq!(tasks(&r, "fixdep").len(), 6);
+    let bursts: Vec<u64> = (0..6).map(|f| tasks(&r, &format!("cc1-{f}"))[0].work_ns).collect();
+    for (f, &burst) in bursts.iter().enumerate() {
+        let chunks = (burst * 210 / MS).div_ceil(4096).max(1);
+        let pipe = r.pipes.iter().find(|p| p.name == format!("cc1-as-{f}")).unwrap();
+        assert_eq!((pipe.nr_sends, pipe.bytes), (chunks, chunks * 4096), "file {f}");
+        assert_eq!(tasks(&r, &format!("as-{f}"))[0].work_ns, 2 * MS + chunks * 4 * 45 * US);
+        assert_eq!(tasks(&r, &format!("sh-{f}"))[0].work_ns, 900 * US);
+        assert_eq!(tasks(&r, &format!("gcc-{f}"))[0].work_ns, 1400 * US);
+        // The driver outlives cc1 and as; the shell outlives the driver.
+        let end = |name: String| tasks(&r, &name)[0].exited_ns.unwrap();
+        assert!(end(format!("gcc-{f}")) >= end(format!("cc1-{f}")).max(end(format!("as-{f}"))));
+        assert!(end(format!("sh-{f}")) > end(format!("gcc-{f}")));
+    }
+    let sh: Vec<(u64, u64)> = (0..6)
+        .map(|f| {
+            let t = tasks(&r, &format!("sh-{f}"))[0];
+            (t.started_ns.unwrap(), t.exited_ns.unwrap())
+        })
+        .collect();
+    for &(s, _) in &sh {
+        assert!(sh.iter().filter(|&&(a, b)| a <= s && s < b).count() <= 2, "at most jobs shells at {s}");
+    }
+    // Log-normal around 20 ms, the same for another run seed, others for another tree.
+    assert!(bursts.iter().all(|&b| b > 2 * MS && b < 200 * MS), "{bursts:?}");
+    let again = run_seeded(spec, 2);
+    assert_eq!((0..6).map(|f| tasks(&again, &format!("cc1-{f}"))[0].work_ns).collect::<Vec<_>>(), bursts);
+    let other = run_seeded(&spec.replace("link=5ms", "link=5ms,tree_seed=2"), 1);
+    assert_ne!((0..6).map(|f| tasks(&other, &format!("cc1-{f}"))[0].work_ns).collect::<Vec<_>>(), bursts);
+}
+
 #[test]
 fn unixbench_spawn_and_execl_count_their_loops() {
     let r = run("unixbench-spawn", 2, 50 * MS);
