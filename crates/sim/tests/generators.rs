@@ -408,6 +408,9 @@ fn kernel_build_kbuild_runs_each_files_programs_with_cc1_piping_into_as() {
     assert_eq!((0..6).map(|f| tasks(&again, &format!("cc1-{f}"))[0].work_ns).collect::<Vec<_>>(), bursts);
     let other = run_seeded(&spec.replace("link=5ms", "link=5ms,tree_seed=2"), 1);
     assert_ne!((0..6).map(|f| tasks(&other, &format!("cc1-{f}"))[0].work_ns).collect::<Vec<_>>(), bursts);
+    // The programs' costs mean nothing to one process per file: setting one there is an error.
+    let e = builtin("kernel-build[files=6,fixdep_cost=2ms]").expect_err("an error");
+    assert_eq!(e, "workload `kernel-build`: `fixdep_cost` applies only with `processes=kbuild`");
 }
 
 #[test]

@@ -208,6 +208,11 @@ fn kernel_build(a: &Args) -> Result<Workload, String> {
         let tree = a.u32("tree_seed", 0..=u32::MAX)?;
         return kbuild(jobs, files, (mean, stddev), (read, write, link), costs, tree);
     }
+    let kbuild_only =
+        ["sh_cost", "driver_cost", "as_cost", "as_per_kib", "asm_per_ms", "fixdep_cost", "tree_seed"];
+    if let Some(key) = kbuild_only.iter().find(|k| a.given(k)) {
+        return Err(format!("workload `kernel-build`: `{key}` applies only with `processes=kbuild`"));
+    }
     let mut w = WorkloadBuilder::new(format!("kernel-build[jobs={jobs}]"));
     let disk = w.device("disk");
     let tokens = w.semaphore("jobserver", jobs);

@@ -95,6 +95,11 @@ impl Args {
         }
     }
 
+    /// Whether the spec (or an override) set `key`, rather than leaving its default.
+    pub fn given(&self, key: &str) -> bool {
+        self.given.iter().any(|(k, _)| k == key)
+    }
+
     /// One of `choices`.
     pub fn choice(&self, key: &str, choices: &[&'static str]) -> Result<&'static str, String> {
         let v = self.raw(key);
