@@ -551,6 +551,9 @@ fn calibrate_writes_a_machine_file_the_simulator_reads_and_validate_compares_rea
     let text = std::fs::read_to_string(&file).unwrap();
     // A switch between threads and one between processes (a forked echo process), measured apart.
     assert!(text.contains("thread_switch_ns = ") && text.contains("ns between processes"), "{text}");
+    // The periodic tick seen from a spinning thread, or said not seen (a tickless busy CPU).
+    let tick = text.lines().find_map(|l| l.strip_prefix("tick_irq_ns = ")).map(|v| v.parse::<u64>().unwrap());
+    assert!(tick.is_some_and(|ns| ns > 0) || text.contains("saw no periodic tick"), "{text}");
     let cpus = std::fs::read_dir("/sys/devices/system/cpu")
         .unwrap()
         .flatten()

@@ -155,6 +155,57 @@ fn results_do_not_depend_on_the_number_of_workers() {
 }
 
 #[test]
+fn a_taskset_pins_every_case_to_its_cpus() {
+    // Two hogs on a two-CPU machine for 1 s: alone they keep both CPUs busy (2 s of busy time);
+    // under `taskset = [1]` they share CPU 1 (1 s), and a case may widen it again.
+    let text = r#"
+title = "pinned hogs"
+source = "arithmetic"
+machine = "core2duo"
+taskset = [1]
+policies = ["cfs"]
+duration = "1s"
+
+[[case]]
+name = "pinned"
+workload = "hogs[n=2]"
+
+[[case]]
+name = "both"
+workload = "hogs[n=2]"
+taskset = [0, 1]
+
+[[claim]]
+id = "one-cpu-busy"
+quote = "pinned, the hogs keep one CPU busy"
+source = "arithmetic"
+case = "pinned"
+metric = "summary.busy_ns"
+policy = "cfs"
+expect = "in [0.99e9, 1.0e9]"
+paper = "1 s"
+
+[[claim]]
+id = "two-cpus-busy"
+quote = "on both CPUs they keep two busy"
+source = "arithmetic"
+case = "both"
+metric = "summary.busy_ns"
+policy = "cfs"
+expect = "in [1.98e9, 2.0e9]"
+paper = "2 s"
+"#;
+    let dir = experiments("taskset", &[("e.toml", text)]);
+    let (ok, out, err) = schedlab(&["reproduce", "toy", "--dir", dir.to_str().unwrap(), "--no-html"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("[holds] one-cpu-busy:") && out.contains("[holds] two-cpus-busy:"), "{out}");
+    // A CPU the machine does not have is refused, naming the key.
+    let dir = experiments("taskset-bad", &[("e.toml", &text.replace("taskset = [1]", "taskset = [2]"))]);
+    let (ok, _, err) = schedlab(&["reproduce", "--all", "--dir", dir.to_str().unwrap(), "--list"]);
+    assert!(!ok && err.contains("key `taskset`: CPU 2, but machine `core2duo` has CPUs 0..=1"), "{err}");
+}
+
+#[test]
 fn bad_experiment_files_name_the_file_line_and_key() {
     let cases: [(&str, String, &str); 6] = [
         (

@@ -49,6 +49,9 @@ pub struct Calibration {
     pub timer_latency_ns: u64,
     /// The default timer slack of a thread (`PR_GET_TIMERSLACK`).
     pub timer_slack_ns: u64,
+    /// The median time a spinning thread loses to each periodic tick (`None`: no tick seen, as on
+    /// a CPU that runs tickless while busy).
+    pub tick_gap_ns: Option<u64>,
     /// The extra time of one pass over a 256 KiB working set right after moving between CPUs 0 and 1,
     /// and how those CPUs share caches (`None` with one CPU).
     pub migration: Option<(u64, CacheSharing)>,
@@ -297,6 +300,58 @@ fn timer_latency(cpu: u32) -> u64 {
     .unwrap_or(0)
 }
 
+/// How long a thread spins, clock read after clock read, to find the periodic tick's gaps.
+const TICK_SPIN_NS: u64 = 1_000_000_000;
+
+/// The gaps above 500 ns between consecutive clock reads of a thread spinning on `cpu` for
+/// [`TICK_SPIN_NS`], as `(start, length)` from the spin's start.
+fn spin_gaps(cpu: u32) -> Vec<(u64, u64)> {
+    std::thread::spawn(move || {
+        let _ = sys::set_affinity(0, &[cpu]);
+        let mut gaps = Vec::with_capacity(4096);
+        let t0 = now_ns();
+        let mut prev = t0;
+        loop {
+            let t = now_ns();
+            if t - prev > 500 && gaps.len() < 1 << 20 {
+                gaps.push((prev - t0, t - prev));
+            }
+            prev = t;
+            if t - t0 >= TICK_SPIN_NS {
+                break;
+            }
+        }
+        gaps
+    })
+    .join()
+    .unwrap_or_default()
+}
+
+/// The periodic tick's cost from the `gaps` of a [`TICK_SPIN_NS`] spin (see [`spin_gaps`]) with a
+/// tick every `period_ns`: the ticks of one CPU come at one phase of the period, so the phase bin
+/// (of 64) holding the most gaps, with its two neighbours, holds them; the median of those gaps is
+/// the tick's cost. `None` when fewer gaps fall there than half the periods the spin covered (no
+/// periodic tick, or one too cheap to see).
+pub fn tick_gap(gaps: &[(u64, u64)], period_ns: u64, spin_ns: u64) -> Option<u64> {
+    const BINS: u64 = 64;
+    if period_ns == 0 {
+        return None;
+    }
+    let bin = |at: u64| (at % period_ns) * BINS / period_ns;
+    let mut count = [0usize; BINS as usize];
+    for &(at, _) in gaps {
+        count[bin(at) as usize] += 1;
+    }
+    let near = |b: u64, c: u64| (b + BINS - c) % BINS <= 1 || (c + BINS - b) % BINS <= 1;
+    let around = |c: u64| (0..BINS).filter(|&b| near(b, c)).map(|b| count[b as usize]).sum::<usize>();
+    let best = (0..BINS).max_by_key(|&c| (around(c), std::cmp::Reverse(c)))?;
+    if (around(best) as u64) * 2 < spin_ns / period_ns {
+        return None;
+    }
+    let ticks: Vec<u64> = gaps.iter().filter(|g| near(bin(g.0), best)).map(|g| g.1).collect();
+    Some(median(ticks))
+}
+
 fn timer_slack() -> u64 {
     // SAFETY: PR_GET_TIMERSLACK has no pointer arguments.
     let r = unsafe { libc::prctl(libc::PR_GET_TIMERSLACK, 0, 0, 0, 0) };
@@ -343,11 +398,13 @@ pub fn measure() -> std::io::Result<Calibration> {
     let cross_cpu_half_rt_ns = (nr_cpus > 1).then(|| five(&|| ping_pong(0, 1)) / 2);
     let busy_cross_cpu_half_rt_ns = (nr_cpus > 1).then(|| five(&|| ping_pong_busy(0, 1)) / 2);
     let timer_latency_ns = timer_latency(nr_cpus.saturating_sub(1) as u32);
+    let hz = config_hz(&kernel);
+    let tick_gap_ns = tick_gap(&spin_gaps(0), 1_000_000_000 / hz.unwrap_or(250).max(1) as u64, TICK_SPIN_NS);
     let migration = (nr_cpus > 1).then(|| (migration_extra(0, 1), cache_sharing_0_1()));
     let paths = crate::kernel_costs::measure()?;
     Ok(Calibration {
         host: crate::measure::hostname(),
-        hz: config_hz(&kernel),
+        hz,
         kernel,
         nr_cpus,
         sockets,
@@ -360,6 +417,7 @@ pub fn measure() -> std::io::Result<Calibration> {
         busy_cross_cpu_half_rt_ns,
         timer_latency_ns,
         timer_slack_ns: timer_slack(),
+        tick_gap_ns,
         migration,
         paths,
     })
@@ -509,6 +567,7 @@ impl Calibration {
              wakeup_ipi_ns = {ipi}\n\
              timer_exit_ns = {timer_exit}\n\
              timer_slack_ns = {slack}\n\
+             {tick}\
              syscall_ns = {syscall}\n\
              {paths}\
              {quiesce}\
@@ -520,6 +579,13 @@ impl Calibration {
                  cond_quiesce = true\n"
             } else {
                 ""
+            },
+            tick = match self.tick_gap_ns {
+                Some(g) => format!(
+                    "# Each periodic tick took {g} ns from a thread spinning on CPU 0 (median over 1 s).\n\
+                     tick_irq_ns = {g}\n"
+                ),
+                None => "# A thread spinning on CPU 0 for 1 s saw no periodic tick: tick_irq_ns unset.\n".into(),
             },
             switch = c.context_switch_ns,
             thread_switch = c.thread_switch_ns,
@@ -583,6 +649,7 @@ mod tests {
             busy_cross_cpu_half_rt_ns: Some(7_000),
             timer_latency_ns: 4_000,
             timer_slack_ns: 50_000,
+            tick_gap_ns: Some(2_500),
             migration: Some((3_000, CacheSharing::Llc)),
             paths: crate::kernel_costs::KernelCosts {
                 mutex_wait_ns: 4_000,
@@ -705,5 +772,31 @@ mod tests {
         assert_eq!((m.costs.refill_smt_ns, m.costs.refill_llc_ns), (6_000, 10_000), "the LLC default kept");
         let apart = Calibration { migration: Some((3_000, CacheSharing::None)), ..sample() };
         assert!(!apart.to_toml().contains("refill_"), "no shared cache: no key");
+        // The tick's gap becomes the interrupt's cost; none seen, no key.
+        assert_eq!(m.costs.tick_irq_ns, Some(2_500));
+        let tickless = Calibration { tick_gap_ns: None, ..sample() };
+        let m = schedlab_sim::Machine::from_toml("tickless.toml", &tickless.to_toml()).unwrap();
+        assert_eq!(m.costs.tick_irq_ns, None);
+    }
+
+    #[test]
+    fn the_tick_is_the_gap_that_recurs_at_one_phase_of_the_period() {
+        // A 1 s spin at 250 Hz: a 20-24 us gap at 1.3 ms into every 4 ms period (the phase drifting
+        // by up to 30 us), and 100 other interrupts of 3 us at phases spread over the period.
+        let period = 4_000_000u64;
+        let mut gaps: Vec<(u64, u64)> = (0..250u64)
+            .map(|k| (k * period + 1_300_000 + (k % 7) * 5_000, 20_000 + (k % 5) * 1_000))
+            .collect();
+        gaps.extend((0..100u64).map(|k| (k * 9_999_991 % 1_000_000_000, 3_000)));
+        gaps.sort_unstable();
+        assert_eq!(tick_gap(&gaps, period, 1_000_000_000), Some(22_000));
+        // Only the scattered ones: no tick (a tickless busy CPU).
+        let scattered: Vec<(u64, u64)> =
+            (0..100u64).map(|k| (k * 9_999_991 % 1_000_000_000, 3_000)).collect();
+        assert_eq!(tick_gap(&scattered, period, 1_000_000_000), None);
+        // A tick in every other period only: 125 of 250 periods, half, which still counts.
+        let every_other: Vec<(u64, u64)> = gaps.iter().copied().filter(|g| g.1 != 3_000).step_by(2).collect();
+        assert_eq!(tick_gap(&every_other, period, 1_000_000_000).map(|g| g >= 20_000), Some(true));
+        assert_eq!(tick_gap(&[], period, 1_000_000_000), None);
     }
 }

@@ -83,7 +83,12 @@ pub fn parse_bool(value: &str) -> Result<bool, String> {
 /// Applies `key=value` pairs to a fresh parameter set.
 pub fn apply<P: Params>(policy: &str, pairs: &[(String, String)]) -> Result<P, ParamError> {
     let mut p = P::default();
-    for (k, v) in pairs {
+    // A parameter that selects a version's defaults (`kernel`, `tunables`) applies first wherever
+    // it is written, so the other parameters given with it override those defaults.
+    let first = |k: &str| !matches!(k, "kernel" | "tunables");
+    let mut ordered: Vec<&(String, String)> = pairs.iter().collect();
+    ordered.sort_by_key(|(k, _)| first(k));
+    for (k, v) in ordered {
         if !P::info().iter().any(|i| i.key == k) {
             return Err(ParamError::Unknown {
                 policy: policy.into(),

@@ -127,6 +127,17 @@ pub struct CostModel {
     /// `idle_exit_ns`, as before this key existed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timer_exit_ns: Option<Ns>,
+    /// CPU time of the periodic timer interrupt on a busy CPU: the interrupt's entry and exit,
+    /// `scheduler_tick` and the rest of `update_process_times` (timers, RCU, accounting), which
+    /// Linux charges to the task it interrupts as run time (without `IRQ_TIME_ACCOUNTING`, the
+    /// kernels of the seed papers). The task makes no progress meanwhile, and a reschedule the
+    /// tick asks for happens at its end: `schedule()` reads the clock after the handler did, so
+    /// a task picked at a tick has run that much less than whole ticks at each later tick (a CFS
+    /// slice of exactly two ticks, rounded down by `calc_delta_mine`, then runs three). The
+    /// policy's tick sees the clock at the interrupt. Unset: a tick takes no time and its
+    /// reschedule happens at the tick's instant, as before this key existed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tick_irq_ns: Option<Ns>,
     /// Absences after which a blocked task's return costs extra kernel time (issue 30), ns,
     /// increasing: the points of `resume_idle_ns` and `resume_busy_ns`. A thread's CPU time per
     /// blocking call grows with how long it was away (on the machine `schedlab calibrate` measured,
@@ -248,6 +259,7 @@ impl Default for CostModel {
             futex_wait_ns: None,
             futex_wake_ns: None,
             timer_exit_ns: None,
+            tick_irq_ns: None,
             resume_after_ns: Vec::new(),
             resume_idle_ns: Vec::new(),
             resume_busy_ns: Vec::new(),

@@ -1102,6 +1102,14 @@ impl<'a> Sim<'a> {
         // ondemand governor's sample settles what it reads), and every event that changes the
         // segment's speed, counter rotation or task settles it first (docs/architecture.md).
         self.governor_tick(cpu);
+        // The interrupt's own time (`CostModel::tick_irq_ns`): run time of the interrupted task in
+        // which it makes no progress, kept as kernel time before its work goes on.
+        let irq_ns = self.machine.costs.tick_irq_ns.unwrap_or(0);
+        if irq_ns > 0 {
+            self.settle(cpu);
+            self.tasks[curr.idx()].syscall_left += irq_ns;
+            self.program_segment(cpu);
+        }
         if self.policy.tick(ctx!(self), cpu, curr) {
             self.cpus[cpu.idx()].need_resched = true;
         } else if self.machine.costs.scx_round_trip_ns.is_some() {
@@ -1129,7 +1137,15 @@ impl<'a> Sim<'a> {
             && self.cpus[cpu.idx()].need_resched
             && self.cpu_views[cpu.idx()].curr.is_some()
         {
-            self.resched_own(cpu, SwitchReason::Preempted);
+            if irq_ns > 0 && self.machine.costs.scx_round_trip_ns.is_none() {
+                // schedule() runs on the interrupt's way out, once the handler is done.
+                if !self.cpus[cpu.idx()].resched_pending {
+                    self.cpus[cpu.idx()].resched_pending = true;
+                    self.q.push(self.now + irq_ns, Ev::Resched(cpu));
+                }
+            } else {
+                self.resched_own(cpu, SwitchReason::Preempted);
+            }
         }
     }
 

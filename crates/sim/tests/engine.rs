@@ -1786,3 +1786,35 @@ fn a_fork_placed_off_its_parents_cpu_is_a_migration_in_2_6_38_not_today() {
         assert!(r.summary.makespan_ns.unwrap() < 55 * MS, "{policy}: {:?}", r.summary.makespan_ns);
     }
 }
+
+#[test]
+fn a_tick_costs_its_handler_time_and_its_reschedule_waits_for_the_handler() {
+    // One CPU, 1000 Hz, no costs but the timer interrupt's 1 us; ten CPU hogs under CFS with
+    // 2.6.32's tunables as a two-CPU kernel scales them (10 ms latency, 2 ms granularity). Ten
+    // tasks stretch the period to 20 ms, so each slice is 20 ms x 1024 / 10240, which
+    // calc_delta_mine rounds down to just under 2 ms. A task picked at a tick's instant has run
+    // exactly 2 ms at the second tick after: more than its slice. With the handler's time, the
+    // task picked at a tick starts 1 us after it, has run 1.999 ms at the second tick and 2.999
+    // ms at the third: a switch every 3 ms instead of every 2 (the HTFS and O(1)-vs-CFS theses'
+    // kernels behaved so: 1,573 involuntary switches for 4.66 s of CPU, one every 2.96 ms).
+    let mut w = WorkloadBuilder::new("hogs");
+    w.task("hog", P::new().compute(10 * NSEC_PER_SEC).build()).instances = 10;
+    let w = w.build().unwrap();
+    let spec = "cfs[sched_latency_ns=10000000,sched_min_granularity_ns=2000000,tunable_scaling=none]";
+    let mut m = one_cpu_without_costs();
+    let free = run(&m, &w, spec, 600 * MS);
+    // Switches at 2, 4, ..., 600 ms (the last at the run's end is not taken).
+    assert_eq!(free.summary.nr_switches, 299 + 1, "the first pick counts too");
+    m.costs.tick_irq_ns = Some(1_000);
+    let r = run(&m, &w, spec, 600 * MS);
+    // The first task, picked at 0 with no handler before it, is preempted at the 2 ms tick; every
+    // later one is picked 1 us after a tick and preempted three ticks later: 2, 5, ..., 599 ms.
+    assert_eq!(r.summary.nr_switches, 200 + 1);
+    // The handler's time is the hogs' run time without progress: 600 ticks' worth at most (the
+    // ticks at 1..599 ms, and the one at 600 ms if it fires before the run stops).
+    let run_ns: u64 = r.tasks.iter().map(|t| t.run_ns).sum();
+    let work_ns: u64 = r.tasks.iter().map(|t| t.work_ns).sum();
+    assert_eq!(run_ns, 600 * MS);
+    assert!([599_000, 600_000].contains(&(run_ns - work_ns)), "{}", run_ns - work_ns);
+    assert_eq!(r.summary.overhead_ns, 0);
+}

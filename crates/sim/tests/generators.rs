@@ -212,6 +212,30 @@ fn sysbench_oltp_throughput_matches_the_closed_loop() {
 }
 
 #[test]
+fn sysbench_oltp_with_a_main_thread_creates_its_clients_one_by_one_then_starts_them_together() {
+    // One CPU: the main thread computes 1 ms before creating each of 4 client threads (threads of
+    // its process), and all five meet at the start barrier, so no client runs before the main
+    // thread's 4 ms and the last creation, and every client then serves transactions.
+    let r = run("sysbench-oltp[threads=4,master=1ms]", 1, 500 * MS);
+    let main = one(&r, "main");
+    let clients = tasks(&r, "client");
+    assert_eq!(clients.len(), 4);
+    assert!(main.work_ns == 4 * MS, "{}", main.work_ns);
+    for c in &clients {
+        assert_eq!(c.tgid, main.tgid, "{} is a thread of sysbench's process", c.name);
+        assert!(c.started_ns >= Some(MS), "created after the first 1 ms: {:?}", c.started_ns);
+        assert!(c.work_ns > 0);
+    }
+    // The last is created after the main thread's 4 ms of work.
+    let last_start = clients.iter().filter_map(|c| c.started_ns).max().unwrap();
+    assert!(last_start >= 4 * MS, "{last_start}");
+    assert!(counter(&r, "transactions") > 4 * 30, "each client keeps serving");
+    // Without `master` there is no main thread and the clients start at once.
+    let r = run("sysbench-oltp[threads=4]", 1, 100 * MS);
+    assert!(r.tasks.iter().all(|t| t.template == "client" && t.started_ns == Some(0)));
+}
+
+#[test]
 fn fibo_and_hogs_keep_the_cpu_busy() {
     let r = run("fibo", 1, 1_000 * MS);
     assert!(one(&r, "fibo").work_ns > 995 * MS);

@@ -300,6 +300,7 @@ fn build_machine(mc: &MachineCase) -> Machine {
             futex_wait_ns: Some(1_800),
             futex_wake_ns: Some(1_500),
             timer_exit_ns: Some(9_000),
+            tick_irq_ns: Some(2_000),
             ..CostModel::default()
         },
     };

@@ -636,6 +636,26 @@ impl Workload {
         })
     }
 
+    /// Runs the whole workload as `taskset -c <cpus>` runs a program: every task whose template
+    /// does not choose its own CPUs (`cpus`, a program's own `sched_setaffinity`) may run only on
+    /// `cpus`, and so may its forked children, which inherit the mask. Later affinity changes (`cpus`
+    /// ops, `[[affinity]]` entries) are the program's own calls and stay as they are. An empty
+    /// list is refused (a mask with no CPU).
+    pub fn taskset(&mut self, cpus: &[u32]) -> Result<(), String> {
+        if cpus.is_empty() {
+            return Err("a taskset needs at least one CPU".into());
+        }
+        let mut set = cpus.to_vec();
+        set.sort_unstable();
+        set.dedup();
+        for t in &mut self.tasks {
+            if t.cpus.is_none() {
+                t.cpus = Some(set.clone());
+            }
+        }
+        Ok(())
+    }
+
     /// Checks internal consistency: references in range, loops matched, properties in range. Returns
     /// a description of the first problem found.
     pub fn validate(&self) -> Result<(), String> {

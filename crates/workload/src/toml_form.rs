@@ -79,6 +79,9 @@ struct IncludeTable {
     /// Every task of the included application is a background task (a monitor beside the workload).
     #[serde(default)]
     background: bool,
+    /// The application runs under `taskset -c <cpus>`: its tasks that choose no CPUs of their own
+    /// may run only on these ([`crate::Workload::taskset`]).
+    cpus: Option<Vec<u32>>,
 }
 
 #[derive(Deserialize)]
@@ -542,15 +545,21 @@ pub fn parse_toml_overriding(
     let mut seen: HashMap<String, u32> = HashMap::new();
     for inc in &doc.include {
         let t = match inc.get_ref() {
-            IncludeDoc::Spec(spec) => {
-                IncludeTable { spec: spec.clone(), start: None, group: None, prefix: None, background: false }
-            }
+            IncludeDoc::Spec(spec) => IncludeTable {
+                spec: spec.clone(),
+                start: None,
+                group: None,
+                prefix: None,
+                background: false,
+                cpus: None,
+            },
             IncludeDoc::Table(t) => IncludeTable {
                 spec: t.spec.clone(),
                 start: t.start.clone(),
                 group: t.group.clone(),
                 prefix: t.prefix.clone(),
                 background: t.background,
+                cpus: t.cpus.clone(),
             },
         };
         let spec = &t.spec;
@@ -573,6 +582,9 @@ pub fn parse_toml_overriding(
             for task in &mut other.tasks {
                 task.background = true;
             }
+        }
+        if let Some(cpus) = &t.cpus {
+            other.taskset(cpus).map_err(|m| r.err(inc.span(), "include.cpus", m))?;
         }
         if let Some(group) = &t.group {
             // One task group (cgroup) for the whole application, as systemd gives each service one.
@@ -1410,6 +1422,32 @@ mod include_tests {
             assert_eq!(e.key, key, "{e}");
             assert_eq!(e.line, 1, "{e}");
         }
+    }
+
+    #[test]
+    fn an_included_application_runs_under_taskset_where_its_tasks_choose_no_cpus() {
+        // fibo's one task takes the mask (sorted, once each); hackbench's forked children are
+        // templates too, so they inherit it; pinned-spinners pins its own threads to CPU 0 and
+        // keeps that, with its own later unpinning.
+        let w = parse_toml(
+            "ts.toml",
+            "include = [{ spec = \"fibo\", cpus = [3, 1, 3] },\n\
+             { spec = \"hackbench[groups=1]\", cpus = [2] },\n\
+             { spec = \"pinned-spinners[threads=2]\", cpus = [1, 2] }]\n",
+        )
+        .unwrap();
+        let cpus = |prefix: &str| -> Vec<Option<Vec<u32>>> {
+            w.tasks.iter().filter(|t| t.name.starts_with(prefix)).map(|t| t.cpus.clone()).collect()
+        };
+        assert_eq!(cpus("fibo."), vec![Some(vec![1, 3])]);
+        let hb = cpus("hackbench.");
+        assert!(hb.len() >= 2 && hb.iter().all(|c| c == &Some(vec![2])), "{hb:?}");
+        assert_eq!(cpus("pinned-spinners."), vec![Some(vec![0])]);
+        assert!(w.affinity_changes.iter().all(|a| a.cpus.is_none()), "the unpinning stays the program's");
+        // A mask with no CPU is refused at the include's line.
+        let e =
+            parse_toml("e.toml", "name = \"x\"\ninclude = [{ spec = \"fibo\", cpus = [] }]\n").unwrap_err();
+        assert_eq!((e.line, e.key.as_str()), (2, "include.cpus"), "{e}");
     }
 
     #[test]

@@ -123,7 +123,7 @@ impl FreeParam {
             Target::Generator(generator, param) => {
                 let o =
                     ParamOverride { generator: generator.clone(), param: param.clone(), value: value.into() };
-                out.workload = build_workload(file, &case.specs, &[o])?;
+                out.workload = build_workload(file, &case.specs, &[o], case.taskset.as_deref())?;
                 if out.workload == case.workload {
                     return Ok(None);
                 }

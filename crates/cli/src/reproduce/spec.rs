@@ -28,6 +28,8 @@ struct Doc {
     #[serde(default)]
     about: String,
     machine: Option<Spanned<String>>,
+    /// Every case's workload runs as under `taskset -c <cpus>` (the paper pinned its runs).
+    taskset: Option<Spanned<Vec<u32>>>,
     policies: Option<Spanned<Vec<String>>>,
     #[serde(default = "default_seeds")]
     seeds: Vec<u64>,
@@ -110,6 +112,7 @@ struct CaseDoc {
     quick_workload: Option<Specs>,
     real_workload: Option<Specs>,
     machine: Option<String>,
+    taskset: Option<Vec<u32>>,
     duration: Option<String>,
     quick_duration: Option<String>,
     real_duration: Option<String>,
@@ -161,6 +164,9 @@ pub struct Case {
     /// The workload specs as read (files resolved against the experiment's directory), to rebuild the
     /// workload with a free parameter changed.
     pub specs: Vec<String>,
+    /// The CPUs every task may run on, as under `taskset -c` (the case's `taskset`, else the
+    /// file's; `None`: no restriction).
+    pub taskset: Option<Vec<u32>>,
 }
 
 /// A parsed, validated experiment (for the chosen mode, full or quick).
@@ -237,9 +243,22 @@ impl Reader<'_> {
     }
 }
 
-/// The workload of `specs` (already resolved), every generator built with `overrides`; `file` names
-/// the experiment in errors.
-pub fn build_workload(file: &str, specs: &[String], overrides: &[ParamOverride]) -> Result<Workload> {
+/// The workload of `specs` (already resolved), every generator built with `overrides`, run under
+/// `taskset` when given; `file` names the experiment in errors.
+pub fn build_workload(
+    file: &str,
+    specs: &[String],
+    overrides: &[ParamOverride],
+    taskset: Option<&[u32]>,
+) -> Result<Workload> {
+    let mut w = build_untasked(file, specs, overrides)?;
+    if let Some(cpus) = taskset {
+        w.taskset(cpus).map_err(|m| anyhow::anyhow!("taskset: {m}"))?;
+    }
+    Ok(w)
+}
+
+fn build_untasked(file: &str, specs: &[String], overrides: &[ParamOverride]) -> Result<Workload> {
     match specs {
         [] => anyhow::bail!("no workload"),
         [one] => crate::load_workload_with(one, overrides),
@@ -321,8 +340,19 @@ pub fn load(path: &Path, mode: Mode) -> Result<Experiment> {
         };
         let workload_spec = specs.clone();
         let specs: Vec<String> = specs.iter().map(|s| r.resolve(s)).collect();
-        let workload =
-            build_workload(&file, &specs, &[]).map_err(|e| r.err(span.clone(), key, format!("{e:#}")))?;
+        let taskset = d.taskset.clone().or(doc.taskset.as_ref().map(|t| t.get_ref().clone()));
+        if let Some(cpus) = &taskset {
+            let n = machine.topology.nr_cpus() as u32;
+            if let Some(bad) = cpus.iter().find(|&&c| c >= n) {
+                return Err(r.err(
+                    span.clone(),
+                    "taskset",
+                    format!("CPU {bad}, but machine `{}` has CPUs 0..={}", machine.name, n - 1),
+                ));
+            }
+        }
+        let workload = build_workload(&file, &specs, &[], taskset.as_deref())
+            .map_err(|e| r.err(span.clone(), key, format!("{e:#}")))?;
         let real_dur = d.real_duration.as_ref().filter(|_| mode == Mode::Real);
         let case_dur = if quick {
             real_dur.or(d.quick_duration.as_ref()).or(d.duration.as_ref())
@@ -354,6 +384,7 @@ pub fn load(path: &Path, mode: Mode) -> Result<Experiment> {
             policies,
             real: true,
             specs,
+            taskset,
         });
     }
     let real_skip = doc.real.as_ref().and_then(|rd| rd.get_ref().skip.clone());

@@ -299,12 +299,31 @@ impl Params for CfsParams {
                 help: "sched_yield moves the task behind all others",
             },
             ParamInfo { key: "load_balance", default: "true", help: "run the sched-domain load balancer" },
+            ParamInfo {
+                key: "tunables",
+                default: "2.6.38",
+                help: "whose defaults the three granularities take: 2.6.38 (6 ms, 0.75 ms, 1 ms) or 2.6.32 (5 ms, 1 ms, 1 ms; RHEL 6); the code stays 2.6.38's",
+            },
         ]
     }
 
     fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
         const S: u64 = 1_000_000_000;
         match key {
+            // 2.6.32 kernel/sched_fair.c: sysctl_sched_latency 5 ms, sysctl_sched_min_granularity
+            // 1 ms (sched_nr_latency 5), sysctl_sched_wakeup_granularity 1 ms, each scaled by
+            // 1 + ilog2(ncpus) as in 2.6.38; 2.6.35 raised the latency to 6 ms and lowered the
+            // granularity to 0.75 ms.
+            "tunables" => {
+                let (latency, min_gran, wakeup) = match value {
+                    "2.6.38" => (6 * NSEC_PER_MSEC, 750_000, NSEC_PER_MSEC),
+                    "2.6.32" => (5 * NSEC_PER_MSEC, NSEC_PER_MSEC, NSEC_PER_MSEC),
+                    _ => return Err("expected 2.6.38 or 2.6.32".into()),
+                };
+                self.sched_latency_ns = latency;
+                self.sched_min_granularity_ns = min_gran;
+                self.sched_wakeup_granularity_ns = wakeup;
+            }
             "sched_latency_ns" => self.sched_latency_ns = parse_u64(value, 100_000..=S)?,
             "sched_min_granularity_ns" => self.sched_min_granularity_ns = parse_u64(value, 100_000..=S)?,
             "sched_wakeup_granularity_ns" => self.sched_wakeup_granularity_ns = parse_u64(value, 0..=S)?,

@@ -32,6 +32,32 @@ fn tunables_scale_with_log_of_cpus() {
 }
 
 #[test]
+fn tunables_2_6_32_are_5_ms_and_1_ms_scaled_like_2_6_38_and_explicit_values_win_in_any_order() {
+    // 2.6.32 sched_fair.c: latency 5 ms, minimum and wakeup granularity 1 ms, so nr_latency 5; on
+    // the two CPUs of seed 003's Core 2 (factor 1 + ilog2(2) = 2): 10 ms, 2 ms and 2 ms.
+    let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+        v.iter().map(|(k, x)| (k.to_string(), x.to_string())).collect()
+    };
+    let w = TestWorld::new(2);
+    let p: CfsParams = crate::params::apply("cfs", &pairs(&[("tunables", "2.6.32")])).unwrap();
+    let mut c = Cfs::new(p);
+    c.init(&w.ctx());
+    assert_eq!(
+        (c.latency_ns(), c.min_granularity_ns(), c.wakeup_granularity_ns()),
+        (10_000_000, 2_000_000, 2_000_000)
+    );
+    // An explicit tunable overrides the version's default whether it comes before or after it.
+    for order in [
+        [("sched_latency_ns", "8000000"), ("tunables", "2.6.32")],
+        [("tunables", "2.6.32"), ("sched_latency_ns", "8000000")],
+    ] {
+        let p: CfsParams = crate::params::apply("cfs", &pairs(&order)).unwrap();
+        assert_eq!((p.sched_latency_ns, p.sched_min_granularity_ns), (8_000_000, 1_000_000), "{order:?}");
+    }
+    assert!(crate::params::apply::<CfsParams>("cfs", &pairs(&[("tunables", "2.6.33")])).is_err());
+}
+
+#[test]
 fn slices_follow_sched_slice_for_2_8_and_20_tasks() {
     for n in [2u64, 8, 20] {
         let mut w = TestWorld::new(1);

@@ -18,8 +18,10 @@
 //! * **Calendar queue.** A batch thread is inserted `64 x (pri - 152) / 72` slots after `tdq_idx`;
 //!   the CPU runs from `tdq_ridx`, and each stathz tick moves `idx` on once `ridx` has caught up, so
 //!   every batch thread eventually runs and better priorities run sooner.
-//! * **Fork and exit.** A child inherits its parent's history and CPU usage, scaled down to 0.5 s of
-//!   history, and starts with a short first slice; the parent is charged one tick. An exiting thread's
+//! * **Fork and exit.** A child process (`fork`, `sched_fork`) inherits its parent's history and CPU
+//!   usage, scaled down to 0.5 s of history, and starts with a short first slice; the parent is
+//!   charged one tick. A new thread of the parent's process (`pthread_create`: `thread_create` calls
+//!   `sched_fork_thread` alone) takes the parent's history as it is, and the parent pays nothing. An exiting thread's
 //!   run time is added to its parent's (so a shell that starts CPU hogs starts its next children as
 //!   batch). Workload tasks without a parent start as if forked from an idle shell (0.5 s of sleep).
 //! * **Slices.** Counted in stathz ticks (127 Hz): `slice = stathz / 10` (12 ticks, 94.5 ms) when at
@@ -737,6 +739,16 @@ impl SchedPolicy for Ule {
         let mut th = Thread::new(class);
         let parent = info.parent.filter(|p| ctx.task(*p).state != TaskState::Exited);
         match parent {
+            Some(p) if ctx.task(p).tgid == info.tgid => {
+                // A thread of the parent's process (thr_new -> thread_create): sched_fork_thread
+                // alone. The child takes the parent's CPU estimate and its whole history as it is,
+                // and the parent pays nothing; sched_fork's scaling and penalty are fork(2)'s.
+                self.threads[p.idx()].pct.update(now, true, hz);
+                let ps = self.threads[p.idx()];
+                th.pct = ps.pct;
+                th.hist = ps.hist;
+                th.pri = ps.pri;
+            }
             Some(p) => {
                 // sched_fork: the child takes the parent's CPU estimate and history, scaled down.
                 self.threads[p.idx()].pct.update(now, true, hz);

@@ -149,6 +149,29 @@ fn a_busy_master_forks_interactive_then_batch_children() {
 }
 
 #[test]
+fn a_thread_of_the_parents_process_takes_its_whole_history_and_the_parent_pays_nothing() {
+    // pthread_create is thr_new -> thread_create -> sched_fork_thread only (FreeBSD 10.4
+    // kern_thr.c): no sched_interact_fork scaling, no tickincr for the parent. The same master
+    // with 1000 ms of history as the fork test above: a thread child copies it as it is.
+    let mut w = TestWorld::new(1);
+    let mut p = ule();
+    p.init(&w.ctx());
+    let parent = w.add_task(0);
+    w.start(&mut p, parent);
+    w.pick(&mut p, CpuId(0));
+    w.advance(&mut p, 1000 * MS);
+    let before = p.history_of(parent);
+    assert!(before.runtime + before.slptime > 512_000, "more than SLP_RUN_FORK: a fork would scale it");
+    let child = w.add_task(0);
+    w.tasks[child.idx()].parent = Some(parent);
+    w.tasks[child.idx()].tgid = w.tasks[parent.idx()].tgid;
+    w.start(&mut p, child);
+    assert_eq!(p.history_of(child), before);
+    assert_eq!(p.history_of(parent), before, "no charge for creating a thread");
+    assert_eq!(p.score_of(child), p.score_of(parent));
+}
+
+#[test]
 fn user_threads_do_not_preempt_locally_but_interactive_ones_run_before_batch() {
     let mut w = TestWorld::new(1);
     let mut p = ule();

@@ -56,7 +56,7 @@ pub(super) fn generators() -> Vec<Generator> {
         Generator {
             name: "sysbench-oltp",
             summary: "sysbench OLTP-like (ULE paper sec. 5): a pool of request-driven threads that mostly sleep",
-            models: "each of `threads` clients thinks (exponential), runs a query (log-normal CPU time) and updates a table under a mutex; no disk and no separate server process",
+            models: "each of `threads` clients thinks (exponential), runs a query (log-normal CPU time) and updates a table under a mutex; no disk and no separate server process. With `master`, sysbench's main thread creates the clients one after another (pthread_create), computing `master` before each, and every client waits at a start barrier until all are created (sysbench 1.0's thread start barrier): the ULE paper's starvation of late-created threads (sec. 5.2)",
             simplifies: "no database: a think time, a log-normal query burst and a short critical section per transaction; no disk, no server process",
             score: "counter `transactions` per second",
             params: &[
@@ -65,6 +65,7 @@ pub(super) fn generators() -> Vec<Generator> {
                 ("query", "300us", "mean CPU time of a query"),
                 ("query_stddev", "200us", "its standard deviation (log-normal)"),
                 ("update", "20us", "CPU time inside the table lock"),
+                ("master", "0s", "main thread's CPU time before creating each client (0: the clients start together, no main thread)"),
             ],
             build: oltp,
         },
@@ -195,15 +196,28 @@ fn oltp(a: &Args) -> Result<Workload, String> {
     let think = a.dur("think")?;
     let (query, stddev) = (a.dur("query")?, a.dur("query_stddev")?);
     let update = a.dur("update")?;
+    let master = a.dur("master")?;
     if query == 0 {
         return Err("workload `sysbench-oltp`: query must be above zero".into());
     }
     let mut w = WorkloadBuilder::new("sysbench-oltp");
     let c = w.counter("transactions");
     let table = w.mutex("table");
+    // With a main thread, it is template 0 and the clients template 1, only created by it; all
+    // of them meet at the start barrier once every client exists.
+    let start = (master > 0).then(|| w.barrier("start", threads + 1));
+    if let Some(b) = start {
+        let client = w.next_template() + 1;
+        let main = P::new().repeat(threads, |p| p.compute(master).fork(client)).barrier(b).wait_children();
+        w.task("main", main.build()).process = Some("sysbench".into());
+    }
+    let first = match start {
+        Some(b) => P::new().barrier(b),
+        None => P::new(),
+    };
     let t = w.task(
         "client",
-        P::new()
+        first
             .forever(|p| {
                 p.sleep(Dist::Exponential { mean: think })
                     .compute(Dist::LogNormal { mean: query, stddev })
@@ -214,7 +228,7 @@ fn oltp(a: &Args) -> Result<Workload, String> {
             })
             .build(),
     );
-    t.instances = threads;
+    t.instances = if start.is_some() { 0 } else { threads };
     t.process = Some("sysbench".into());
     w.build()
 }
