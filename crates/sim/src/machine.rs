@@ -134,8 +134,9 @@ pub struct CostModel {
     /// tick asks for happens at its end: `schedule()` reads the clock after the handler did, so
     /// a task picked at a tick has run that much less than whole ticks at each later tick (a CFS
     /// slice of exactly two ticks, rounded down by `calc_delta_mine`, then runs three). The
-    /// policy's tick sees the clock at the interrupt. Unset: a tick takes no time and its
-    /// reschedule happens at the tick's instant, as before this key existed.
+    /// policy's tick sees the clock at the interrupt. A wall-clock spin (`spin`, a barrier's spin)
+    /// runs on through it, as a loop that watches the clock does. Unset: a tick takes no time and
+    /// its reschedule happens at the tick's instant, as before this key existed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tick_irq_ns: Option<Ns>,
     /// Absences after which a blocked task's return costs extra kernel time (issue 30), ns,

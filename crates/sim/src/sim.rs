@@ -853,6 +853,18 @@ impl<'a> Sim<'a> {
         tk.cold_ns -= cold;
     }
 
+    /// Whether `t` is in a wall-clock spin (`Spin`, a barrier's spin), whose clock runs on through
+    /// an interrupt: a tick's time does not lengthen it.
+    fn spinning(&self, t: TaskId) -> bool {
+        let tk = &self.tasks[t.idx()];
+        tk.in_op
+            && tk.syscall_left == 0
+            && matches!(
+                self.w.tasks[tk.program as usize].program.ops[tk.pc as usize],
+                Op::Spin { .. } | Op::BarrierSpin { .. }
+            )
+    }
+
     /// Wall time the running task `t` on `cpu` needs to finish its timed op.
     fn time_to_finish(&self, cpu: CpuId, t: TaskId) -> Ns {
         let tk = &self.tasks[t.idx()];
@@ -1105,7 +1117,7 @@ impl<'a> Sim<'a> {
         // The interrupt's own time (`CostModel::tick_irq_ns`): run time of the interrupted task in
         // which it makes no progress, kept as kernel time before its work goes on.
         let irq_ns = self.machine.costs.tick_irq_ns.unwrap_or(0);
-        if irq_ns > 0 {
+        if irq_ns > 0 && !self.spinning(curr) {
             self.settle(cpu);
             self.tasks[curr.idx()].syscall_left += irq_ns;
             self.program_segment(cpu);

@@ -1818,3 +1818,23 @@ fn a_tick_costs_its_handler_time_and_its_reschedule_waits_for_the_handler() {
     assert!([599_000, 600_000].contains(&(run_ns - work_ns)), "{}", run_ns - work_ns);
     assert_eq!(r.summary.overhead_ns, 0);
 }
+
+#[test]
+fn a_ticks_time_delays_computing_but_not_a_wall_clock_spin() {
+    // One CPU, 1000 Hz, no costs but a 1 us timer interrupt. A task computing 10 ms loses 1 us at
+    // each tick it is interrupted by (ticks at 1..=10 ms: the tenth comes before the work is done),
+    // so it ends 10 us late; one spinning 10 ms of wall time ends on time.
+    let mut m = one_cpu_without_costs();
+    m.costs.tick_irq_ns = Some(1_000);
+    let single = |p: P| {
+        let mut w = WorkloadBuilder::new("one");
+        w.task("t", p.build());
+        w.stop(StopWhen::AllDone);
+        w.build().unwrap()
+    };
+    let r = run(&m, &single(P::new().compute(10 * MS)), "cfs", 100 * MS);
+    assert_eq!(r.summary.makespan_ns, Some(10 * MS + 10 * US));
+    assert_eq!(task(&r, "t").run_ns, 10 * MS + 10 * US, "the handler's time is the task's run time");
+    let r = run(&m, &single(P::new().spin(10 * MS)), "cfs", 100 * MS);
+    assert_eq!(r.summary.makespan_ns, Some(10 * MS));
+}
