@@ -275,6 +275,8 @@ fn every_experiment_the_seed_papers_need_is_present_and_valid() {
         "htfs/speedup",
         "htfs/unixbench-execl",
         "htfs/unixbench-spawn",
+        "htfs/hackbench-dual-core",
+        "htfs/xeon-16",
         // seed 001 (goodness vs ELSC)
         "elsc/volanomark",
         "elsc/kernel-compile",
@@ -540,4 +542,52 @@ fn reproduce_real_refuses_what_the_vm_cannot_run() {
     let (ok, _, err) = schedlab(&["reproduce", "toy/e", "--dir", dir.to_str().unwrap(), "--real"]);
     let line = bad.lines().position(|l| l.starts_with("cases = [\"nope\"]")).unwrap() + 1;
     assert!(!ok && err.contains(&format!("e.toml:{line}: key `cases`: no case `nope`")), "{err}");
+}
+
+/// A case's list of generators ends with its foreground tasks when each generator that has some
+/// ends by itself (two pi processes of 50 ms each beside system-noise's background daemon: 0.1 s),
+/// and runs to the experiment's duration when one does not (a hog runs forever: 2 s).
+#[test]
+fn a_list_of_generators_ends_with_its_foreground_tasks_when_each_ends_by_itself() {
+    let file = r#"
+title = "lists"
+source = "arithmetic"
+machine = "up"
+policies = ["cfs"]
+seeds = [1]
+duration = "2s"
+
+[[case]]
+name = "ends"
+workload = ["pi[n=2,work=50ms]", "system-noise[interval=10ms,work=10us]"]
+
+[[case]]
+name = "forever"
+workload = ["hogs[n=1]", "system-noise[interval=10ms,work=10us]"]
+
+[[claim]]
+id = "ends-with-pi"
+quote = "two 50 ms processes"
+source = "arithmetic"
+case = "ends"
+metric = "duration_ns"
+policy = "cfs"
+expect = "in [100e6, 102e6]"
+paper = "0.1 s"
+
+[[claim]]
+id = "runs-to-duration"
+quote = "a hog never ends"
+source = "arithmetic"
+case = "forever"
+metric = "duration_ns"
+policy = "cfs"
+expect = "in [2e9, 2e9]"
+paper = "2 s"
+"#;
+    let dir = experiments("lists", &[("lists.toml", file)]);
+    let (ok, out, err) = schedlab(&["reproduce", "toy", "--dir", dir.to_str().unwrap(), "--no-html"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("[holds] ends-with-pi:"), "{out}");
+    assert!(out.contains("[holds] runs-to-duration:"), "{out}");
 }

@@ -30,6 +30,7 @@ const TESTED: &[&str] = &[
     "cyclictest",
     "editor",
     "latency-probe",
+    "system-noise",
     "volanomark",
     "apache-ab",
     "nas-mg",
@@ -299,6 +300,38 @@ fn latency_probe_sleeps_relative_periods_in_the_background() {
     assert_eq!((p.nr_wakeups, counter(&r, "probes")), (9, 9));
     assert!(p.wakeup_latency.max_ns < 50 * US, "{:?}", p.wakeup_latency);
     assert!(p.run_ns.abs_diff(9 * MS) < MS, "{}", p.run_ns);
+}
+
+/// Four background wakers at a mean of 9 ms plus 1 ms of work each: about 4 x 10 s / 10 ms = 4,000
+/// wakeups in 10 s on one CPU (a Poisson count: within 10 %), 1 ms of CPU each. Beside a CPU hog on
+/// the same CPU, each wakeup preempts the hog (the woken task slept far longer than CFS's wakeup
+/// granularity), so the hog's involuntary switches count the noise's wakeups, as a lone process's
+/// count a real system's kernel threads (seed 003 fig. 4.4).
+#[test]
+fn system_noise_wakes_in_the_background_at_its_rate_and_preempts_a_hog() {
+    let r = run("system-noise[n=4,interval=9ms,work=1ms]", 1, 10_000 * MS);
+    assert_eq!(r.stop_reason, "duration");
+    let wakeups = counter(&r, "noise_wakeups");
+    assert!(wakeups.abs_diff(4_000) < 400, "{wakeups} wakeups");
+    let noise = tasks(&r, "noise");
+    assert_eq!(noise.len(), 4);
+    assert!(noise.iter().all(|t| t.background));
+    let work_ns: u64 = noise.iter().map(|t| t.work_ns).sum();
+    assert!(work_ns.abs_diff(wakeups * MS) <= 4 * MS, "{work_ns} ns of work for {wakeups} wakeups");
+
+    let src =
+        "name = \"hog + noise\"\ninclude = [\"hogs[n=1]\", \"system-noise[interval=100ms,work=50us]\"]\n";
+    let w = schedlab_workload::parse_toml("noise.toml", src).unwrap();
+    let m = Machine::flat(1);
+    let mut p = schedlab_policies::create("cfs").unwrap();
+    let cfg = RunConfig { duration_ns: 10_000 * MS, check_invariants: true, ..RunConfig::default() };
+    let r = Sim::new(&m, &w, p.as_mut(), "cfs", cfg).unwrap().run().unwrap();
+    let names: Vec<&str> = r.counters.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["system-noise.noise_wakeups"], "an included application's counter is prefixed");
+    let wakeups = counter(&r, "system-noise.noise_wakeups");
+    assert!(wakeups.abs_diff(100) <= 30, "{wakeups} wakeups in 10 s at a 100 ms mean");
+    let hog = r.tasks.iter().find(|t| !t.background).unwrap();
+    assert_eq!(hog.nivcsw, wakeups, "one involuntary switch of the hog per noise wakeup");
 }
 
 #[test]

@@ -263,12 +263,40 @@ fn build_untasked(file: &str, specs: &[String], overrides: &[ParamOverride]) -> 
         [] => anyhow::bail!("no workload"),
         [one] => crate::load_workload_with(one, overrides),
         many => {
-            // Several generators run together, as a workload file's `include` list merges them.
+            // Several generators run together, as a workload file's `include` list merges them. The
+            // run ends when the foreground ones are done if each of them ends by itself (`all_done`,
+            // as pi and bonnie do); background ones (system-noise, a probe) do not count.
             let list: Vec<String> = many.iter().map(|s| format!("{s:?}")).collect();
-            let src = format!("name = {:?}\ninclude = [{}]\n", many.join(" + "), list.join(", "));
+            let mut src = format!("name = {:?}\ninclude = [{}]\n", many.join(" + "), list.join(", "));
+            if ends_by_itself(many, overrides)? {
+                src.push_str("stop = \"all_done\"\n");
+            }
             Ok(schedlab_workload::parse_toml_overriding(file, &src, &Default::default(), overrides)?)
         }
     }
+}
+
+/// Whether every generator in `specs` with a foreground task stops by itself at `all_done` (and at
+/// least one has one): a list mixing such generators with background ones ends when the foreground
+/// tasks are done, not at the experiment's duration. A spec that is not a generator (a file) keeps
+/// the duration.
+fn ends_by_itself(specs: &[String], overrides: &[ParamOverride]) -> Result<bool> {
+    let mut foreground = false;
+    for spec in specs {
+        let Some(w) =
+            schedlab_workload::generators::builtin_with(spec, overrides).map_err(anyhow::Error::msg)?
+        else {
+            return Ok(false);
+        };
+        if w.tasks.iter().all(|t| t.background) {
+            continue;
+        }
+        if w.stop != schedlab_workload::StopWhen::AllDone {
+            return Ok(false);
+        }
+        foreground = true;
+    }
+    Ok(foreground)
 }
 
 fn duration(r: &Reader, text: &str, span: std::ops::Range<usize>, key: &str) -> Result<Ns> {

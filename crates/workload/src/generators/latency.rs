@@ -1,4 +1,5 @@
-//! Latency benchmarks: schbench, cyclictest, and an interactive editor model.
+//! Latency benchmarks: schbench, cyclictest, an interactive editor model, the latency probe, and the
+//! background activity of a running system.
 
 use super::{Args, Generator};
 use crate::builder::{ProgramBuilder as P, WorkloadBuilder};
@@ -67,7 +68,35 @@ pub(super) fn generators() -> Vec<Generator> {
             ],
             build: latency_probe,
         },
+        Generator {
+            name: "system-noise",
+            summary: "the background activity of a running system: per-CPU kernel threads and daemons waking now and then for a moment",
+            models: "`n` background tasks (kernel threads such as a CPU's events/N or kblockd/N, and daemons), each waking after exponential intervals of mean `interval` and computing `work`; a woken one preempts a CPU-bound task, which is how a process alone on a CPU still counts involuntary context switches. The default rate is seed 003's own measurement (fig. 4.4): one pi.pl process alone on its core was switched involuntarily 13.6 times in 4.63 s under CFS and 13.48 times in 4.55 s under O(1), 2.95 a second: a mean interval of 340 ms. Background tasks: a run does not wait for them. Pin them with the workload (`taskset`, include `cpus`) where they stand for one CPU's kernel threads",
+            simplifies: "one kind of waker at one mean rate (a Poisson process) with a fixed burst, where a real system's kernel threads and daemons each have their own period and work",
+            score: "none of its own: it is there for what it does to the foreground tasks (their `nivcsw`)",
+            params: &[
+                ("n", "1", "background tasks"),
+                ("interval", "340ms", "mean time between one task's wakeups (seed 003 fig. 4.4: 2.95 involuntary switches a second of a lone process)"),
+                ("work", "50us", "CPU time per wakeup (no source: a kernel thread's or daemon's short job)"),
+            ],
+            build: system_noise,
+        },
     ]
+}
+
+fn system_noise(a: &Args) -> Result<Workload, String> {
+    let n = a.u32("n", 1..=100_000)?;
+    let (interval, work) = (a.dur("interval")?, a.dur("work")?);
+    if interval == 0 {
+        return Err("workload `system-noise`: interval must be above zero".into());
+    }
+    let mut w = WorkloadBuilder::new("system-noise");
+    let c = w.counter("noise_wakeups");
+    let prog = P::new().forever(|p| p.sleep(Dist::Exponential { mean: interval }).compute(work).count(c));
+    let t = w.task("noise", prog.build());
+    t.instances = n;
+    t.background = true;
+    w.build()
 }
 
 fn latency_probe(a: &Args) -> Result<Workload, String> {
