@@ -81,6 +81,19 @@ class Run:
         """The policy's own counters."""
         return pd.Series({s["name"]: s["value"] for s in self.json["policy_stats"]}, dtype="int64")
 
+    def distribution(self, name: str = "wakeup_latency") -> pd.DataFrame:
+        """A whole distribution of the run, ``wakeup_latency`` or ``run_length`` (docs/metrics.md,
+        "Distributions"): one row per histogram bucket holding values, with ``low_ns``, ``high_ns``
+        (values lay in ``[low_ns, high_ns)``), ``count`` and ``cdf``, the fraction of all values
+        below ``high_ns``."""
+        buckets = (self.json.get("distributions") or {}).get(name)
+        if buckets is None:
+            raise KeyError(f"no distribution {name!r}: wakeup_latency or run_length")
+        frame = pd.DataFrame(buckets, columns=["low_ns", "high_ns", "count"])
+        total = frame["count"].sum()
+        frame["cdf"] = frame["count"].cumsum() / total if total else frame["count"].astype(float)
+        return frame
+
     @property
     def series(self) -> pd.DataFrame:
         """The sampled time series, indexed by ``time_ns``: ``nr_running.cpuN`` per CPU, cumulative

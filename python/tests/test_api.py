@@ -76,6 +76,14 @@ def test_a_run_gives_the_commands_report_and_its_tables_hold_its_values(tmp_path
     assert list(series["switches"]) == want["series"]["switches"]
     last = want["series"]["task_run_ns"][0][-1]
     assert series[f"run_ns.{want['tasks'][0]['name']}"].iloc[-1] == last
+    lat = r.distribution("wakeup_latency")
+    assert list(lat["count"]) == [b["count"] for b in want["distributions"]["wakeup_latency"]]
+    assert lat["count"].sum() == want["summary"]["wakeup_latency"]["count"]
+    assert lat["cdf"].iloc[-1] == 1.0 and lat["cdf"].is_monotonic_increasing
+    assert lat["low_ns"].iloc[0] <= want["summary"]["wakeup_latency"]["min_ns"] < lat["high_ns"].iloc[0]
+    assert r.distribution("run_length")["count"].sum() > 0
+    with pytest.raises(KeyError):
+        r.distribution("nope")
 
 
 def test_runs_are_deterministic_and_seeds_matter():

@@ -127,6 +127,10 @@ pub fn build(
         stop_reason,
         stalled_ns: None,
         summary,
+        distributions: schedlab_sim::report::Distributions {
+            wakeup_latency: all.buckets(),
+            run_length: Vec::new(),
+        },
         tasks,
         cpus,
         policy_stats: vec![PolicyStatReport {

@@ -42,6 +42,18 @@ fn bucket_low(b: usize) -> u64 {
     ((1 << SUB_BITS) + sub) << (exp - SUB_BITS)
 }
 
+/// One bucket of a distribution: `count` recorded values lay in `[low_ns, high_ns)` (below 64 ns a
+/// bucket holds one value; above, each is about 1/32 of its value wide).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Bucket {
+    /// Lowest value of the bucket.
+    pub low_ns: u64,
+    /// First value above it (`u64::MAX` for the last bucket).
+    pub high_ns: u64,
+    /// Values recorded in it.
+    pub count: u64,
+}
+
 /// Summary percentiles of a histogram, in nanoseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct LatencySummary {
@@ -126,6 +138,22 @@ impl Histogram {
         self.max
     }
 
+    /// The buckets that hold values, in increasing order: the whole distribution, at most 1,920
+    /// entries whatever the number of values.
+    pub fn buckets(&self) -> Vec<Bucket> {
+        let last = bucket_of(u64::MAX);
+        self.counts
+            .iter()
+            .enumerate()
+            .filter(|&(_, &c)| c > 0)
+            .map(|(b, &c)| Bucket {
+                low_ns: bucket_low(b),
+                high_ns: if b == last { u64::MAX } else { bucket_low(b + 1) },
+                count: c as u64,
+            })
+            .collect()
+    }
+
     /// Percentile summary.
     pub fn summary(&self) -> LatencySummary {
         LatencySummary {
@@ -157,6 +185,35 @@ mod tests {
             assert!(v - lo <= v / 32 + 1, "v={v} lo={lo}");
         }
         assert_eq!(bucket_of(u64::MAX), 1919);
+    }
+
+    #[test]
+    fn buckets_hold_every_value_once_in_order() {
+        let mut h = Histogram::new();
+        let values = [0u64, 5, 5, 63, 64, 65, 100, 1_000, 1_031, 1_032, 5_000_000, u64::MAX];
+        for v in values {
+            h.record(v);
+        }
+        let b = h.buckets();
+        assert_eq!(b.iter().map(|x| x.count).sum::<u64>(), values.len() as u64);
+        assert_eq!(b[0], Bucket { low_ns: 0, high_ns: 1, count: 1 });
+        assert_eq!(b[1], Bucket { low_ns: 5, high_ns: 6, count: 2 }, "exact below 64 ns");
+        assert_eq!(b[3], Bucket { low_ns: 64, high_ns: 66, count: 2 }, "64 and 65 share a 2 ns bucket");
+        // 1,000 lies in [992, 1008) (2^9..2^10 in 32 steps of 16), 1,031 and 1,032 in [1024, 1056)
+        // (2^10..2^11 in steps of 32).
+        assert_eq!((b[5].low_ns, b[5].high_ns), (992, 1_008));
+        assert_eq!((b[6].low_ns, b[6].high_ns, b[6].count), (1_024, 1_056, 2));
+        assert_eq!(b.last().unwrap().high_ns, u64::MAX);
+        for v in values {
+            assert_eq!(
+                b.iter().filter(|x| x.low_ns <= v && (v < x.high_ns || x.high_ns == u64::MAX)).count(),
+                1
+            );
+        }
+        for w in b.windows(2) {
+            assert!(w[0].high_ns <= w[1].low_ns, "in order, not overlapping: {w:?}");
+        }
+        assert!(Histogram::new().buckets().is_empty());
     }
 
     #[test]

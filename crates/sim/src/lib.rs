@@ -27,7 +27,7 @@ pub mod trace;
 
 pub use contention::ContentionModel;
 pub use dvfs::{DvfsModel, Governor};
-pub use histogram::{Histogram, LatencySummary};
+pub use histogram::{Bucket, Histogram, LatencySummary};
 pub use machine::{CostModel, Machine, MachineError};
 pub use random::RunRng;
 pub use report::RunReport;

@@ -2,7 +2,7 @@
 //! series, serialisable as versioned JSON (schema `schedlab.run/1`, described in docs/metrics.md and
 //! docs/run-schema.json). Every metric is defined in docs/metrics.md.
 
-use crate::histogram::{Histogram, LatencySummary};
+use crate::histogram::{Bucket, Histogram, LatencySummary};
 use crate::sim::Sim;
 use schedlab_core::weights::nice_to_weight;
 use schedlab_core::{Ns, SchedClass, TaskState, NSEC_PER_SEC};
@@ -39,6 +39,8 @@ pub struct RunReport {
     pub stalled_ns: Option<Ns>,
     /// Run-wide metrics.
     pub summary: Summary,
+    /// Whole distributions behind the summary's percentiles (bounded: at most 1,920 buckets each).
+    pub distributions: Distributions,
     /// One entry per task, by id.
     pub tasks: Vec<TaskReport>,
     /// One entry per CPU, by id.
@@ -51,6 +53,16 @@ pub struct RunReport {
     pub pipes: Vec<PipeReport>,
     /// Time series (absent when sampling is off).
     pub series: Option<Series>,
+}
+
+/// Whole distributions of a run, as histogram buckets (docs/metrics.md, "Distributions").
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Distributions {
+    /// Every wakeup's latency (all tasks): the distribution of `summary.wakeup_latency`.
+    pub wakeup_latency: Vec<Bucket>,
+    /// How long a task ran each time from being switched in until another task or idle took its
+    /// CPU (simulated and traced runs; empty for real runs, whose kernel does not say).
+    pub run_length: Vec<Bucket>,
 }
 
 /// The machine a run used.
@@ -630,6 +642,10 @@ pub(crate) fn build(sim: &Sim, end: Ns, stop: &'static str) -> RunReport {
                 f
             },
             scx: sim.machine.costs.scx_round_trip_ns.map(|_| c.scx),
+        },
+        distributions: Distributions {
+            wakeup_latency: all_lat.buckets(),
+            run_length: sim.run_lengths.buckets(),
         },
         tasks,
         cpus,

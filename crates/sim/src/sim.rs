@@ -182,6 +182,9 @@ pub(crate) struct Cpu {
     pub leaving: Option<TaskId>,
     /// Cumulative time tasks ran here (for the eviction model).
     pub task_run_total: Ns,
+    /// `task_run_total` when the running task was switched in: its run so far on this CPU is the
+    /// difference (the run-length distribution, `Sim::run_lengths`).
+    pub stint_mark: Ns,
     /// Speed of the running task, permille of nominal, after contention (see [`crate::contention`]).
     pub speed: u32,
     /// Scheduling passes since the performance counters last rotated.
@@ -402,6 +405,9 @@ pub struct Sim<'a> {
     pub(crate) series: Series,
     /// The largest eq. 4 unfairness at a sample instant so far, and when (`Fairness::max_unfairness_ns`).
     pub(crate) max_unfairness: (Ns, Ns),
+    /// How long each task ran from being switched in until it was switched out (another task or
+    /// idle took the CPU): the run lengths the policy's slices and preemptions made.
+    pub(crate) run_lengths: crate::histogram::Histogram,
     pub(crate) error: Option<RunError>,
     stop: Option<&'static str>,
     last_nohz_jiffy: Option<u64>,
@@ -592,6 +598,7 @@ impl<'a> Sim<'a> {
             shared_timers: vec![None; workload.timers.len()],
             series: Series::new(cfg.sample_interval_ns, ncpus),
             max_unfairness: (0, 0),
+            run_lengths: crate::histogram::Histogram::new(),
             error: None,
             stop: None,
             last_nohz_jiffy: None,
@@ -1656,6 +1663,8 @@ impl<'a> Sim<'a> {
             self.cpus[cpu.idx()].nr_switches += 1;
             self.counters.nr_switches += 1;
             if let Some(p) = prev {
+                let c = &self.cpus[cpu.idx()];
+                self.run_lengths.record(c.task_run_total - c.stint_mark);
                 let tk = &mut self.tasks[p.idx()];
                 if why.still_runnable() {
                     tk.nivcsw += 1;
@@ -1712,6 +1721,10 @@ impl<'a> Sim<'a> {
             }
         }
         let costs = &self.machine.costs;
+        if switched {
+            let c = &mut self.cpus[cpu.idx()];
+            c.stint_mark = c.task_run_total;
+        }
         let tk = &mut self.tasks[t.idx()];
         if switched {
             let tgid = self.views[t.idx()].tgid;

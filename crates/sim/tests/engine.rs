@@ -1838,3 +1838,33 @@ fn a_ticks_time_delays_computing_but_not_a_wall_clock_spin() {
     let r = run(&m, &single(P::new().spin(10 * MS)), "cfs", 100 * MS);
     assert_eq!(r.summary.makespan_ns, Some(10 * MS));
 }
+
+/// The run-length distribution has one value per run a task made from its switch-in to its
+/// switch-out: a task alone that computes 3 ms and sleeps 1 ms four times makes four runs of 3 ms
+/// (all in the bucket [2,949,120, 3,014,656) ns of the 2^21..2^22 octave) and a fifth of 0 ns (woken
+/// after its last sleep, it exits at once); two CPU hogs sharing a CPU make one run per switch from
+/// one to the other (every switch but the first, from idle), and their runs add up to the CPU's
+/// busy time less the run still going at the end (at most a slice and a tick).
+#[test]
+fn run_lengths_count_each_run_from_switch_in_to_switch_out() {
+    let mut m = one_cpu_without_costs();
+    m.costs.syscall_ns = 0;
+    let mut b = WorkloadBuilder::new("runs");
+    b.task("a", P::new().repeat(4, |p| p.compute(3 * MS).sleep(MS)).build());
+    b.stop(StopWhen::AllDone);
+    let r = run(&m, &b.build().unwrap(), "cfs", NSEC_PER_SEC);
+    let runs = &r.distributions.run_length;
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert_eq!((runs[0].low_ns, runs[0].high_ns, runs[0].count), (0, 1, 1));
+    assert_eq!((runs[1].low_ns, runs[1].high_ns, runs[1].count), (2_949_120, 3_014_656, 4));
+    assert!(task(&r, "a").run_ns.abs_diff(12 * MS) < 4 * 65_536);
+
+    let mut b = WorkloadBuilder::new("hogs");
+    b.task("hog", P::new().forever(|p| p.compute(MS)).build()).instances = 2;
+    let r = run(&m, &b.build().unwrap(), "cfs", NSEC_PER_SEC);
+    let count: u64 = r.distributions.run_length.iter().map(|b| b.count).sum();
+    assert_eq!(count, r.summary.nr_switches - 1, "every switch but the first (from idle) ends a run");
+    let low: u64 = r.distributions.run_length.iter().map(|b| b.low_ns * b.count).sum();
+    let high: u64 = r.distributions.run_length.iter().map(|b| b.high_ns * b.count).sum();
+    assert!(low <= r.summary.busy_ns && r.summary.busy_ns <= high + 10 * MS, "{low} {high}");
+}

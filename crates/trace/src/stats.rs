@@ -12,7 +12,9 @@
 use crate::import::Filter;
 use crate::timeline::{Recording, Thread};
 use schedlab_core::{SchedClass, TaskState};
-use schedlab_sim::report::{measured_summary, CpuReport, MachineSummary, PmcReport, TaskReport, SCHEMA};
+use schedlab_sim::report::{
+    measured_summary, CpuReport, Distributions, MachineSummary, PmcReport, TaskReport, SCHEMA,
+};
 use schedlab_sim::{Histogram, RunReport};
 
 /// Scheduling class and nice (or RT priority) from a kernel `prio`: below 100 is real-time
@@ -41,6 +43,7 @@ pub fn report(rec: &Recording, filter: &Filter, name: &str) -> RunReport {
     let start = rec.start_ns;
     let duration_ns = rec.span_ns();
     let mut all = Histogram::new();
+    let mut run_lengths = Histogram::new();
     let kept: Vec<&Thread> = rec.threads.iter().filter(|t| filter.keeps(t)).collect();
     let mut busy = vec![0u64; rec.nr_cpus as usize];
     let tasks: Vec<TaskReport> = kept
@@ -50,6 +53,7 @@ pub fn report(rec: &Recording, filter: &Filter, name: &str) -> RunReport {
             all.merge(&t.latency);
             for r in &t.runs {
                 busy[r.cpu as usize] += r.to - r.from;
+                run_lengths.record(r.to - r.from);
             }
             let (class, nice, _) = class_of(t.prio);
             TaskReport {
@@ -127,6 +131,7 @@ pub fn report(rec: &Recording, filter: &Filter, name: &str) -> RunReport {
         stop_reason,
         stalled_ns: None,
         summary,
+        distributions: Distributions { wakeup_latency: all.buckets(), run_length: run_lengths.buckets() },
         tasks,
         cpus,
         policy_stats: Vec::new(),
