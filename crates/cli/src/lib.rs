@@ -9,5 +9,6 @@ pub mod api;
 pub mod compare;
 pub mod metric;
 pub mod report_html;
+pub mod report_vega;
 pub mod resolve;
 pub mod sweep;

@@ -4,7 +4,8 @@
 //! Plots: runnable tasks per CPU over time as a heat map (seed 002 fig. 6-7), cumulative run time per
 //! task over time (seed 002 fig. 1 and 3; needs `--sample-tasks`), context switches and migrations per
 //! second over time (one line per run), wakeup latency percentiles per run
-//! (a CDF through p50, p90, p99, p99.9 and max), per-task elapsed times sorted (seed 003 sec. 5), bars of
+//! (the exact CDF from the whole distribution, a Vega-Lite figure: `report_vega`; for older reports a
+//! staircase through p50, p90, p99, p99.9 and max), per-task elapsed times sorted (seed 003 sec. 5), bars of
 //! key metrics against the first run (the baseline), and tables of policy statistics and of each run's
 //! configuration. The SVG is written by hand: a handful of primitives (axes with ticks, polylines,
 //! rectangles, a legend) cover these plots, and no plotting crate renders text without font files.
@@ -503,7 +504,12 @@ pub fn body(runs: &[Value]) -> String {
     }
     plots.extend(rate_over_time(runs, "switches", "Context switches"));
     plots.extend(rate_over_time(runs, "migrations", "Migrations"));
-    plots.push(latency(runs));
+    // The exact CDF from the runs' whole distributions where they carry them (Vega-Lite); the
+    // percentile staircase for reports written before distributions existed.
+    match crate::report_vega::latency_cdf(runs, label) {
+        Some(spec) => plots.push(crate::report_vega::figure("fig-latency", &spec)),
+        None => plots.push(latency(runs)),
+    }
     plots.extend(elapsed(runs));
     plots.push(bars(runs));
     let mut out = String::from("<h2>Plots</h2>\n");
@@ -518,6 +524,14 @@ pub fn body(runs: &[Value]) -> String {
 /// A whole self-contained page around an HTML fragment.
 pub fn page(title: &str, body: &str) -> String {
     let mut page = String::from("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">");
+    let figures = crate::report_vega::has_figures(body);
+    if figures {
+        let _ = write!(
+            page,
+            "<meta http-equiv=\"Content-Security-Policy\" content=\"{}\">",
+            crate::report_vega::CSP
+        );
+    }
     let _ = write!(page, "<title>{}</title>", esc(title));
     page.push_str(
         "<style>\
@@ -527,10 +541,15 @@ svg text{font-size:12px;fill:#222}svg text.title{font-size:14px;font-weight:bold
 line.axis{stroke:#444}line.grid{stroke:#eee}\
 table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}\
 td.holds{background:#e6f4e6}td.fails{background:#fbe3e3}\
+div.vl-figure{margin:16px 0}\
 </style></head><body>",
     );
     let _ = writeln!(page, "<h1>{}</h1>", esc(title));
     page.push_str(body);
+    if figures {
+        page.push('\n');
+        page.push_str(&crate::report_vega::scripts());
+    }
     page.push_str("\n</body></html>\n");
     page
 }

@@ -1,0 +1,153 @@
+//! Figures of `schedlab report` drawn by Vega-Lite (issue 33): each figure is a Vega-Lite
+//! specification written into the page as JSON, rendered in the browser by the Vega libraries inlined
+//! into the page (`assets/vega.js`, Vega 6 / Vega-Lite 6 / vega-embed 7 as bundled by vl-convert;
+//! `scripts/vendor-vega` regenerates it, licences in `assets/VEGA-LICENSES.md`).
+//!
+//! Why Vega-Lite: a maintained grammar of interactive graphics whose specifications are plain JSON,
+//! so the same figure is made here, drawn with zoom, pan and tooltips in the page, exported as SVG or
+//! PNG from the page's own menu (vega-embed's actions), and rendered to static images from Python
+//! (vl-convert) without a browser. A page that holds a figure carries a Content-Security-Policy that
+//! forbids every fetch, so a page that renders is a page that is self-contained.
+
+use serde_json::{json, Value};
+
+/// The bundled Vega libraries (about 0.9 MB).
+const VEGA_JS: &str = include_str!("../assets/vega.js");
+
+/// Renders every figure of the page, and records on `<body>` what happened for a test or a curious
+/// reader: `data-vega-figures` (figures in the page), `data-vega-rendered` (drawn so far),
+/// `data-vega-done` (all settled) and `data-vega-errors` (script errors, blocked fetches, failed
+/// figures, joined by ` | `).
+const RUNTIME_JS: &str = r##"(function () {
+  var errors = [];
+  function note(m) { errors.push(String(m)); document.body.dataset.vegaErrors = errors.join(" | "); }
+  window.addEventListener("error", function (e) { note(e.message); });
+  document.addEventListener("securitypolicyviolation", function (e) { note("blocked " + e.violatedDirective + " " + e.blockedURI); });
+  var specs = Array.prototype.slice.call(document.querySelectorAll("script.vl-spec"));
+  var rendered = 0;
+  document.body.dataset.vegaFigures = String(specs.length);
+  Promise.all(specs.map(function (s) {
+    var options = { mode: "vega-lite", renderer: "svg", actions: { export: true, source: false, compiled: false, editor: false } };
+    return vegaEmbed("#" + s.dataset.target, JSON.parse(s.textContent), options)
+      .then(function () { rendered += 1; document.body.dataset.vegaRendered = String(rendered); })
+      .catch(function (e) { note(s.dataset.target + ": " + e); });
+  })).then(function () { document.body.dataset.vegaDone = "yes"; });
+})();"##;
+
+/// The policy a page with figures declares: nothing may be fetched (no network, no file), inline
+/// scripts and styles run (Vega compiles its expressions, hence `unsafe-eval`), images only from
+/// data the page made itself (the export menu).
+pub const CSP: &str = "default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; \
+style-src 'unsafe-inline'; img-src data: blob:";
+
+/// A figure: a placeholder the runtime draws `spec` into, and the specification as JSON (with `</`
+/// escaped so no string in it can close the script element).
+pub fn figure(id: &str, spec: &Value) -> String {
+    let json = spec.to_string().replace("</", "<\\/");
+    format!(
+        "<div class=\"vl-figure\" id=\"{id}\"></div>\n\
+         <script type=\"application/json\" class=\"vl-spec\" data-target=\"{id}\">{json}</script>"
+    )
+}
+
+/// Whether an HTML fragment holds a figure (and so needs [`scripts`] and [`CSP`]).
+pub fn has_figures(html: &str) -> bool {
+    html.contains("class=\"vl-figure\"")
+}
+
+/// The scripts that draw the figures: the Vega libraries, then the runtime. Put at the page's end.
+pub fn scripts() -> String {
+    format!("<script>{VEGA_JS}</script>\n<script>{RUNTIME_JS}</script>\n")
+}
+
+/// The exact wakeup-latency CDF of each run from its whole distribution (`distributions`, the
+/// histogram buckets), on a log axis, overlaid per run; `None` when no run carries a distribution
+/// (reports written before it existed). Each bucket gives a point at its upper end: the fraction of
+/// wakeups below it.
+pub fn latency_cdf(runs: &[Value], label: impl Fn(&Value) -> String) -> Option<Value> {
+    let mut rows = Vec::new();
+    for r in runs {
+        let Some(buckets) = r["distributions"]["wakeup_latency"].as_array() else { continue };
+        let total: f64 = buckets.iter().map(|b| b["count"].as_f64().unwrap_or(0.0)).sum();
+        if total == 0.0 {
+            continue;
+        }
+        let name = label(r);
+        let first_us = buckets[0]["low_ns"].as_f64().unwrap_or(0.0).max(1.0) / 1e3;
+        rows.push(json!({"run": name, "latency_us": first_us, "fraction": 0.0, "wakeups": 0}));
+        let mut seen = 0.0;
+        for b in buckets {
+            seen += b["count"].as_f64().unwrap_or(0.0);
+            let high = b["high_ns"].as_f64().unwrap_or(0.0).min(u64::MAX as f64 / 2.0);
+            rows.push(json!({
+                "run": name,
+                "latency_us": high / 1e3,
+                "fraction": seen / total,
+                "wakeups": seen,
+            }));
+        }
+    }
+    if rows.is_empty() {
+        return None;
+    }
+    Some(json!({
+        "title": {"text": "Wakeup latency: the whole distribution (CDF)",
+                  "subtitle": "every wakeup of every task; drag to pan, scroll to zoom; the menu exports SVG or PNG"},
+        "width": 700,
+        "height": 320,
+        "data": {"values": rows},
+        "mark": {"type": "line", "interpolate": "step-after", "clip": true},
+        "encoding": {
+            "x": {"field": "latency_us", "type": "quantitative", "scale": {"type": "log"},
+                  "title": "wakeup latency [us] (log scale)"},
+            "y": {"field": "fraction", "type": "quantitative", "scale": {"domain": [0, 1]},
+                  "title": "fraction of wakeups at most this late"},
+            "color": {"field": "run", "type": "nominal", "title": "run", "legend": {"labelLimit": 400}},
+            "tooltip": [
+                {"field": "run", "type": "nominal"},
+                {"field": "latency_us", "type": "quantitative", "title": "latency [us]", "format": ",.1f"},
+                {"field": "fraction", "type": "quantitative", "format": ".4f"},
+                {"field": "wakeups", "type": "quantitative", "format": ","}
+            ]
+        },
+        "params": [{"name": "zoom", "select": "interval", "bind": "scales"}]
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(name: &str, buckets: Value) -> Value {
+        json!({"policy": name, "distributions": {"wakeup_latency": buckets, "run_length": []}})
+    }
+
+    #[test]
+    fn the_cdf_rises_bucket_by_bucket_to_one() {
+        let r = run(
+            "cfs",
+            json!([{"low_ns": 5, "high_ns": 6, "count": 1}, {"low_ns": 992, "high_ns": 1008, "count": 3}]),
+        );
+        let spec = latency_cdf(&[r], |r| r["policy"].as_str().unwrap().to_string()).unwrap();
+        let rows = spec["data"]["values"].as_array().unwrap();
+        let pts: Vec<(f64, f64)> = rows
+            .iter()
+            .map(|p| (p["latency_us"].as_f64().unwrap(), p["fraction"].as_f64().unwrap()))
+            .collect();
+        assert_eq!(pts, [(0.005, 0.0), (0.006, 0.25), (1.008, 1.0)]);
+        assert_eq!(spec["encoding"]["x"]["scale"]["type"], "log");
+        assert!(
+            latency_cdf(&[json!({"policy": "old"})], |_| String::new()).is_none(),
+            "no distribution: no figure"
+        );
+    }
+
+    #[test]
+    fn a_figure_cannot_close_its_script_and_the_page_knows_it_has_one() {
+        let f = figure("fig-1", &json!({"title": "</script><b>"}));
+        assert!(!f.contains("</script><b>") && f.contains("<\\/script><b>"));
+        assert!(has_figures(&f) && !has_figures("<svg class=\"plot\"></svg>"));
+        assert!(!VEGA_JS.contains("</script"), "the bundle must not close its own script element");
+        assert!(scripts().contains("window.vegaEmbed="));
+    }
+}
