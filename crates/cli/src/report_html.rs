@@ -5,7 +5,8 @@
 //! task over time (seed 002 fig. 1 and 3; needs `--sample-tasks`), context switches and migrations per
 //! second over time (one line per run), wakeup latency percentiles per run
 //! (the exact CDF from the whole distribution, a Vega-Lite figure: `report_vega`; for older reports a
-//! staircase through p50, p90, p99, p99.9 and max), per-task elapsed times sorted (seed 003 sec. 5), bars of
+//! staircase through p50, p90, p99, p99.9 and max), the run lengths' CDF (Vega-Lite), per-task
+//! elapsed times sorted (seed 003 sec. 5), bars of
 //! key metrics against the first run (the baseline), and tables of policy statistics and of each run's
 //! configuration. The SVG is written by hand: a handful of primitives (axes with ticks, polylines,
 //! rectangles, a legend) cover these plots, and no plotting crate renders text without font files.
@@ -510,6 +511,9 @@ pub fn body(runs: &[Value]) -> String {
         Some(spec) => plots.push(crate::report_vega::figure("fig-latency", &spec)),
         None => plots.push(latency(runs)),
     }
+    plots.extend(
+        crate::report_vega::run_length_cdf(runs, label).map(|s| crate::report_vega::figure("fig-runs", &s)),
+    );
     plots.extend(elapsed(runs));
     plots.push(bars(runs));
     let mut out = String::from("<h2>Plots</h2>\n");

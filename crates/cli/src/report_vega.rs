@@ -60,54 +60,89 @@ pub fn scripts() -> String {
     format!("<script>{VEGA_JS}</script>\n<script>{RUNTIME_JS}</script>\n")
 }
 
+/// What a distribution figure shows: the report's key under `distributions`, and the words.
+struct Cdf {
+    key: &'static str,
+    title: &'static str,
+    subtitle: &'static str,
+    x_title: &'static str,
+    y_title: &'static str,
+    count: &'static str,
+}
+
 /// The exact wakeup-latency CDF of each run from its whole distribution (`distributions`, the
 /// histogram buckets), on a log axis, overlaid per run; `None` when no run carries a distribution
 /// (reports written before it existed). Each bucket gives a point at its upper end: the fraction of
 /// wakeups below it.
 pub fn latency_cdf(runs: &[Value], label: impl Fn(&Value) -> String) -> Option<Value> {
+    cdf(
+        runs,
+        label,
+        &Cdf {
+            key: "wakeup_latency",
+            title: "Wakeup latency: the whole distribution (CDF)",
+            subtitle: "every wakeup of every task; drag to pan, scroll to zoom; the menu exports SVG or PNG",
+            x_title: "wakeup latency [us] (log scale)",
+            y_title: "fraction of wakeups at most this late",
+            count: "wakeups",
+        },
+    )
+}
+
+/// The run lengths' CDF of each run (how long a task ran each time it had a CPU, from switch-in to
+/// switch-out): the slices, preemptions and blocking a policy produced, overlaid per run; `None`
+/// when no run has one (real runs, older reports).
+pub fn run_length_cdf(runs: &[Value], label: impl Fn(&Value) -> String) -> Option<Value> {
+    cdf(
+        runs,
+        label,
+        &Cdf {
+            key: "run_length",
+            title: "Run lengths: how long a task ran each time it had a CPU (CDF)",
+            subtitle: "from its switch-in to its switch-out, every task; drag to pan, scroll to zoom",
+            x_title: "run length [us] (log scale)",
+            y_title: "fraction of runs at most this long",
+            count: "runs",
+        },
+    )
+}
+
+fn cdf(runs: &[Value], label: impl Fn(&Value) -> String, what: &Cdf) -> Option<Value> {
     let mut rows = Vec::new();
     for r in runs {
-        let Some(buckets) = r["distributions"]["wakeup_latency"].as_array() else { continue };
+        let Some(buckets) = r["distributions"][what.key].as_array() else { continue };
         let total: f64 = buckets.iter().map(|b| b["count"].as_f64().unwrap_or(0.0)).sum();
         if total == 0.0 {
             continue;
         }
         let name = label(r);
         let first_us = buckets[0]["low_ns"].as_f64().unwrap_or(0.0).max(1.0) / 1e3;
-        rows.push(json!({"run": name, "latency_us": first_us, "fraction": 0.0, "wakeups": 0}));
+        rows.push(json!({"run": name, "x_us": first_us, "fraction": 0.0, "count": 0}));
         let mut seen = 0.0;
         for b in buckets {
             seen += b["count"].as_f64().unwrap_or(0.0);
             let high = b["high_ns"].as_f64().unwrap_or(0.0).min(u64::MAX as f64 / 2.0);
-            rows.push(json!({
-                "run": name,
-                "latency_us": high / 1e3,
-                "fraction": seen / total,
-                "wakeups": seen,
-            }));
+            rows.push(json!({"run": name, "x_us": high / 1e3, "fraction": seen / total, "count": seen}));
         }
     }
     if rows.is_empty() {
         return None;
     }
     Some(json!({
-        "title": {"text": "Wakeup latency: the whole distribution (CDF)",
-                  "subtitle": "every wakeup of every task; drag to pan, scroll to zoom; the menu exports SVG or PNG"},
+        "title": {"text": what.title, "subtitle": what.subtitle},
         "width": 700,
         "height": 320,
         "data": {"values": rows},
         "mark": {"type": "line", "interpolate": "step-after", "clip": true},
         "encoding": {
-            "x": {"field": "latency_us", "type": "quantitative", "scale": {"type": "log"},
-                  "title": "wakeup latency [us] (log scale)"},
-            "y": {"field": "fraction", "type": "quantitative", "scale": {"domain": [0, 1]},
-                  "title": "fraction of wakeups at most this late"},
+            "x": {"field": "x_us", "type": "quantitative", "scale": {"type": "log"}, "title": what.x_title},
+            "y": {"field": "fraction", "type": "quantitative", "scale": {"domain": [0, 1]}, "title": what.y_title},
             "color": {"field": "run", "type": "nominal", "title": "run", "legend": {"labelLimit": 400}},
             "tooltip": [
                 {"field": "run", "type": "nominal"},
-                {"field": "latency_us", "type": "quantitative", "title": "latency [us]", "format": ",.1f"},
+                {"field": "x_us", "type": "quantitative", "title": "[us]", "format": ",.1f"},
                 {"field": "fraction", "type": "quantitative", "format": ".4f"},
-                {"field": "wakeups", "type": "quantitative", "format": ","}
+                {"field": "count", "type": "quantitative", "title": what.count, "format": ","}
             ]
         },
         "params": [{"name": "zoom", "select": "interval", "bind": "scales"}]
@@ -130,12 +165,12 @@ mod tests {
         );
         let spec = latency_cdf(&[r], |r| r["policy"].as_str().unwrap().to_string()).unwrap();
         let rows = spec["data"]["values"].as_array().unwrap();
-        let pts: Vec<(f64, f64)> = rows
-            .iter()
-            .map(|p| (p["latency_us"].as_f64().unwrap(), p["fraction"].as_f64().unwrap()))
-            .collect();
+        let pts: Vec<(f64, f64)> =
+            rows.iter().map(|p| (p["x_us"].as_f64().unwrap(), p["fraction"].as_f64().unwrap())).collect();
         assert_eq!(pts, [(0.005, 0.0), (0.006, 0.25), (1.008, 1.0)]);
         assert_eq!(spec["encoding"]["x"]["scale"]["type"], "log");
+        let lengths = run_length_cdf(&[run("cfs", json!([]))], |_| String::new());
+        assert!(lengths.is_none(), "no runs recorded: no figure");
         assert!(
             latency_cdf(&[json!({"policy": "old"})], |_| String::new()).is_none(),
             "no distribution: no figure"

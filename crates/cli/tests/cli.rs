@@ -489,7 +489,7 @@ fn the_html_report_is_self_contained_and_chromium_renders_every_plot() {
     // elapsed times, the bar chart as inline SVG; the latency CDF a Vega-Lite figure.
     let plots = html.matches("<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"plot\"").count();
     assert_eq!(plots, 8, "plots in the page");
-    assert_eq!(html.matches("class=\"vl-figure\"").count(), 1, "the latency CDF");
+    assert_eq!(html.matches("class=\"vl-figure\"").count(), 2, "the latency and run-length CDFs");
     for title in ["Context switches per second over time", "Migrations per second over time"] {
         assert!(html.contains(&format!("<title>{title}</title>")), "{title}");
     }
@@ -525,11 +525,11 @@ fn the_html_report_is_self_contained_and_chromium_renders_every_plot() {
     // The scripts ran: every figure drawn (Vega's SVG, `class="marks"`), no error and no blocked fetch.
     let body = dom_text.split("<body").nth(1).and_then(|b| b.split('>').next()).unwrap_or("");
     assert!(
-        body.contains("data-vega-figures=\"1\" data-vega-rendered=\"1\" data-vega-done=\"yes\""),
+        body.contains("data-vega-figures=\"2\" data-vega-rendered=\"2\" data-vega-done=\"yes\""),
         "{body}"
     );
     assert!(!body.contains("data-vega-errors"), "{body}");
-    assert_eq!(dom_text.matches("class=\"marks\"").count(), 1, "the latency CDF drawn");
+    assert_eq!(dom_text.matches("class=\"marks\"").count(), 2, "both CDFs drawn");
     let shot_arg = format!("--screenshot={}", shot.display());
     let st = Command::new(browser)
         .args(["--headless", "--no-sandbox", "--disable-gpu", "--window-size=1200,2600", &shot_arg, &url])
