@@ -21,9 +21,9 @@ from typing import Iterable, List, Optional, Sequence, Union
 
 import pandas as pd
 
-from . import _native
+from . import _native, plot
 from ._native import SchedlabError
-from .results import Comparison, Run
+from .results import Comparison, Run, RunLike, report_json
 from .sweep import sweep
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "run",
     "compare",
     "report",
+    "plot",
     "sweep",
     "DEFAULT_COMPARE_POLICIES",
 ]
@@ -126,22 +127,11 @@ def compare(
     return Comparison(json.loads(cmp_text), {p: [Run(r) for r in rs] for p, rs in zip(specs, runs)})
 
 
-RunLike = Union[Run, dict, str, "os.PathLike[str]"]
-
-
-def _report_json(r: RunLike) -> str:
-    if isinstance(r, Run):
-        return json.dumps(r.json)
-    if isinstance(r, dict):
-        return json.dumps(r)
-    with open(os.fspath(r), encoding="utf-8") as f:
-        return f.read()
-
 
 def report(runs: Iterable[RunLike], output: Union[str, "os.PathLike[str]"] = "report.html") -> str:
     """Write the HTML report of ``schedlab report`` for ``runs`` (Run objects, report dicts or JSON
     files; the first is the baseline) to ``output``; returns the path written."""
-    texts = [_report_json(r) for r in runs]
+    texts = [report_json(r) for r in runs]
     page = _native.report_html(texts)
     path = os.fspath(output)
     with open(path, "w", encoding="utf-8") as f:

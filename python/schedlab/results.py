@@ -6,7 +6,9 @@ field), which stays available unchanged as :attr:`Run.json`.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+import json
+import os
+from typing import Any, Dict, List, Optional, Union
 
 import pandas as pd
 
@@ -213,3 +215,17 @@ def _axes(ax: Optional[Any]) -> Any:
 
     _, ax = plt.subplots()
     return ax
+
+
+#: A run as the functions taking runs accept it: a :class:`Run`, a report dict, or a JSON file.
+RunLike = Union[Run, dict, str, "os.PathLike[str]"]
+
+
+def report_json(r: RunLike) -> str:
+    """The ``schedlab.run/1`` JSON text of a run given as a :class:`Run`, a dict or a file."""
+    if isinstance(r, Run):
+        return json.dumps(r.json)
+    if isinstance(r, dict):
+        return json.dumps(r)
+    with open(os.fspath(r), encoding="utf-8") as f:
+        return f.read()

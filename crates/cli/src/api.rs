@@ -27,7 +27,8 @@ pub struct RunRequest {
     pub hz: Option<u32>,
     /// Frequency governor name.
     pub governor: Option<String>,
-    /// Time-series sampling interval with a unit; `0s` turns sampling off.
+    /// Time-series sampling interval with a unit; `0s` turns sampling off, and with it the per-CPU
+    /// timeline (`RunReport::timeline`) that sampling brings.
     pub sample_interval: String,
     /// Also sample each task's cumulative run time.
     pub sample_tasks: bool,
@@ -87,6 +88,7 @@ impl RunRequest {
             seed: self.seed,
             sample_interval_ns,
             sample_tasks: self.sample_tasks,
+            timeline: sample_interval_ns > 0,
             check_invariants: self.check,
             tick_phase_ns,
             ..RunConfig::default()

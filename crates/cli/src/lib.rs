@@ -8,7 +8,10 @@
 pub mod api;
 pub mod compare;
 pub mod metric;
+pub mod report_figures;
+pub mod report_gantt;
 pub mod report_html;
+pub mod report_summary;
 pub mod report_vega;
 pub mod resolve;
 pub mod sweep;

@@ -155,7 +155,8 @@ struct RunArgs {
     /// Write the simulated schedule as a Perfetto trace (open it in ui.perfetto.dev) to this file.
     #[arg(long)]
     trace: Option<String>,
-    /// Time-series sampling interval with a unit (`10ms`); `0s` turns sampling off.
+    /// Time-series sampling interval with a unit (`10ms`); `0s` turns sampling off, and with it the
+    /// per-CPU timeline of who ran where that the report's Gantt chart draws.
     #[arg(long, default_value = "10ms")]
     sample_interval: String,
     /// Also sample each task's cumulative run time (large with many tasks).

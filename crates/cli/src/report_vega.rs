@@ -16,20 +16,39 @@ const VEGA_JS: &str = include_str!("../assets/vega.js");
 
 /// Renders every figure of the page, and records on `<body>` what happened for a test or a curious
 /// reader: `data-vega-figures` (figures in the page), `data-vega-rendered` (drawn so far),
-/// `data-vega-done` (all settled) and `data-vega-errors` (script errors, blocked fetches, failed
-/// figures, joined by ` | `).
+/// `data-vega-inked` (per figure, `id=WxH:n`: the size of its image and how many of its pixels are
+/// not background, as a screenshot of it would show), `data-vega-done` (all settled) and
+/// `data-vega-errors` (script errors, unhandled rejections, console errors, blocked fetches,
+/// failed figures, joined by ` | `).
 const RUNTIME_JS: &str = r##"(function () {
   var errors = [];
   function note(m) { errors.push(String(m)); document.body.dataset.vegaErrors = errors.join(" | "); }
   window.addEventListener("error", function (e) { note(e.message); });
+  window.addEventListener("unhandledrejection", function (e) { note("unhandled: " + e.reason); });
   document.addEventListener("securitypolicyviolation", function (e) { note("blocked " + e.violatedDirective + " " + e.blockedURI); });
+  var consoleError = console.error;
+  console.error = function () { note("console: " + Array.prototype.join.call(arguments, " ")); consoleError.apply(console, arguments); };
   var specs = Array.prototype.slice.call(document.querySelectorAll("script.vl-spec"));
-  var rendered = 0;
+  var rendered = 0, inked = [];
   document.body.dataset.vegaFigures = String(specs.length);
+  // Pixels of a drawn figure that are not background: what a screenshot of it would show.
+  function ink(view) {
+    return view.toCanvas(1).then(function (canvas) {
+      var px = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height).data, n = 0;
+      for (var i = 0; i < px.length; i += 4) { if (px[i + 3] > 0 && (px[i] < 235 || px[i + 1] < 235 || px[i + 2] < 235)) n += 1; }
+      return canvas.width + "x" + canvas.height + ":" + n;
+    });
+  }
   Promise.all(specs.map(function (s) {
-    var options = { mode: "vega-lite", renderer: "svg", actions: { export: true, source: false, compiled: false, editor: false } };
-    return vegaEmbed("#" + s.dataset.target, JSON.parse(s.textContent), options)
-      .then(function () { rendered += 1; document.body.dataset.vegaRendered = String(rendered); })
+    var spec = JSON.parse(s.textContent);
+    // The page's full width: the plot area takes what the legend and labels leave.
+    var room = document.getElementById(s.dataset.target).clientWidth;
+    var unit = spec.spec || spec;
+    if (typeof unit.width === "number" && room > 0) { unit.width = Math.max(360, room - (spec.spec ? 300 : 260)); }
+    var options = { mode: "vega-lite", renderer: s.dataset.renderer || "svg", actions: { export: true, source: false, compiled: false, editor: false } };
+    return vegaEmbed("#" + s.dataset.target, spec, options)
+      .then(function (result) { rendered += 1; document.body.dataset.vegaRendered = String(rendered); return ink(result.view); })
+      .then(function (seen) { inked.push(s.dataset.target + "=" + seen); document.body.dataset.vegaInked = inked.sort().join(" "); })
       .catch(function (e) { note(s.dataset.target + ": " + e); });
   })).then(function () { document.body.dataset.vegaDone = "yes"; });
 })();"##;
@@ -40,13 +59,20 @@ const RUNTIME_JS: &str = r##"(function () {
 pub const CSP: &str = "default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; \
 style-src 'unsafe-inline'; img-src data: blob:";
 
-/// A figure: a placeholder the runtime draws `spec` into, and the specification as JSON (with `</`
-/// escaped so no string in it can close the script element).
+/// A figure: a placeholder the runtime draws `spec` into as SVG, and the specification as JSON
+/// (with `</` escaped so no string in it can close the script element). The plot takes the page's
+/// width.
 pub fn figure(id: &str, spec: &Value) -> String {
+    figure_on(id, spec, "svg")
+}
+
+/// A figure drawn by `renderer`: `svg`, or `canvas` for figures of many thousand marks (the
+/// export menu still writes SVG).
+pub fn figure_on(id: &str, spec: &Value, renderer: &str) -> String {
     let json = spec.to_string().replace("</", "<\\/");
     format!(
         "<div class=\"vl-figure\" id=\"{id}\"></div>\n\
-         <script type=\"application/json\" class=\"vl-spec\" data-target=\"{id}\">{json}</script>"
+         <script type=\"application/json\" class=\"vl-spec\" data-target=\"{id}\" data-renderer=\"{renderer}\">{json}</script>"
     )
 }
 

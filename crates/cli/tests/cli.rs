@@ -459,11 +459,18 @@ fn chromium() -> &'static str {
 
 #[test]
 fn the_html_report_is_self_contained_and_chromium_renders_every_plot() {
-    let (a, b, page, shot) =
-        (tmp("rep-cfs.json"), tmp("rep-ule.json"), tmp("report.html"), tmp("report.png"));
-    for (policy, path) in [("cfs", &a), ("ule", &b)] {
+    let (a, b, c, page, shot) = (
+        tmp("rep-cfs.json"),
+        tmp("rep-ule.json"),
+        tmp("rep-cfs2.json"),
+        tmp("report.html"),
+        tmp("report.png"),
+    );
+    for (policy, seed, path) in [("cfs", "1", &a), ("ule", "1", &b), ("cfs", "2", &c)] {
         let (ok, _, err) = schedlab(&[
             "run",
+            "--seed",
+            seed,
             "--policy",
             policy,
             "--machine",
@@ -481,21 +488,25 @@ fn the_html_report_is_self_contained_and_chromium_renders_every_plot() {
         ]);
         assert!(ok, "{err}");
     }
-    let (ok, out, err) =
-        schedlab(&["report", a.to_str().unwrap(), b.to_str().unwrap(), "-o", page.to_str().unwrap()]);
+    let paths = [&a, &b, &c].map(|p| p.to_str().unwrap());
+    let (ok, out, err) = schedlab(&["report", paths[0], paths[1], paths[2], "-o", page.to_str().unwrap()]);
     assert!(ok && out.contains("report written to"), "{err}");
     let html = std::fs::read_to_string(&page).unwrap();
-    // Two heat maps, two cumulative run-time plots, switches and migrations per second over time,
-    // elapsed times, the bar chart as inline SVG; the latency CDF a Vega-Lite figure.
-    let plots = html.matches("<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"plot\"").count();
-    assert_eq!(plots, 8, "plots in the page");
-    assert_eq!(html.matches("class=\"vl-figure\"").count(), 2, "the latency and run-length CDFs");
-    for title in ["Context switches per second over time", "Migrations per second over time"] {
-        assert!(html.contains(&format!("<title>{title}</title>")), "{title}");
+    // The summary panel: both configurations, a verdict per metric with a better direction.
+    assert!(html.contains("<h2>Summary: who wins</h2>"), "the summary panel");
+    assert!(html.contains("cfs <span class=\"n\">(2 runs)</span>"), "cfs's two seeds pooled");
+    assert!(html.contains(" ± "), "the pooled runs' confidence interval");
+    let verdicts = html.matches(" beats ").count();
+    assert!(verdicts >= 5, "a winner per key metric: {verdicts}");
+    // Every figure is a Vega-Lite figure: the timeline, the runnable heat map, cumulative run
+    // times, the rates, the two CDFs and the elapsed times.
+    let figures = ["gantt", "runnable", "cumulative", "rates", "latency", "runs", "elapsed"];
+    assert_eq!(html.matches("class=\"vl-figure\"").count(), figures.len(), "figures in the page");
+    for f in figures {
+        assert!(html.contains(&format!("id=\"report-{f}\"")), "figure {f}");
     }
     let (page_part, _) = html.split_once("<script>").expect("the figures' scripts at the end");
-    assert_eq!(page_part.matches("</svg>").count(), plots);
-    assert_eq!(page_part.matches("<title>").count(), plots + 1, "every plot titled");
+    assert!(!page_part.contains("<svg"), "no hand-drawn SVG left");
     // Nothing is loaded: no element of the page names a source (the inlined libraries' code is
     // checked in Chromium instead), and the page's policy forbids every fetch (a blocked one would
     // show in data-vega-errors below).
@@ -504,7 +515,8 @@ fn the_html_report_is_self_contained_and_chromium_renders_every_plot() {
     }
     assert!(!html.contains("<script src"), "every script inline");
     assert!(html.contains("content=\"default-src 'none';"), "the Content-Security-Policy");
-    // Rendered by headless Chromium: the DOM it builds holds every plot, and a screenshot is taken.
+    // Rendered by headless Chromium at a laptop's width: every figure drawn, none empty, no script
+    // or console error and no blocked fetch.
     let browser = chromium();
     let url = format!("file://{}", page.display());
     let dom = Command::new(browser)
@@ -512,7 +524,8 @@ fn the_html_report_is_self_contained_and_chromium_renders_every_plot() {
             "--headless",
             "--no-sandbox",
             "--disable-gpu",
-            "--virtual-time-budget=30000",
+            "--window-size=1400,3000",
+            "--virtual-time-budget=60000",
             "--dump-dom",
             &url,
         ])
@@ -520,24 +533,40 @@ fn the_html_report_is_self_contained_and_chromium_renders_every_plot() {
         .expect("chromium runs");
     let dom_text = String::from_utf8_lossy(&dom.stdout);
     assert!(dom.status.success(), "{}", String::from_utf8_lossy(&dom.stderr));
-    assert_eq!(dom_text.matches("class=\"plot\"").count(), plots, "plots in Chromium's DOM");
-    assert!(!dom_text.contains("parsererror"), "an SVG failed to parse");
-    // The scripts ran: every figure drawn (Vega's SVG, `class="marks"`), no error and no blocked fetch.
     let body = dom_text.split("<body").nth(1).and_then(|b| b.split('>').next()).unwrap_or("");
-    assert!(
-        body.contains("data-vega-figures=\"2\" data-vega-rendered=\"2\" data-vega-done=\"yes\""),
-        "{body}"
-    );
+    assert!(body.contains("data-vega-figures=\"7\" data-vega-rendered=\"7\""), "{body}");
+    assert!(body.contains("data-vega-done=\"yes\""), "{body}");
     assert!(!body.contains("data-vega-errors"), "{body}");
-    assert_eq!(dom_text.matches("class=\"marks\"").count(), 2, "both CDFs drawn");
+    // What a screenshot of each figure shows: its image at least as wide as the figure's share of
+    // the page (it took the full width) and a real part of it inked.
+    let inked = body.split("data-vega-inked=\"").nth(1).and_then(|s| s.split('"').next()).unwrap_or("");
+    for f in figures {
+        let seen = inked
+            .split(' ')
+            .find_map(|e| e.strip_prefix(&format!("report-{f}=")))
+            .unwrap_or_else(|| panic!("figure {f} not drawn: {inked}"));
+        let (size, ink) = seen.split_once(':').unwrap();
+        let (w, h) = size.split_once('x').unwrap();
+        let (w, h, ink): (f64, f64, f64) = (w.parse().unwrap(), h.parse().unwrap(), ink.parse().unwrap());
+        assert!(w >= 1_000.0, "{f}: {w} px wide in a 1,400 px window: the full width");
+        assert!(ink >= 0.02 * w * h, "{f}: {ink} of {w} x {h} pixels inked");
+    }
     let shot_arg = format!("--screenshot={}", shot.display());
     let st = Command::new(browser)
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--window-size=1200,2600", &shot_arg, &url])
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--window-size=1400,4000",
+            "--virtual-time-budget=60000",
+            &shot_arg,
+            &url,
+        ])
         .output()
         .expect("chromium runs");
     assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
     let png = std::fs::read(&shot).unwrap();
-    assert!(png.starts_with(b"\x89PNG") && png.len() > 20_000, "screenshot of {} bytes", png.len());
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 100_000, "screenshot of {} bytes", png.len());
     // Bad input: a file that is not a run report.
     let (ok, _, err) = schedlab(&["report", page.to_str().unwrap()]);
     assert!(!ok && err.contains("not JSON"), "{err}");

@@ -141,5 +141,6 @@ pub fn build(
         counters,
         pipes,
         series: None,
+        timeline: None,
     }
 }

@@ -134,18 +134,34 @@ fn compare(
     .map_err(err)
 }
 
-/// The HTML report of `schedlab report` from run reports given as JSON texts; returns the page.
-#[pyfunction]
-fn report_html(reports: Vec<String>) -> PyResult<String> {
-    let runs: Vec<Value> = reports
+/// Run reports given as JSON texts, parsed.
+fn parse_reports(reports: &[String]) -> PyResult<Vec<Value>> {
+    reports
         .iter()
         .enumerate()
         .map(|(i, text)| {
             serde_json::from_str(text)
                 .map_err(|e| SchedlabError::new_err(format!("report {i}: not JSON: {e}")))
         })
-        .collect::<PyResult<_>>()?;
-    schedlab_cli::report_html::html(&runs).map_err(err)
+        .collect()
+}
+
+/// The HTML report of `schedlab report` from run reports given as JSON texts; returns the page.
+#[pyfunction]
+fn report_html(reports: Vec<String>) -> PyResult<String> {
+    schedlab_cli::report_html::html(&parse_reports(&reports)?).map_err(err)
+}
+
+/// The figures of `schedlab report` for run reports given as JSON texts: a JSON list of
+/// `{name, spec}`, each `spec` the page's Vega-Lite specification.
+#[pyfunction]
+fn report_figures(reports: Vec<String>) -> PyResult<String> {
+    let runs = parse_reports(&reports)?;
+    let list: Vec<Value> = schedlab_cli::report_html::figures(&runs)
+        .into_iter()
+        .map(|f| serde_json::json!({"name": f.name, "spec": f.spec}))
+        .collect();
+    Ok(Value::Array(list).to_string())
 }
 
 /// A sweep's grid file, checked (errors name the file, line and key): its name, its extra metric
@@ -215,6 +231,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(compare, m)?)?;
     m.add_function(wrap_pyfunction!(report_html, m)?)?;
+    m.add_function(wrap_pyfunction!(report_figures, m)?)?;
     m.add_function(wrap_pyfunction!(sweep_plan, m)?)?;
     m.add_function(wrap_pyfunction!(sweep_cell, m)?)?;
     m.add_function(wrap_pyfunction!(sweep_journal, m)?)?;

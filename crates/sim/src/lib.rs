@@ -23,6 +23,7 @@ mod pmc;
 pub mod random;
 pub mod report;
 mod sim;
+pub mod timeline;
 pub mod trace;
 
 pub use contention::ContentionModel;

@@ -53,6 +53,9 @@ pub struct RunReport {
     pub pipes: Vec<PipeReport>,
     /// Time series (absent when sampling is off).
     pub series: Option<Series>,
+    /// Who ran where, per column of time (absent unless asked for: `RunConfig::timeline`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<crate::timeline::TimelineReport>,
 }
 
 /// Whole distributions of a run, as histogram buckets (docs/metrics.md, "Distributions").
@@ -672,6 +675,7 @@ pub(crate) fn build(sim: &Sim, end: Ns, stop: &'static str) -> RunReport {
             })
             .collect(),
         series: (sim.cfg.sample_interval_ns > 0).then(|| sim.series.clone()),
+        timeline: sim.timeline.as_ref().map(|t| t.report(end)),
     }
 }
 

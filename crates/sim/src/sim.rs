@@ -43,6 +43,9 @@ pub struct RunConfig {
     pub sample_interval_ns: Ns,
     /// Also sample each task's cumulative run time (large for many tasks).
     pub sample_tasks: bool,
+    /// Keep the per-CPU timeline of who ran where (`RunReport::timeline`, bounded in size; see
+    /// [`crate::timeline`]).
+    pub timeline: bool,
     /// Check engine/policy invariants after every event (slow; on in tests).
     pub check_invariants: bool,
     /// With `check_invariants`, check after every this many events (1 = every event; long soak runs
@@ -87,6 +90,7 @@ impl Default for RunConfig {
             seed: 1,
             sample_interval_ns: 10 * schedlab_core::NSEC_PER_MSEC,
             sample_tasks: false,
+            timeline: false,
             check_invariants: cfg!(debug_assertions),
             invariant_every: 1,
             max_tasks: limits::MAX_TASKS,
@@ -408,6 +412,8 @@ pub struct Sim<'a> {
     /// How long each task ran from being switched in until it was switched out (another task or
     /// idle took the CPU): the run lengths the policy's slices and preemptions made.
     pub(crate) run_lengths: crate::histogram::Histogram,
+    /// Who ran where (with `RunConfig::timeline`).
+    pub(crate) timeline: Option<crate::timeline::Timeline>,
     pub(crate) error: Option<RunError>,
     stop: Option<&'static str>,
     last_nohz_jiffy: Option<u64>,
@@ -599,6 +605,7 @@ impl<'a> Sim<'a> {
             series: Series::new(cfg.sample_interval_ns, ncpus),
             max_unfairness: (0, 0),
             run_lengths: crate::histogram::Histogram::new(),
+            timeline: cfg.timeline.then(|| crate::timeline::Timeline::new(ncpus)),
             error: None,
             stop: None,
             last_nohz_jiffy: None,
@@ -1660,6 +1667,12 @@ impl<'a> Sim<'a> {
             }
         }
         if switched {
+            if let Some(tl) = self.timeline.as_mut() {
+                if let Some(d) = next {
+                    tl.name_task(d.task, &self.w.tasks[self.tasks[d.task.idx()].template as usize].name);
+                }
+                tl.switch(cpu.idx(), self.now, next.map(|d| d.task), why.still_runnable());
+            }
             self.cpus[cpu.idx()].nr_switches += 1;
             self.counters.nr_switches += 1;
             if let Some(p) = prev {

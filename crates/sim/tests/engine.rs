@@ -728,6 +728,25 @@ fn runs_are_byte_identical_for_the_same_inputs() {
     let b = run(&m, &w, "cfs", 500 * MS).to_json();
     assert!(a == b, "two runs with the same inputs differ");
     assert!(a.len() > 1000);
+    // With the per-CPU timeline kept: byte-identical again, and the run itself unchanged (the
+    // timeline watches the switches, it does not take part).
+    let with_timeline = || {
+        let mut p = schedlab_policies::create("cfs").unwrap();
+        let cfg = RunConfig {
+            duration_ns: 500 * MS,
+            check_invariants: true,
+            timeline: true,
+            ..RunConfig::default()
+        };
+        Sim::new(&m, &w, p.as_mut(), "test", cfg).unwrap().run().unwrap()
+    };
+    let (c, d) = (with_timeline(), with_timeline());
+    assert!(c.to_json() == d.to_json(), "two runs with a timeline differ");
+    let tl = c.timeline.as_ref().expect("asked for");
+    assert_eq!(tl.cpus.len(), c.cpus.len());
+    let mut plain = c.clone();
+    plain.timeline = None;
+    assert!(plain.to_json() == a, "keeping the timeline changed the run");
 }
 
 #[test]

@@ -11,10 +11,11 @@
 
 use crate::import::Filter;
 use crate::timeline::{Recording, Thread};
-use schedlab_core::{SchedClass, TaskState};
+use schedlab_core::{Ns, SchedClass, TaskId, TaskState};
 use schedlab_sim::report::{
     measured_summary, CpuReport, Distributions, MachineSummary, PmcReport, TaskReport, SCHEMA,
 };
+use schedlab_sim::timeline::{Timeline, TimelineReport};
 use schedlab_sim::{Histogram, RunReport};
 
 /// Scheduling class and nice (or RT priority) from a kernel `prio`: below 100 is real-time
@@ -138,5 +139,22 @@ pub fn report(rec: &Recording, filter: &Filter, name: &str) -> RunReport {
         counters: Vec::new(),
         pipes: Vec::new(),
         series: None,
+        timeline: Some(timeline(&kept, start, rec.nr_cpus as usize, duration_ns)),
     }
+}
+
+/// Who ran where, from the kept threads' runs (task ids as in the report: the kept threads' order).
+fn timeline(kept: &[&Thread], start: Ns, nr_cpus: usize, duration_ns: Ns) -> TimelineReport {
+    let mut runs: Vec<(&crate::timeline::Run, u32)> =
+        kept.iter().enumerate().flat_map(|(i, t)| t.runs.iter().map(move |r| (r, i as u32))).collect();
+    runs.sort_by_key(|(r, i)| (r.cpu, r.from, r.to, *i));
+    let mut tl = Timeline::new(nr_cpus);
+    for (i, t) in kept.iter().enumerate() {
+        tl.name_task(TaskId(i as u32), if t.comm.is_empty() { "task" } else { &t.comm });
+    }
+    for (r, i) in runs {
+        let (from, to) = (r.from.saturating_sub(start), r.to.saturating_sub(start));
+        tl.add_run(r.cpu as usize, TaskId(i), from, to, r.left_runnable);
+    }
+    tl.report(duration_ns)
 }

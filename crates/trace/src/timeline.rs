@@ -38,6 +38,10 @@ pub struct Run {
     pub to: Ns,
     /// The CPU.
     pub cpu: u32,
+    /// How the thread left the CPU at `to`: still runnable (preempted, `R` or `R+`) or not (blocked
+    /// or exited); `None` when it did not leave (still running at the trace's end, or its CPU lost
+    /// events).
+    pub left_runnable: Option<bool>,
 }
 
 /// Something in a thread's life a replay must reproduce, at a point in time.
@@ -239,7 +243,7 @@ pub fn build(raw: RawTrace) -> Recording {
     for th in &mut b.threads {
         match th.state {
             St::Running { cpu, since } => {
-                th.runs.push(Run { from: since, to: end, cpu });
+                th.runs.push(Run { from: since, to: end, cpu, left_runnable: None });
                 th.run_ns += end - since;
                 b.cpus[cpu as usize].busy_ns += end - since;
             }
@@ -344,7 +348,7 @@ impl Builder {
         match th.state {
             St::Running { cpu: c, since } if c == cpu => {
                 let to = to.max(since);
-                th.runs.push(Run { from: since, to, cpu });
+                th.runs.push(Run { from: since, to, cpu, left_runnable: None });
                 th.run_ns += to - since;
                 self.cpus[cpu as usize].busy_ns += to - since;
                 true
@@ -353,7 +357,7 @@ impl Builder {
                 // Running since before the trace: since this CPU's first event.
                 let since = self.cpus[cpu as usize].first_ts.unwrap_or(to).min(to);
                 th.first_ns = since;
-                th.runs.push(Run { from: since, to, cpu });
+                th.runs.push(Run { from: since, to, cpu, left_runnable: None });
                 th.run_ns += to - since;
                 self.cpus[cpu as usize].busy_ns += to - since;
                 true
@@ -536,6 +540,12 @@ impl Builder {
             // Perfetto states reads as a sleep).
             let dead = prev_state == PrevState::Dead
                 || (th.exiting && matches!(prev_state, PrevState::Blocked { .. }));
+            if ran {
+                let runnable = !dead && !matches!(prev_state, PrevState::Blocked { .. });
+                if let Some(r) = th.runs.last_mut() {
+                    r.left_runnable = Some(runnable);
+                }
+            }
             if dead {
                 th.nvcsw += 1;
                 th.state = St::Dead;

@@ -49,6 +49,20 @@ fn trappys_trace_cmd_report_reads_and_measures_as_worked_out_by_hand() {
     assert_eq!((mig.class, mig.run_ns), (schedlab_core::SchedClass::Fifo, 22_000));
     // CPU 1 was busy 65 us (4729) + 718-698 = 20 us (4730 from 698) + 836-841 = 5 (4730) of 250.
     assert_eq!(report.cpus[1].busy_ns, 90_000);
+    // The timeline says the same per 1 us column: 250 of them, CPU 1 busy 90 us in all, left 11
+    // times, each time asleep (4731's at 698, CPU 1's first event; 4729's eight sleeps; 4730's at
+    // 718 and 841); on CPU 2, 4734's and 4732's preemptions (at 591 and 825) are the two runnable
+    // leavings.
+    let tl = report.timeline.as_ref().expect("a recording has a timeline");
+    assert_eq!((tl.column_ns, tl.columns, tl.cpus.len()), (1_000, 250, 6));
+    let cpu1 = &tl.cpus[1];
+    assert_eq!(cpu1.busy_ns.iter().sum::<u64>(), 90_000);
+    assert_eq!((cpu1.switches.iter().sum::<u32>(), cpu1.preempted.iter().sum::<u32>()), (11, 0));
+    assert_eq!(tl.cpus[2].preempted.iter().sum::<u32>(), 2);
+    // 4729 holds CPU 1 over 718-733 (columns 127-141 after the first switch at 591).
+    let id_4729 = report.tasks.iter().position(|t| t.name.ends_with("-4729")).unwrap() as u32;
+    assert!((127..142).all(|c| cpu1.task[c] == Some(id_4729) && cpu1.busy_ns[c] == 1_000));
+    assert_eq!(tl.applications[cpu1.app[127].unwrap() as usize], "trace-cmd");
 }
 
 #[test]

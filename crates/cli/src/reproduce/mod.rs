@@ -338,7 +338,7 @@ fn html_report(exp: &Experiment, outcomes: &[Outcome], runs: &Runs, quick: bool)
         );
     }
     b.push_str("</table>\n");
-    for (case, per_policy) in exp.cases.iter().zip(runs) {
+    for (i, (case, per_policy)) in exp.cases.iter().zip(runs).enumerate() {
         let _ = writeln!(
             b,
             "<h2>Case {}: {} on {}, {} simulated</h2>",
@@ -347,9 +347,11 @@ fn html_report(exp: &Experiment, outcomes: &[Outcome], runs: &Runs, quick: bool)
             esc(&case.machine.name),
             schedlab_core::fmt_ns(case.duration_ns)
         );
-        let first_seed: Vec<Value> = per_policy.iter().filter_map(|r| r.first().cloned()).collect();
-        if !first_seed.is_empty() {
-            b.push_str(&report_html::body(&first_seed));
+        // Every seed: the summary pools a policy's seeds into a confidence interval, the figures
+        // draw its first.
+        let every_seed: Vec<Value> = per_policy.iter().flatten().cloned().collect();
+        if !every_seed.is_empty() {
+            b.push_str(&report_html::body(&every_seed, &format!("case{i}")));
         }
     }
     report_html::page(&format!("{}: {}", exp.id(), exp.title), &b)
