@@ -2,8 +2,8 @@
 
 The specifications are the report page's own (built by the same Rust code), so a figure in a
 notebook is the figure on the page: the per-CPU timeline, runnable tasks per CPU, cumulative run time
-per task, context switches and migrations per second, the wakeup-latency and run-length CDFs and the
-sorted elapsed times. Each is a :class:`Figure`, a Vega-Lite specification with its data inlined.
+per task, context switches and migrations per second, the wakeup-latency and run-length CDFs, each
+task's run lengths and the sorted elapsed times. Each is a :class:`Figure`, a Vega-Lite specification with its data inlined.
 In Jupyter it shows as an image (PNG, rendered by ``vl-convert``, the Vega project's converter, with
 no browser); :meth:`Figure.save` writes SVG, PNG, a self-contained HTML page or the JSON
 specification::
@@ -37,12 +37,13 @@ __all__ = [
     "rates",
     "latency_cdf",
     "run_length_cdf",
+    "task_run_lengths",
     "elapsed",
     "NAMES",
 ]
 
 #: The report's figures, in page order.
-NAMES = ("gantt", "runnable", "cumulative", "rates", "latency", "runs", "elapsed")
+NAMES = ("gantt", "runnable", "cumulative", "rates", "latency", "runs", "task-runs", "elapsed")
 
 
 def _vlc() -> Any:
@@ -153,6 +154,11 @@ def latency_cdf(runs: Iterable[RunLike]) -> Figure:
 def run_length_cdf(runs: Iterable[RunLike]) -> Figure:
     """The CDF of run lengths (switch-in to switch-out) of each run, log axis."""
     return _one("runs", runs, "run lengths (real runs do not have them)")
+
+
+def task_run_lengths(runs: Iterable[RunLike]) -> Figure:
+    """Each task's run lengths: the median and the band up to the 99th percentile, tasks sorted."""
+    return _one("task-runs", runs, "run lengths (real runs do not have them)")
 
 
 def elapsed(runs: Iterable[RunLike]) -> Figure:

@@ -1,7 +1,8 @@
 //! The time-series figures of `schedlab report` as Vega-Lite specifications (issue 33), drawn from
 //! a run report's `series` and `tasks`: runnable tasks per CPU as a heat map (seed 002 fig. 6-7),
 //! cumulative run time per task (seed 002 fig. 1 and 3; needs `--sample-tasks`), context switches
-//! and migrations per second, and per-task elapsed times sorted (seed 003 sec. 5).
+//! and migrations per second, each task's run lengths (median and 99th percentile) and per-task
+//! elapsed times sorted (seed 003 sec. 5).
 //!
 //! Layout: runs compared are small multiples on shared axes. A figure of one panel per run stacks
 //! the panels on one time axis (so the same moment lines up across runs) with one colour scale; a
@@ -253,6 +254,74 @@ pub fn elapsed(runs: &[Value], label: impl Fn(&Value) -> String) -> Option<Value
     }))
 }
 
+/// Each task's run lengths (`tasks[].run_length`): the median of its runs as a line and the band
+/// from the median to the 99th percentile, tasks sorted by median, one colour per run, log axis;
+/// `None` when no task has a run (real runs, older reports).
+pub fn task_run_lengths(runs: &[Value], label: impl Fn(&Value) -> String) -> Option<Value> {
+    let mut rows = Vec::new();
+    for r in runs {
+        let mut per: Vec<(f64, f64, f64, &str)> = r["tasks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|t| t["run_length"]["count"].as_u64().unwrap_or(0) > 0)
+            .map(|t| {
+                let l = &t["run_length"];
+                (
+                    (num(&l["p50_ns"]) / 1e3).max(0.001),
+                    (num(&l["p99_ns"]) / 1e3).max(0.001),
+                    num(&l["count"]),
+                    t["name"].as_str().unwrap_or("?"),
+                )
+            })
+            .collect();
+        per.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let name = label(r);
+        let k = stride(per.len(), MAX_POINTS);
+        let last = per.len().saturating_sub(1);
+        for j in (0..per.len()).step_by(k).chain((!per.is_empty() && !last.is_multiple_of(k)).then_some(last))
+        {
+            let (p50, p99, count, task) = per[j];
+            rows.push(json!({"run": name, "rank": j + 1, "task": task, "p50_us": p50, "p99_us": p99, "runs": count}));
+        }
+    }
+    if rows.is_empty() {
+        return None;
+    }
+    let x =
+        json!({"field": "rank", "type": "quantitative", "title": "task rank (shortest median run first)"});
+    let colour = json!({"field": "run", "type": "nominal", "title": "run", "sort": null, "legend": {"labelLimit": 400}});
+    Some(json!({
+        "title": {"text": "Run lengths per task: the median (line) and up to the 99th percentile (band)", "subtitle": "each task's runs from switch-in to switch-out; tasks sorted by their median; one colour per run"},
+        "width": 900,
+        "height": 280,
+        "data": {"values": rows},
+        "layer": [
+            {
+                "mark": {"type": "area", "opacity": 0.18, "clip": true},
+                "encoding": {"x": x, "y": {"field": "p50_us", "type": "quantitative", "scale": {"type": "log"}, "title": "run length [us] (log scale)"},
+                             "y2": {"field": "p99_us"}, "color": colour}
+            },
+            {
+                "params": zoom(),
+                "mark": {"type": "line", "clip": true},
+                "encoding": {
+                    "x": x,
+                    "y": {"field": "p50_us", "type": "quantitative", "scale": {"type": "log"}},
+                    "color": colour,
+                    "tooltip": [
+                        {"field": "run", "type": "nominal"},
+                        {"field": "task", "type": "nominal"},
+                        {"field": "p50_us", "type": "quantitative", "title": "median [us]", "format": ",.1f"},
+                        {"field": "p99_us", "type": "quantitative", "title": "p99 [us]", "format": ",.1f"},
+                        {"field": "runs", "type": "quantitative", "format": ","}
+                    ]
+                }
+            }
+        ]
+    }))
+}
+
 /// The wakeup-latency CDF through the summary's percentiles, for reports written before they
 /// carried whole distributions: a staircase through p50, p90, p99, p99.9 and the maximum.
 pub fn percentile_cdf(runs: &[Value], label: impl Fn(&Value) -> String) -> Option<Value> {
@@ -339,6 +408,21 @@ mod tests {
         assert_eq!(values(&spec).len(), 1_000);
         assert!(values(&spec).iter().all(|v| v["tasks"].as_f64() == Some(1.0)));
         assert!(runnable_heatmap(&[json!({"policy": "x"})], label).is_none());
+    }
+
+    #[test]
+    fn tasks_are_ranked_by_their_median_run() {
+        let t = |name: &str, p50: u64, p99: u64, count: u64| json!({"name": name, "run_length": {"count": count, "p50_ns": p50, "p99_ns": p99}});
+        let r = json!({"policy": "cfs", "tasks": [t("b", 3_000_000, 4_000_000, 10), t("idle", 0, 0, 0), t("a", 20_000, 900_000, 500)]});
+        let spec = task_run_lengths(&[r], label).unwrap();
+        let v: Vec<(&str, f64, f64)> = values(&spec)
+            .iter()
+            .map(|r| {
+                (r["task"].as_str().unwrap(), r["p50_us"].as_f64().unwrap(), r["p99_us"].as_f64().unwrap())
+            })
+            .collect();
+        assert_eq!(v, [("a", 20.0, 900.0), ("b", 3_000.0, 4_000.0)], "a task without runs left out");
+        assert!(task_run_lengths(&[json!({"policy": "x", "tasks": []})], label).is_none());
     }
 
     #[test]

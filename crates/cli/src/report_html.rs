@@ -6,7 +6,8 @@
 //! how much, with confidence intervals over repeated runs), the per-CPU timeline of who ran where
 //! (`report_gantt`), runnable tasks per CPU as a heat map, cumulative run time per task,
 //! context switches and migrations per second (`report_figures`), the wakeup-latency and run-length
-//! CDFs from the runs' whole distributions (`report_vega`), per-task elapsed times sorted, and
+//! CDFs from the runs' whole distributions (`report_vega`), each task's run lengths, per-task
+//! elapsed times sorted, and
 //! tables of each run's configuration and policy statistics. Every figure is a Vega-Lite
 //! specification (docs/report.md says why), drawn full width with zoom, pan, tooltips and an
 //! SVG/PNG export menu. Runs of one configuration with different seeds are repeats: the summary
@@ -81,7 +82,7 @@ pub fn html(runs: &[Value]) -> Result<String> {
 }
 
 /// A figure of the report: its name (`gantt`, `runnable`, `cumulative`, `rates`, `latency`,
-/// `runs`, `elapsed`), its Vega-Lite specification, and the renderer the page draws it with.
+/// `runs`, `task-runs`, `elapsed`), its Vega-Lite specification, and the renderer the page draws it with.
 pub struct Figure {
     /// Name, unique in a report.
     pub name: &'static str,
@@ -108,6 +109,7 @@ pub fn figures(runs: &[Value]) -> Vec<Figure> {
         // reports written before distributions existed.
         ("latency", v::latency_cdf(&shown, label).or_else(|| f::percentile_cdf(&shown, label)), "svg"),
         ("runs", v::run_length_cdf(&shown, label), "svg"),
+        ("task-runs", f::task_run_lengths(&shown, label), "svg"),
         ("elapsed", f::elapsed(&shown, label), "svg"),
     ];
     all.into_iter()

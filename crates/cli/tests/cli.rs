@@ -499,8 +499,8 @@ fn the_html_report_is_self_contained_and_chromium_renders_every_plot() {
     let verdicts = html.matches(" beats ").count();
     assert!(verdicts >= 5, "a winner per key metric: {verdicts}");
     // Every figure is a Vega-Lite figure: the timeline, the runnable heat map, cumulative run
-    // times, the rates, the two CDFs and the elapsed times.
-    let figures = ["gantt", "runnable", "cumulative", "rates", "latency", "runs", "elapsed"];
+    // times, the rates, the two CDFs, each task's run lengths and the elapsed times.
+    let figures = ["gantt", "runnable", "cumulative", "rates", "latency", "runs", "task-runs", "elapsed"];
     assert_eq!(html.matches("class=\"vl-figure\"").count(), figures.len(), "figures in the page");
     for f in figures {
         assert!(html.contains(&format!("id=\"report-{f}\"")), "figure {f}");
@@ -534,7 +534,7 @@ fn the_html_report_is_self_contained_and_chromium_renders_every_plot() {
     let dom_text = String::from_utf8_lossy(&dom.stdout);
     assert!(dom.status.success(), "{}", String::from_utf8_lossy(&dom.stderr));
     let body = dom_text.split("<body").nth(1).and_then(|b| b.split('>').next()).unwrap_or("");
-    assert!(body.contains("data-vega-figures=\"7\" data-vega-rendered=\"7\""), "{body}");
+    assert!(body.contains("data-vega-figures=\"8\" data-vega-rendered=\"8\""), "{body}");
     assert!(body.contains("data-vega-done=\"yes\""), "{body}");
     assert!(!body.contains("data-vega-errors"), "{body}");
     // What a screenshot of each figure shows: its image at least as wide as the figure's share of

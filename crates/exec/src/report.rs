@@ -11,7 +11,7 @@ use schedlab_sim::report::{
     measured_summary, per_sec, CounterReport, CpuReport, MachineSummary, PipeReport, PmcReport,
     PolicyStatReport, TaskReport, SCHEMA,
 };
-use schedlab_sim::{Histogram, RunReport};
+use schedlab_sim::{Histogram, LatencySummary, RunReport};
 
 /// Builds the report from the threads' results and the CPU times before and after.
 pub fn build(
@@ -53,6 +53,7 @@ pub fn build(
                 last_wakeup_ns: r.last_wakeup_ns,
                 nr_yields: r.yields,
                 wakeup_latency: r.latency.summary(),
+                run_length: LatencySummary::default(),
                 started_ns: Some(r.started_ns),
                 exited_ns: r.exited_ns,
                 pmc: PmcReport::default(),

@@ -258,6 +258,9 @@ pub struct TaskReport {
     pub nr_yields: u64,
     /// Wakeup latency: from wakeup until the task executes again (switch overhead included).
     pub wakeup_latency: LatencySummary,
+    /// The lengths of its runs on a CPU, each from its switch-in to its switch-out (simulated and
+    /// traced runs; all 0 for real runs, whose kernel does not say).
+    pub run_length: LatencySummary,
     /// Start time.
     pub started_ns: Option<Ns>,
     /// Exit time.
@@ -531,12 +534,14 @@ pub(crate) fn build(sim: &Sim, end: Ns, stop: &'static str) -> RunReport {
     let w = sim.w;
     let ncpus = sim.cpus.len();
     let mut all_lat = Histogram::new();
+    let mut all_runs = Histogram::new();
     let tasks: Vec<TaskReport> = sim
         .tasks
         .iter()
         .zip(&sim.views)
         .map(|(tk, v)| {
             all_lat.merge(&tk.wake_lat);
+            all_runs.merge(&tk.run_len);
             TaskReport {
                 id: v.id.0,
                 name: tk.name.clone(),
@@ -559,6 +564,7 @@ pub(crate) fn build(sim: &Sim, end: Ns, stop: &'static str) -> RunReport {
                 last_wakeup_ns: tk.last_wakeup,
                 nr_yields: tk.nr_yields,
                 wakeup_latency: tk.wake_lat.summary(),
+                run_length: tk.run_len.summary(),
                 started_ns: tk.started_at,
                 exited_ns: tk.exited_at,
                 pmc: PmcReport { count: v.pmc.count.into(), cycles_counted: v.pmc.cycles_counted.into() },
@@ -646,10 +652,7 @@ pub(crate) fn build(sim: &Sim, end: Ns, stop: &'static str) -> RunReport {
             },
             scx: sim.machine.costs.scx_round_trip_ns.map(|_| c.scx),
         },
-        distributions: Distributions {
-            wakeup_latency: all_lat.buckets(),
-            run_length: sim.run_lengths.buckets(),
-        },
+        distributions: Distributions { wakeup_latency: all_lat.buckets(), run_length: all_runs.buckets() },
         tasks,
         cpus,
         policy_stats: sim

@@ -187,7 +187,7 @@ pub(crate) struct Cpu {
     /// Cumulative time tasks ran here (for the eviction model).
     pub task_run_total: Ns,
     /// `task_run_total` when the running task was switched in: its run so far on this CPU is the
-    /// difference (the run-length distribution, `Sim::run_lengths`).
+    /// difference (the run-length distributions, `Task::run_len`).
     pub stint_mark: Ns,
     /// Speed of the running task, permille of nominal, after contention (see [`crate::contention`]).
     pub speed: u32,
@@ -298,6 +298,8 @@ pub(crate) struct Task {
     pub work_ns: Ns,
     pub spin_ns: Ns,
     pub wake_lat: Histogram,
+    /// Each of its runs on a CPU, from its switch-in to its switch-out.
+    pub run_len: Histogram,
     pub started_at: Option<Ns>,
     pub exited_at: Option<Ns>,
     /// Woken, and the user-space scheduler has not heard yet (`Sim::wake` under sched_ext with
@@ -411,7 +413,6 @@ pub struct Sim<'a> {
     pub(crate) max_unfairness: (Ns, Ns),
     /// How long each task ran from being switched in until it was switched out (another task or
     /// idle took the CPU): the run lengths the policy's slices and preemptions made.
-    pub(crate) run_lengths: crate::histogram::Histogram,
     /// Who ran where (with `RunConfig::timeline`).
     pub(crate) timeline: Option<crate::timeline::Timeline>,
     pub(crate) error: Option<RunError>,
@@ -604,7 +605,6 @@ impl<'a> Sim<'a> {
             shared_timers: vec![None; workload.timers.len()],
             series: Series::new(cfg.sample_interval_ns, ncpus),
             max_unfairness: (0, 0),
-            run_lengths: crate::histogram::Histogram::new(),
             timeline: cfg.timeline.then(|| crate::timeline::Timeline::new(ncpus)),
             error: None,
             stop: None,
@@ -1677,8 +1677,9 @@ impl<'a> Sim<'a> {
             self.counters.nr_switches += 1;
             if let Some(p) = prev {
                 let c = &self.cpus[cpu.idx()];
-                self.run_lengths.record(c.task_run_total - c.stint_mark);
+                let ran = c.task_run_total - c.stint_mark;
                 let tk = &mut self.tasks[p.idx()];
+                tk.run_len.record(ran);
                 if why.still_runnable() {
                     tk.nivcsw += 1;
                 } else {

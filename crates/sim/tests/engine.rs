@@ -1877,6 +1877,11 @@ fn run_lengths_count_each_run_from_switch_in_to_switch_out() {
     assert_eq!((runs[0].low_ns, runs[0].high_ns, runs[0].count), (0, 1, 1));
     assert_eq!((runs[1].low_ns, runs[1].high_ns, runs[1].count), (2_949_120, 3_014_656, 4));
     assert!(task(&r, "a").run_ns.abs_diff(12 * MS) < 4 * 65_536);
+    // The task's own summary: five runs, the shortest 0 ns, the median and longest 3 ms ones.
+    let own = task(&r, "a").run_length;
+    assert_eq!((own.count, own.min_ns), (5, 0));
+    assert!(own.max_ns.abs_diff(3 * MS) < 65_536, "{}", own.max_ns);
+    assert_eq!(own.p50_ns, 2_949_120, "the median run is a 3 ms one (its bucket's low end)");
 
     let mut b = WorkloadBuilder::new("hogs");
     b.task("hog", P::new().forever(|p| p.compute(MS)).build()).instances = 2;
@@ -1886,4 +1891,7 @@ fn run_lengths_count_each_run_from_switch_in_to_switch_out() {
     let low: u64 = r.distributions.run_length.iter().map(|b| b.low_ns * b.count).sum();
     let high: u64 = r.distributions.run_length.iter().map(|b| b.high_ns * b.count).sum();
     assert!(low <= r.summary.busy_ns && r.summary.busy_ns <= high + 10 * MS, "{low} {high}");
+    // Per task, the same runs: the two hogs' counts add up to the run's.
+    let per_task: u64 = r.tasks.iter().map(|t| t.run_length.count).sum();
+    assert_eq!(per_task, count);
 }

@@ -52,10 +52,16 @@ pub fn report(rec: &Recording, filter: &Filter, name: &str) -> RunReport {
         .enumerate()
         .map(|(i, t)| {
             all.merge(&t.latency);
+            let mut own_runs = Histogram::new();
             for r in &t.runs {
                 busy[r.cpu as usize] += r.to - r.from;
-                run_lengths.record(r.to - r.from);
+                // A run still going at the trace's end (or cut by lost events) did not end: left out,
+                // as the engine leaves out runs still going at the end.
+                if r.left_runnable.is_some() {
+                    own_runs.record(r.to - r.from);
+                }
             }
+            run_lengths.merge(&own_runs);
             let (class, nice, _) = class_of(t.prio);
             TaskReport {
                 id: i as u32,
@@ -79,6 +85,7 @@ pub fn report(rec: &Recording, filter: &Filter, name: &str) -> RunReport {
                 last_wakeup_ns: t.last_wakeup_ns.map(|w| w - start),
                 nr_yields: 0,
                 wakeup_latency: t.latency.summary(),
+                run_length: own_runs.summary(),
                 started_ns: Some(t.first_ns - start),
                 exited_ns: t.exited_ns.map(|x| x - start),
                 pmc: PmcReport::default(),
