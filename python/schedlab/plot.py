@@ -70,10 +70,17 @@ class Figure:
 
     @property
     def data(self) -> "Any":
-        """The figure's data as a pandas DataFrame (one row per mark: a line point, a rectangle)."""
+        """The figure's data as a pandas DataFrame (one row per mark: a line point, a rectangle).
+        The timeline's rows come as CSV text (``data.format``), read here the same way; its ``by``
+        column is ``a`` for the rows coloured by application, ``t`` for those by task."""
+        import io
+
         import pandas as pd
 
-        return pd.DataFrame(self.spec["data"]["values"])
+        values = self.spec["data"]["values"]
+        if isinstance(values, str):
+            return pd.read_csv(io.StringIO(values), keep_default_na=False)
+        return pd.DataFrame(values)
 
     def svg(self) -> str:
         """The figure as SVG text."""
