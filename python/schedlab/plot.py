@@ -2,7 +2,7 @@
 
 The specifications are the report page's own (built by the same Rust code), so a figure in a
 notebook is the figure on the page: the per-CPU timeline, runnable tasks per CPU, cumulative run time
-per task, context switches and migrations per second, the wakeup-latency and run-length CDFs, each
+per task, each task's policy values over time, context switches and migrations per second, the wakeup-latency and run-length CDFs, each
 task's run lengths and the sorted elapsed times. Each is a :class:`Figure`, a Vega-Lite specification with its data inlined.
 In Jupyter it shows as an image (PNG, rendered by ``vl-convert``, the Vega project's converter, with
 no browser); :meth:`Figure.save` writes SVG, PNG, a self-contained HTML page or the JSON
@@ -34,6 +34,7 @@ __all__ = [
     "timeline",
     "runnable",
     "cumulative",
+    "policy_values",
     "rates",
     "latency_cdf",
     "run_length_cdf",
@@ -43,7 +44,7 @@ __all__ = [
 ]
 
 #: The report's figures, in page order.
-NAMES = ("gantt", "runnable", "cumulative", "rates", "latency", "runs", "task-runs", "elapsed")
+NAMES = ("gantt", "runnable", "cumulative", "policy", "rates", "latency", "runs", "task-runs", "elapsed")
 
 
 def _vlc() -> Any:
@@ -146,6 +147,12 @@ def runnable(runs: Iterable[RunLike]) -> Figure:
 def cumulative(runs: Iterable[RunLike]) -> Figure:
     """Cumulative run time per task over time (needs ``sample_tasks=True``)."""
     return _one("cumulative", runs, "per-task series (sample_tasks=True)")
+
+
+def policy_values(runs: Iterable[RunLike]) -> Figure:
+    """Each task's policy values over time (ULE's interactivity score, CFS's vruntime lag...), one
+    step line per task, a panel per run, a menu choosing the value (needs ``sample_tasks=True``)."""
+    return _one("policy", runs, "per-task series of policy values (sample_tasks=True)")
 
 
 def rates(runs: Iterable[RunLike]) -> Figure:

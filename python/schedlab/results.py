@@ -114,6 +114,23 @@ class Run:
             data[f"run_ns.{t['name']}"] = [None] * (len(times) - len(values)) + list(values)
         return pd.DataFrame(data, index=pd.Index(times, name="time_ns"))
 
+    @property
+    def policy_values(self) -> pd.DataFrame:
+        """The policy's values of each task over time (``series.task_policy``, with
+        ``sample_tasks=True``): one row per task, value and sample, columns ``time_ns``, ``task``,
+        ``value`` (its name, such as ULE's ``ule interactivity score``) and ``v``; samples where the
+        task had no such value are left out. Empty without per-task samples."""
+        s = self.json.get("series") or {}
+        times = s.get("time_ns", [])
+        rows: List[Any] = []
+        for name, per_task in (s.get("task_policy") or {}).items():
+            for t, values in zip(self.json["tasks"], per_task):
+                # A row covers the newest samples (aligned to the end).
+                for at, v in zip(times[len(times) - len(values):], values):
+                    if v is not None:
+                        rows.append((at, t["name"], name, v))
+        return pd.DataFrame(rows, columns=["time_ns", "task", "value", "v"])
+
     # Plotting helpers (matplotlib, imported on use).
 
     def plot_runnable(self, ax: Optional[Any] = None) -> Any:

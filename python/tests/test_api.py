@@ -76,6 +76,15 @@ def test_a_run_gives_the_commands_report_and_its_tables_hold_its_values(tmp_path
     assert list(series["switches"]) == want["series"]["switches"]
     last = want["series"]["task_run_ns"][0][-1]
     assert series[f"run_ns.{want['tasks'][0]['name']}"].iloc[-1] == last
+    # ULE's score per task and sample, in long form, as the report's task_policy holds it.
+    pv = r.policy_values
+    scores = want["series"]["task_policy"]["ule interactivity score"]
+    assert len(pv[pv["value"] == "ule interactivity score"]) == sum(v is not None for row in scores for v in row)
+    first = want["tasks"][0]["name"]
+    mine = pv[(pv["task"] == first) & (pv["value"] == "ule interactivity score")]
+    row = scores[0]
+    assert list(mine["v"]) == [v for v in row if v is not None]
+    assert list(mine["time_ns"]) == [t for t, v in zip(want["series"]["time_ns"][-len(row):], row) if v is not None]
     lat = r.distribution("wakeup_latency")
     assert list(lat["count"]) == [b["count"] for b in want["distributions"]["wakeup_latency"]]
     assert lat["count"].sum() == want["summary"]["wakeup_latency"]["count"]

@@ -11,6 +11,7 @@ pub mod metric;
 pub mod report_figures;
 pub mod report_gantt;
 pub mod report_html;
+pub mod report_policy;
 pub mod report_summary;
 pub mod report_vega;
 pub mod resolve;

@@ -17,6 +17,15 @@
 //!        | node_spread_at(T)                 the same between NUMA nodes (tasks per node)
 //!        | balanced_after(T, N)              ns from T until the per-CPU spread is at most N
 //!        | migrations_between(T0, T1)        migrations in the series between two times
+//!        | peak_rate(SERIES, W)              the highest rate a second of a cumulative series
+//!                                            (`switches` or `migrations`) over any window of at
+//!                                            least W that starts and ends at samples, as a monitor
+//!                                            sampling every W sees it at its worst phase
+//!        | policy_min(tasks[GLOB], NAME, T0, T1), policy_max(..)
+//!                                            the lowest and highest value NAME of the policy's
+//!                                            internals (ULE's `ule interactivity score`) over the
+//!                                            matching tasks and the samples from T0 to T1 (`end`:
+//!                                            the last), from the per-task series (`sample_tasks`)
 //!        | share_between(tasks[GLOB], T0, T1) the CPU time the matching tasks got between two times
 //!                                            over T1 - T0 (a share of one CPU), from the per-task
 //!                                            series (`sample_tasks`, `exec --sample-interval`); T1
@@ -66,6 +75,17 @@ enum Term {
     NodeSpreadAt(u64),
     BalancedAfter(u64, f64),
     MigrationsBetween(u64, u64),
+    /// The cumulative series' name and the window length in ns.
+    PeakRate(String, u64),
+    /// The highest (`max`) or lowest policy value `name` of the tasks matching `glob` at the samples
+    /// from `from` to `to` (`None`: the last).
+    PolicyExtreme {
+        max: bool,
+        glob: String,
+        name: String,
+        from: u64,
+        to: Option<u64>,
+    },
     /// Tasks, from, to (`None`: the last sample).
     ShareBetween(String, u64, Option<u64>),
 }
@@ -340,6 +360,26 @@ fn term(text: &str) -> Result<Term> {
             want(2)?;
             Term::BalancedAfter(time_arg(&args[0])?, number_arg(&args[1])?)
         }
+        "policy_min" | "policy_max" => {
+            want(4)?;
+            let (glob, field) = tasks_ref(&args[0])?;
+            if !field.is_empty() {
+                bail!("`{text}`: {name} takes tasks[GLOB] without a field, then the value's name");
+            }
+            let value = args[1].trim();
+            if value.is_empty() {
+                bail!("`{text}`: the name of a policy value is needed (as in the report's tasks[].policy)");
+            }
+            let from = time_arg(&args[2])?;
+            let to = match args[3].trim() {
+                "end" => None,
+                t => Some(time_arg(t)?),
+            };
+            if to.is_some_and(|to| to < from) {
+                bail!("`{text}`: the window must not end before it starts");
+            }
+            Term::PolicyExtreme { max: name == "policy_max", glob, name: value.to_string(), from, to }
+        }
         "share_between" => {
             want(3)?;
             let (glob, field) = tasks_ref(&args[0])?;
@@ -359,11 +399,43 @@ fn term(text: &str) -> Result<Term> {
             want(2)?;
             Term::MigrationsBetween(time_arg(&args[0])?, time_arg(&args[1])?)
         }
+        "peak_rate" => {
+            want(2)?;
+            let series = args[0].trim();
+            if !CUMULATIVE_SERIES.contains(&series) {
+                bail!("`{text}`: the series is one of {}, not `{series}`", CUMULATIVE_SERIES.join(", "));
+            }
+            let window = time_arg(&args[1])?;
+            if window == 0 {
+                bail!("`{text}`: the window must be longer than zero");
+            }
+            Term::PeakRate(series.to_string(), window)
+        }
         _ => bail!(
             "unknown function `{name}` (known: sum, mean, sd, cv, min, max, count, count_below, rate, counter, counter_rate, stat, \
-             spread_at, node_spread_at, balanced_after, migrations_between, share_between)"
+             spread_at, node_spread_at, balanced_after, migrations_between, peak_rate, policy_min, policy_max, share_between)"
         ),
     })
+}
+
+/// The report's series that count up from the start (`series.switches`, `series.migrations`).
+const CUMULATIVE_SERIES: [&str; 2] = ["switches", "migrations"];
+
+/// The highest `(c[j] - c[i]) / (t[j] - t[i])` a second, with `j` the first sample at least
+/// `window` after `i`; `None` when no two samples are that far apart.
+fn peak_rate(times: &[f64], counts: &[f64], window: f64) -> Option<f64> {
+    let mut best: Option<f64> = None;
+    let mut j = 0;
+    for i in 0..times.len() {
+        j = j.max(i);
+        while j < times.len() && times[j] - times[i] < window {
+            j += 1;
+        }
+        let Some(&tj) = times.get(j) else { break };
+        let rate = (counts[j] - counts[i]) / (tj - times[i]) * 1e9;
+        best = Some(best.map_or(rate, |b: f64| b.max(rate)));
+    }
+    best
 }
 
 fn name_is_rate(_name: &str, call: &str) -> bool {
@@ -540,6 +612,39 @@ fn eval_term(t: &Term, r: &Value) -> Option<f64> {
             let (i, j) = (sample_at(r, *a)?, sample_at(r, *b)?);
             Some(m.get(j)?.as_f64()? - m.get(i)?.as_f64()?)
         }
+        Term::PolicyExtreme { max, glob, name, from, to } => {
+            let times: Vec<f64> =
+                r["series"]["time_ns"].as_array()?.iter().map(Value::as_f64).collect::<Option<_>>()?;
+            let rows = r["series"]["task_policy"][name.as_str()].as_array()?;
+            let (t0, t1) = (*from as f64, to.map_or(f64::INFINITY, |t| t as f64));
+            let key = if glob.starts_with("template=") { "template" } else { "name" };
+            let g = glob.strip_prefix("template=").unwrap_or(glob);
+            let mut best: Option<f64> = None;
+            for (i, t) in r["tasks"].as_array()?.iter().enumerate() {
+                if !glob_match(g, t[key].as_str().unwrap_or("")) {
+                    continue;
+                }
+                // A task's row covers the newest samples (aligned to the end).
+                let row = rows.get(i)?.as_array()?;
+                let offset = times.len().checked_sub(row.len())?;
+                for (k, v) in row.iter().enumerate() {
+                    let at = times[offset + k];
+                    let Some(v) = v.as_f64().filter(|_| at >= t0 && at <= t1) else { continue };
+                    best = Some(best.map_or(v, |b: f64| if *max { b.max(v) } else { b.min(v) }));
+                }
+            }
+            best
+        }
+        Term::PeakRate(series, window) => {
+            let column = |name: &str| -> Option<Vec<f64>> {
+                r["series"][name].as_array()?.iter().map(Value::as_f64).collect()
+            };
+            let (times, counts) = (column("time_ns")?, column(series)?);
+            if times.len() != counts.len() {
+                return None;
+            }
+            peak_rate(&times, &counts, *window as f64)
+        }
     }
 }
 
@@ -565,6 +670,9 @@ mod tests {
                 "time_ns": [0, 1_000_000_000u64, 1_500_000_000u64, 2_000_000_000u64],
                 "nr_running": [[8, 5, 3, 2], [0, 1, 2, 2], [0, 1, 2, 2], [0, 1, 1, 2]],
                 "migrations": [0, 4, 6, 7],
+                "switches": [0, 100, 400, 500],
+                // fibo's score from the start; worker-0 from 1 s (null: no value yet at 1 s).
+                "task_policy": { "score": [[0, 20, 50, 50], [null, 5, 3], [], [40, 41]] },
                 // Per task: fibo from the start; worker-0 from 1 s (its row aligned to the end);
                 // worker-1 never sampled; worker-2 from 1.5 s.
                 "task_run_ns": [[0, 1e9, 1.2e9, 1.4e9], [0, 0.3e9, 0.5e9], [], [0, 0]],
@@ -621,6 +729,31 @@ mod tests {
         assert_eq!(eval("balanced_after(1s, 2)"), Some(5e8));
         assert_eq!(eval("balanced_after(0s, -1)"), None, "never balanced");
         assert_eq!(eval("migrations_between(1s, 2s)"), Some(3.0));
+        // Switches 0, 100, 400, 500 at 0, 1, 1.5, 2 s. Windows of 0.5 s: 100/1 s, 300/0.5 s,
+        // 100/0.5 s: the peak 600 a second. Of 1 s: 100/1 s, 400/1 s (1 to 2 s): 400.
+        assert_eq!(eval("peak_rate(switches, 0.5s)"), Some(600.0));
+        assert_eq!(eval("peak_rate(switches, 1s)"), Some(400.0));
+        assert_eq!(eval("peak_rate(switches, 2s)"), Some(250.0), "the whole run");
+        assert_eq!(eval("peak_rate(migrations, 1s)"), Some(4.0));
+        assert_eq!(eval("peak_rate(switches, 3s)"), None, "no two samples 3 s apart");
+        assert!(Metric::parse("peak_rate(wakeups, 1s)")
+            .unwrap_err()
+            .to_string()
+            .contains("switches, migrations"));
+        assert!(Metric::parse("peak_rate(switches, 0s)").is_err());
+        // Policy values: fibo 0, 20, 50, 50 at 0, 1, 1.5, 2 s; worker-0 -, 5, 3 at 1, 1.5, 2 s;
+        // worker-2 40, 41 at 1.5, 2 s.
+        assert_eq!(eval("policy_max(tasks[fibo*], score, 0s, end)"), Some(50.0));
+        assert_eq!(eval("policy_min(tasks[fibo*], score, 0.5s, end)"), Some(20.0), "from the 1 s sample");
+        assert_eq!(eval("policy_min(tasks[fibo*], score, 0s, 1s)"), Some(0.0));
+        assert_eq!(eval("policy_max(tasks[sb.*], score, 0s, 1.5s)"), Some(40.0));
+        assert_eq!(eval("policy_min(tasks[sb.*], score, 0s, end)"), Some(3.0), "nulls are skipped");
+        assert_eq!(eval("policy_max(tasks[template=sb.worker], score, 1.6s, end)"), Some(3.0));
+        assert_eq!(eval("policy_max(tasks[sb.worker-1], score, 0s, end)"), None, "no values");
+        assert_eq!(eval("policy_max(tasks[fibo*], vruntime, 0s, end)"), None, "no such value");
+        assert!(Metric::parse("policy_max(tasks[fibo*].run_ns, score, 0s, end)").is_err());
+        assert!(Metric::parse("policy_max(tasks[fibo*], , 0s, end)").is_err());
+        assert!(Metric::parse("policy_min(tasks[fibo*], score, 2s, 1s)").is_err());
         // fibo from 1 s to 2 s: 1.4e9 - 1e9 over 1 s.
         assert!((eval("share_between(tasks[fibo*], 1s, 2s)").unwrap() - 0.4).abs() < 1e-12);
         assert!(

@@ -81,8 +81,8 @@ pub fn html(runs: &[Value]) -> Result<String> {
     Ok(page("schedlab report", &(intro + &body(runs, "report"))))
 }
 
-/// A figure of the report: its name (`gantt`, `runnable`, `cumulative`, `rates`, `latency`,
-/// `runs`, `task-runs`, `elapsed`), its Vega-Lite specification, and the renderer the page draws it with.
+/// A figure of the report: its name (`gantt`, `runnable`, `cumulative`, `policy`, `rates`,
+/// `latency`, `runs`, `task-runs`, `elapsed`), its Vega-Lite specification, and the renderer the page draws it with.
 pub struct Figure {
     /// Name, unique in a report.
     pub name: &'static str,
@@ -104,6 +104,7 @@ pub fn figures(runs: &[Value]) -> Vec<Figure> {
         ("gantt", crate::report_gantt::gantt(&shown, label), "canvas"),
         ("runnable", f::runnable_heatmap(&shown, label), "canvas"),
         ("cumulative", f::cumulative(&shown, label), "svg"),
+        ("policy", crate::report_policy::policy_values(&shown, label), "svg"),
         ("rates", f::rates(&shown, label), "svg"),
         // The exact CDF where the runs carry whole distributions; the percentile staircase for
         // reports written before distributions existed.

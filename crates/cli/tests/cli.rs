@@ -488,6 +488,33 @@ fn the_html_report_is_self_contained_and_chromium_renders_every_plot() {
         ]);
         assert!(ok, "{err}");
     }
+    // With task sampling the series holds each task's policy values over time (ULE's score), in
+    // the documented form: a row per task, as long as its run time's row.
+    let ule: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&b).unwrap()).unwrap();
+    assert_matches_run_schema(&ule);
+    let scores =
+        ule["series"]["task_policy"]["ule interactivity score"].as_array().expect("ULE's scores sampled");
+    let runs = ule["series"]["task_run_ns"].as_array().unwrap();
+    assert_eq!(scores.len(), runs.len(), "a row per task");
+    for (s, r) in scores.iter().zip(runs) {
+        assert_eq!(s.as_array().unwrap().len(), r.as_array().unwrap().len());
+        assert!(s
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|v| v.is_null() || (0..=100).contains(&v.as_i64().unwrap())));
+    }
+    // A task that exited before the last sample keeps its score from then to the end of the run.
+    let last_sample = ule["series"]["time_ns"].as_array().unwrap().last().unwrap().as_u64().unwrap();
+    let last = |t: &serde_json::Value| t.as_array().unwrap().last().unwrap().clone();
+    let mut exited = 0;
+    for (task, row) in ule["tasks"].as_array().unwrap().iter().zip(scores) {
+        if task["exited_ns"].as_u64().is_some_and(|e| e <= last_sample) {
+            assert_eq!(task["policy"]["ule interactivity score"], last(row), "{}", task["name"]);
+            exited += 1;
+        }
+    }
+    assert!(exited >= 10, "hackbench's tasks exit within the run: {exited}");
     let paths = [&a, &b, &c].map(|p| p.to_str().unwrap());
     let (ok, out, err) = schedlab(&["report", paths[0], paths[1], paths[2], "-o", page.to_str().unwrap()]);
     assert!(ok && out.contains("report written to"), "{err}");
@@ -499,8 +526,10 @@ fn the_html_report_is_self_contained_and_chromium_renders_every_plot() {
     let verdicts = html.matches(" beats ").count();
     assert!(verdicts >= 5, "a winner per key metric: {verdicts}");
     // Every figure is a Vega-Lite figure: the timeline, the runnable heat map, cumulative run
-    // times, the rates, the two CDFs, each task's run lengths and the elapsed times.
-    let figures = ["gantt", "runnable", "cumulative", "rates", "latency", "runs", "task-runs", "elapsed"];
+    // times, the policy's values per task, the rates, the two CDFs, each task's run lengths and
+    // the elapsed times.
+    let figures =
+        ["gantt", "runnable", "cumulative", "policy", "rates", "latency", "runs", "task-runs", "elapsed"];
     assert_eq!(html.matches("class=\"vl-figure\"").count(), figures.len(), "figures in the page");
     for f in figures {
         assert!(html.contains(&format!("id=\"report-{f}\"")), "figure {f}");
@@ -534,7 +563,7 @@ fn the_html_report_is_self_contained_and_chromium_renders_every_plot() {
     let dom_text = String::from_utf8_lossy(&dom.stdout);
     assert!(dom.status.success(), "{}", String::from_utf8_lossy(&dom.stderr));
     let body = dom_text.split("<body").nth(1).and_then(|b| b.split('>').next()).unwrap_or("");
-    assert!(body.contains("data-vega-figures=\"8\" data-vega-rendered=\"8\""), "{body}");
+    assert!(body.contains("data-vega-figures=\"9\" data-vega-rendered=\"9\""), "{body}");
     assert!(body.contains("data-vega-done=\"yes\""), "{body}");
     assert!(!body.contains("data-vega-errors"), "{body}");
     // What a screenshot of each figure shows: its image at least as wide as the figure's share of

@@ -103,6 +103,7 @@ impl Sampler {
             time_ns: self.times,
             nr_running: Vec::new(),
             task_run_ns: Some(task_run_ns),
+            task_policy: None,
             switches: Vec::new(),
             migrations: Vec::new(),
         }

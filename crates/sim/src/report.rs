@@ -431,6 +431,11 @@ pub struct Series {
     /// `task_run_ns[task][sample]`: cumulative run time per task (only with task sampling on;
     /// tasks created later have shorter rows, aligned to the end).
     pub task_run_ns: Option<Vec<Vec<Ns>>>,
+    /// `task_policy[name][task][sample]`: the policy's internals per task (`SchedPolicy::trace_values`:
+    /// ULE's interactivity score, CFS's vruntime lag...) by name, with task sampling on (rows aligned
+    /// to the end as `task_run_ns`'s; `null` where the policy gave no such value for the task).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_policy: Option<std::collections::BTreeMap<String, Vec<Vec<Option<i64>>>>>,
     /// Context switches so far, machine-wide, at each sample.
     pub switches: Vec<u64>,
     /// Migrations so far, machine-wide, at each sample.
@@ -444,6 +449,7 @@ impl Series {
             time_ns: Vec::new(),
             nr_running: vec![Vec::new(); ncpus],
             task_run_ns: None,
+            task_policy: None,
             switches: Vec::new(),
             migrations: Vec::new(),
         }
@@ -454,6 +460,7 @@ impl Series {
         now: Ns,
         per_cpu: impl Iterator<Item = u32>,
         per_task: Option<Vec<Ns>>,
+        per_task_policy: Option<&[Vec<(&'static str, i64)>]>,
         (switches, migrations): (u64, u64),
     ) {
         self.time_ns.push(now);
@@ -469,12 +476,39 @@ impl Series {
                 row.push(v);
             }
         }
+        if let Some(values) = per_task_policy {
+            self.record_policy(values);
+        }
         // Per-task rows multiply the values per sample: many tasks lower the sample cap so the
         // whole series stays within MAX_SERIES_VALUES.
-        let columns = 3 + self.nr_running.len() + self.task_run_ns.as_ref().map_or(0, Vec::len);
+        let policy_rows: usize = self.task_policy.iter().flat_map(|m| m.values()).map(Vec::len).sum();
+        let columns = 3 + self.nr_running.len() + self.task_run_ns.as_ref().map_or(0, Vec::len) + policy_rows;
         let cap = MAX_SERIES_SAMPLES.min((MAX_SERIES_VALUES / columns).max(2));
         while self.time_ns.len() > cap {
             self.thin();
+        }
+    }
+
+    /// Appends the policy's values of each task (`values[task]`: `(name, value)` pairs) to the
+    /// sample whose time [`Series::record`] just pushed. A name seen for the first time, or a task
+    /// first seen now, starts its row at this sample (rows are aligned to the end).
+    fn record_policy(&mut self, values: &[Vec<(&'static str, i64)>]) {
+        let samples = self.time_ns.len();
+        let map = self.task_policy.get_or_insert_with(Default::default);
+        for (name, _) in values.iter().flatten() {
+            if !map.contains_key(*name) {
+                map.insert(name.to_string(), Vec::new());
+            }
+        }
+        for (name, rows) in map.iter_mut() {
+            if rows.len() < values.len() {
+                rows.resize(values.len(), Vec::new());
+            }
+            for (t, row) in rows.iter_mut().enumerate() {
+                let v = values.get(t).and_then(|p| p.iter().find(|(n, _)| n == name)).map(|(_, v)| *v);
+                debug_assert!(row.len() < samples, "one value per task and sample");
+                row.push(v);
+            }
         }
     }
 
@@ -497,6 +531,10 @@ impl Series {
         }
         // A task's row covers the newest samples only (it started later): align it to the end.
         for row in self.task_run_ns.iter_mut().flatten() {
+            let offset = n - row.len();
+            keep_even(row, offset);
+        }
+        for row in self.task_policy.iter_mut().flat_map(|m| m.values_mut()).flatten() {
             let offset = n - row.len();
             keep_even(row, offset);
         }
@@ -915,7 +953,17 @@ mod tests {
         for k in 0..(MAX_SERIES_SAMPLES as u64 + 1 + MAX_SERIES_SAMPLES as u64 / 2) {
             let now = s.time_ns.last().map_or(0, |&t| t + s.interval_ns);
             let tasks = if k < 3 { vec![now] } else { vec![now, now + 1] };
-            s.record(now, [k as u32, 7].into_iter(), Some(tasks), (k, 2 * k));
+            // The policy's values: task 0's score from the start and its prio from sample 5,
+            // task 1's score from sample 3 (it has no prio).
+            let t = now as i64;
+            let mut policy = vec![vec![("score", t)]];
+            if k >= 5 {
+                policy[0].push(("prio", -t));
+            }
+            if k >= 3 {
+                policy.push(vec![("score", t + 2)]);
+            }
+            s.record(now, [k as u32, 7].into_iter(), Some(tasks), Some(&policy), (k, 2 * k));
             assert!(s.time_ns.len() <= MAX_SERIES_SAMPLES);
         }
         // Thinned at 16,385 samples (to 8,193, interval 20) and again after 8,192 more (interval 40).
@@ -935,8 +983,28 @@ mod tests {
             if i >= n - late.len() {
                 assert_eq!(late[i - (n - late.len())], t + 1);
             }
+            // The policy's rows stay aligned to the end the same way.
+            let policy = s.task_policy.as_ref().unwrap();
+            let at = |name: &str, task: usize| {
+                let row = &policy[name][task];
+                (i >= n - row.len()).then(|| row[i - (n - row.len())])
+            };
+            assert_eq!(at("score", 0), Some(Some(t as i64)));
+            assert_eq!(at("score", 1).flatten(), if i >= n - late.len() { Some(t as i64 + 2) } else { None });
+            assert!(at("prio", 1).is_none_or(|v| v.is_none()), "task 1 has no prio: null");
+            if let Some(Some(p)) = at("prio", 0) {
+                assert_eq!(p, -(t as i64));
+            }
         }
         assert_eq!(s.time_ns[0], 0);
+        // prio was first seen at sample 5: its rows are shorter than score's.
+        let policy = s.task_policy.as_ref().unwrap();
+        assert!(policy["prio"][0].len() < policy["score"][0].len());
+        assert_eq!(policy["score"][1].len(), late_len(&s));
+    }
+
+    fn late_len(s: &Series) -> usize {
+        s.task_run_ns.as_ref().unwrap()[1].len()
     }
 
     #[test]
@@ -947,7 +1015,7 @@ mod tests {
         assert_eq!(cap, 335);
         for k in 0..(2 * cap as u64) {
             let now = k * 10;
-            s.record(now, [1, 2].into_iter(), Some(vec![now; tasks]), (k, k));
+            s.record(now, [1, 2].into_iter(), Some(vec![now; tasks]), None, (k, k));
             assert!(s.time_ns.len() <= cap, "{} samples at k = {k}", s.time_ns.len());
         }
         let rows = s.task_run_ns.as_ref().unwrap();

@@ -1991,8 +1991,24 @@ impl<'a> Sim<'a> {
         if unfairness > self.max_unfairness.0 {
             self.max_unfairness = (unfairness, now);
         }
+        // The policy's internals per task (ULE's interactivity score...), with the run times.
+        let per_task_policy: Option<Vec<Vec<(&'static str, i64)>>> = self.cfg.sample_tasks.then(|| {
+            (0..self.tasks.len())
+                .map(|t| {
+                    let mut values = Vec::new();
+                    self.policy.trace_values(TaskId(t as u32), &mut values);
+                    values
+                })
+                .collect()
+        });
         let counts = (self.counters.nr_switches, self.counters.nr_migrations);
-        self.series.record(now, self.cpu_views.iter().map(|c| c.nr_running), per_task, counts);
+        self.series.record(
+            now,
+            self.cpu_views.iter().map(|c| c.nr_running),
+            per_task,
+            per_task_policy.as_deref(),
+            counts,
+        );
     }
 
     fn check_work_conservation(&mut self, cpu: CpuId) {

@@ -174,12 +174,12 @@ impl Magnitude {
         (v - self.value).abs() <= self.band * self.value.abs()
     }
 
-    /// `within 25 % of 1.83`.
-    pub fn text(&self) -> String {
+    /// `within 25 % of 1.83` (the paper's number shown in `unit`: `within 25 % of 9.480 s`).
+    pub fn text(&self, unit: Unit) -> String {
         format!(
             "within {} % of {}",
             sig4(self.band * 100.0).trim_end_matches('0').trim_end_matches('.'),
-            sig4(self.value)
+            unit.show(self.value)
         )
     }
 }
@@ -189,7 +189,7 @@ impl Claim {
     pub fn expected_text(&self) -> String {
         let kind = if self.is_ratio() { "ratio" } else { "value" };
         match (&self.magnitude, self.figure_only) {
-            (Some(m), _) => format!("{kind} {} and {}", self.expect_text, m.text()),
+            (Some(m), _) => format!("{kind} {} and {}", self.expect_text, m.text(self.checked_unit())),
             (None, true) => format!("{kind} {} (direction: figure only)", self.expect_text),
             (None, false) => format!("{kind} {}", self.expect_text),
         }
@@ -198,6 +198,16 @@ impl Claim {
     /// Whether the claim compares two measurements.
     pub fn is_ratio(&self) -> bool {
         self.vs.is_some() || self.vs_case.is_some()
+    }
+
+    /// The unit of the checked number: the claim's own for a value, none for a ratio or a value
+    /// divided by its base case.
+    pub fn checked_unit(&self) -> Unit {
+        if self.is_ratio() || self.base_case.is_some() {
+            Unit::Plain
+        } else {
+            self.unit
+        }
     }
 }
 
@@ -223,9 +233,9 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    /// The seed range as text (`0.95 to 1.02`), empty without one.
-    pub fn seed_range_text(&self) -> String {
-        self.seed_range.map_or(String::new(), |[a, b]| format!("{} to {}", sig4(a), sig4(b)))
+    /// The seed range as text in `unit` (`0.95 to 1.02`, `7.886 s to 7.902 s`), empty without one.
+    pub fn seed_range_text(&self, unit: Unit) -> String {
+        self.seed_range.map_or(String::new(), |[a, b]| format!("{} to {}", unit.show(a), unit.show(b)))
     }
 }
 
@@ -319,7 +329,9 @@ mod tests {
     fn a_magnitude_band_is_relative_to_the_papers_number() {
         let m = Magnitude { value: 1.83, band: 0.25, why: "fixed".into() };
         assert!(m.holds(1.83) && m.holds(1.4) && m.holds(2.28) && !m.holds(2.35) && !m.holds(1.35));
-        assert_eq!(m.text(), "within 25 % of 1.830");
+        assert_eq!(m.text(Unit::Plain), "within 25 % of 1.830");
+        let secs = Magnitude { value: 9.48e9, band: 0.25, why: "fixed".into() };
+        assert_eq!(secs.text(Unit::Seconds), "within 25 % of 9.480 s");
         let neg = Magnitude { value: -4778.0, band: 0.5, why: "x".into() };
         assert!(neg.holds(-3000.0) && !neg.holds(-2000.0) && !neg.holds(4778.0));
     }

@@ -271,7 +271,7 @@ fn text_report(exp: &Experiment, outcomes: &[Outcome]) -> String {
         let _ = writeln!(s, "  [{}] {}: \"{}\" ({})", verdict(o), c.id, c.quote, c.source);
         let _ = writeln!(s, "      paper: {}", c.paper);
         let spread = match o.seed_range {
-            Some(_) => format!(" (seeds {})", o.seed_range_text()),
+            Some(_) => format!(" (seeds {})", o.seed_range_text(c.checked_unit())),
             None => String::new(),
         };
         let _ = writeln!(
@@ -296,7 +296,7 @@ fn markdown_rows(exp: &Experiment, outcomes: &[Outcome]) -> String {
             c.id,
             cell(&c.paper),
             cell(&o.shown),
-            o.seed_range_text(),
+            o.seed_range_text(c.checked_unit()),
             cell(&c.expected_text()),
             verdict(o)
         );

@@ -14,7 +14,7 @@
 //! A case a parameter does not change is not run again: its chosen-point runs stand in. Each run is
 //! reduced to the claims' metric values as it ends, so a full sweep does not keep its reports.
 
-use super::claim::{sig4, Outcome};
+use super::claim::{Outcome, Unit};
 use super::spec::{Case, Experiment};
 use super::{check_claims, run_all_map, Job, Options};
 use anyhow::{bail, Context, Result};
@@ -46,6 +46,9 @@ struct ClaimResult {
     seed_min: Option<f64>,
     seed_max: Option<f64>,
     points: Vec<Point>,
+    /// How the checked numbers are shown (seconds for a time, plain for a ratio).
+    #[serde(skip)]
+    unit: Unit,
 }
 
 fn classify(chosen: Option<bool>, points: &[Point]) -> &'static str {
@@ -196,6 +199,7 @@ pub fn run(exps: &[Experiment], opts: &Options) -> Result<String> {
                 seed_min,
                 seed_max,
                 points,
+                unit: c.checked_unit(),
             });
         }
         out.push((exp, claims));
@@ -227,8 +231,8 @@ const VERDICTS: [&str; 5] = [
     "not measured",
 ];
 
-fn show(v: Option<f64>) -> String {
-    v.map_or("n/a".into(), sig4)
+fn show(v: Option<f64>, unit: Unit) -> String {
+    v.map_or("n/a".into(), |v| unit.show(v))
 }
 
 /// The points where the claim's verdict differs from its verdict at the chosen point.
@@ -244,7 +248,7 @@ fn flips(r: &ClaimResult) -> String {
                 Some(false) => "fails",
                 None => "not measured",
             };
-            format!("{} {word} ({})", p.at, show(p.checked))
+            format!("{} {word} ({})", p.at, show(p.checked, r.unit))
         })
         .collect();
     if list.is_empty() {
@@ -255,6 +259,7 @@ fn flips(r: &ClaimResult) -> String {
 }
 
 fn spread(r: &ClaimResult) -> String {
+    let show = |v| show(v, r.unit);
     format!("{} (seeds {} to {})", show(r.chosen.checked), show(r.seed_min), show(r.seed_max))
 }
 
