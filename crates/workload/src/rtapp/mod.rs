@@ -142,12 +142,30 @@ impl Ctx<'_> {
         })
     }
 
-    fn timer(&mut self, name: &str) -> u32 {
-        let ts = &mut self.w.timers;
-        *self.timers.entry(name.to_string()).or_insert_with(|| {
-            ts.push(TimerSpec { name: name.to_string(), shared: !name.starts_with("unique") });
-            ts.len() as u32 - 1
-        })
+    /// The workload's timer for rt-app's timer `ref` `name`, made on first use. A workload always
+    /// holds schedlab's own per-task timer `default` (index 0), so an rt-app ref of that name (or
+    /// of a name made here before) gets a fresh name (`default-rtapp`, then `-2`, ...): same-named
+    /// rt-app refs still share one timer, and the workload still writes as TOML that reads back.
+    fn timer(&mut self, name: &str, key: &str) -> u32 {
+        if let Some(&i) = self.timers.get(name) {
+            return i;
+        }
+        let mut fresh = name.to_string();
+        let mut n = 1;
+        while self.w.timers.iter().any(|t| t.name == fresh) {
+            fresh = if n == 1 { format!("{name}-rtapp") } else { format!("{name}-rtapp-{n}") };
+            n += 1;
+        }
+        if fresh != name {
+            self.warn(
+                key,
+                &format!("timer `{name}` is named `{fresh}` (schedlab's per-task timer is `default`)"),
+            );
+        }
+        self.w.timers.push(TimerSpec { name: fresh, shared: !name.starts_with("unique") });
+        let i = self.w.timers.len() as u32 - 1;
+        self.timers.insert(name.to_string(), i);
+        i
     }
 
     fn cpu_list(&mut self, list: Vec<u32>) -> u32 {
@@ -569,7 +587,7 @@ fn events(
                             ))
                         }
                     };
-                let timer = cx.timer(&r);
+                let timer = cx.timer(&r, &format!("{key}.ref"));
                 ops.push(Op::Timer { timer, period_ns, absolute });
             }
             "lock" => {
@@ -710,7 +728,7 @@ fn legacy_events(cx: &mut Ctx, base: &str, entries: &[(String, Json)], ops: &mut
         ops.push(Op::Compute { work: Dist::Fixed(exec - used) });
     }
     if period > 0 {
-        let timer = cx.timer("unique-period");
+        let timer = cx.timer("unique-period", &format!("{base}.period"));
         ops.push(Op::Timer { timer, period_ns: period, absolute: true });
     }
     for (k, v) in entries {
@@ -773,6 +791,34 @@ mod tests {
         assert_eq!(w.barriers[0].parties, 3, "2 instances of t + 1 of u");
         assert_eq!(w.duration_ns, Some(3_000_000_000));
         assert!(imp.warnings.iter().any(|l| l.contains("global.logdir")), "{:?}", imp.warnings);
+    }
+
+    #[test]
+    fn a_timer_ref_named_default_is_renamed_shared_and_reads_back() {
+        // Found by `scripts/fuzz rtapp_json`: schedlab's own per-task timer is `default`, so the
+        // ref became a second `default` and the written TOML did not read back.
+        let src = r#"{ "tasks": {
+            "a": { "instance": 2, "run": 10, "timer": { "ref": "default", "period": 100 } },
+            "b": { "run": 10, "timer": { "ref": "default-rtapp", "period": 100 },
+                   "timer1": { "ref": "default", "period": 200 } } } }"#;
+        let imp = import("d.json", src).unwrap();
+        let w = &imp.workload;
+        let names: Vec<(&str, bool)> = w.timers.iter().map(|t| (t.name.as_str(), t.shared)).collect();
+        assert_eq!(names, vec![("default", false), ("default-rtapp", true), ("default-rtapp-rtapp", true)]);
+        let timers = |t: &TaskSpec| -> Vec<u32> {
+            t.program
+                .ops
+                .iter()
+                .filter_map(|o| if let Op::Timer { timer, .. } = o { Some(*timer) } else { None })
+                .collect()
+        };
+        assert_eq!((timers(&w.tasks[0]), timers(&w.tasks[1])), (vec![1], vec![2, 1]), "same ref, same timer");
+        assert!(imp
+            .warnings
+            .iter()
+            .any(|l| l.contains("tasks.a.timer.ref") && l.contains("`default-rtapp`")));
+        let back = crate::parse_toml("d.toml", &crate::to_toml(w)).expect("the TOML reads back");
+        assert_eq!(back.timers, w.timers);
     }
 
     #[test]
