@@ -292,6 +292,9 @@ fn every_experiment_the_seed_papers_need_is_present_and_valid() {
         "ule-vs-cfs/nas-mg",
         "ule-vs-cfs/apache-ab-1core",
         "ule-vs-cfs/fibo-sysbench-32cores",
+        "ule-vs-cfs/sysbench-32cores",
+        "ule-vs-cfs/cray-ep",
+        "ule-vs-cfs/apache-sysbench",
         // seed 003 (O(1) vs CFS)
         "o1-vs-cfs/cpu-bound",
         "o1-vs-cfs/nice-half",

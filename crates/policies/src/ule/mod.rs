@@ -111,6 +111,22 @@ pub struct UleParams {
     pub balance_interval: Option<u64>,
     /// `kern.sched.affinity`: hz ticks of cache affinity per cache level. Default 1 (`hz / 1000`).
     pub affinity: u64,
+    /// How a woken thread's CPU is chosen: `sched_pickcpu` (the source), or the seed's own
+    /// counterfactual (seed 002 sec. 6.3: "we replaced the ULE wakeup function by a simple one that
+    /// returns the CPU on which the thread was previously running").
+    pub wakeup: WakeupCpu,
+}
+
+/// The CPU a woken ULE thread is queued on (`UleParams::wakeup`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WakeupCpu {
+    /// `sched_pickcpu`: the last CPU if idle and cache-affine, else the least loaded CPU of the
+    /// widest cache group it is still affine to, else of the machine.
+    Pickcpu,
+    /// The CPU it last ran on (if its affinity mask still allows it), with no search: the
+    /// replacement seed 002 measured to show ULE's wakeup scan as sysbench's cost (sec. 6.3). New
+    /// threads are still placed by `sched_pickcpu`.
+    Last,
 }
 
 impl Default for UleParams {
@@ -127,6 +143,7 @@ impl Default for UleParams {
             balance: true,
             balance_interval: None,
             affinity: 1,
+            wakeup: WakeupCpu::Pickcpu,
         }
     }
 }
@@ -177,6 +194,11 @@ impl Params for UleParams {
                 help: "mean balancer period, stathz ticks (each period is random in 0.5-1.5 x this)",
             },
             ParamInfo { key: "affinity", default: "1", help: "hz ticks of cache affinity per cache level" },
+            ParamInfo {
+                key: "wakeup",
+                default: "pickcpu",
+                help: "a woken thread's CPU: pickcpu (sched_pickcpu) or last (its previous CPU, no search: seed 002 sec. 6.3's replacement)",
+            },
         ]
     }
 
@@ -193,6 +215,13 @@ impl Params for UleParams {
             "balance" => self.balance = parse_bool(value)?,
             "balance_interval" => self.balance_interval = Some(parse_u64(value, 1..=1_000_000)?),
             "affinity" => self.affinity = parse_u64(value, 0..=10_000)?,
+            "wakeup" => {
+                self.wakeup = match value {
+                    "pickcpu" => WakeupCpu::Pickcpu,
+                    "last" => WakeupCpu::Last,
+                    _ => return Err(format!("`{value}`: expected pickcpu or last")),
+                }
+            }
             _ => unreachable!("checked by apply"),
         }
         Ok(())
@@ -556,17 +585,28 @@ impl Ule {
         let mut rnd = self.randomval[self_cpu.idx()];
         let all = ctx.topo.all();
         let q = LowQuery { mask, pri: -1, max_load: i64::MAX, prefer: ts_cpu };
+        // Up to three `sched_lowest` searches, each reading every CPU of its group (`cpu_search`):
+        // the affine cache group for a CPU that can run it now, the machine for one that can, the
+        // machine for the least loaded (seed 002 sec. 6.3: "at worst, may scan all cores three
+        // times"); the CPUs read are the decision's examined count.
         let mut cpu = None;
+        let mut scanned = 0;
         if let Some(g) = ccg.filter(|&g| g != 0 && self.groups.groups[g].mask != all) {
             let idle_only = LowQuery { pri: pri.max(PRI_MAX_TIMESHARE) as i32, ..q };
+            scanned += self.groups.groups[g].mask.count();
             cpu = self.groups.lowest(g, self.loads(), &idle_only, &mut rnd);
         }
         if cpu.is_none() {
+            scanned += all.count();
             cpu = self.groups.lowest(0, self.loads(), &LowQuery { pri: pri as i32, ..q }, &mut rnd);
         }
-        let mut cpu = cpu.or_else(|| self.groups.lowest(0, self.loads(), &q, &mut rnd)).unwrap_or(ts_cpu);
+        if cpu.is_none() {
+            scanned += all.count();
+            cpu = self.groups.lowest(0, self.loads(), &q, &mut rnd);
+        }
+        let mut cpu = cpu.unwrap_or(ts_cpu);
         self.randomval[self_cpu.idx()] = rnd;
-        self.nr_examined += ctx.nr_cpus() as u64;
+        self.nr_examined += scanned as u64;
         let (s, c) = (self_cpu.idx(), cpu.idx());
         if mask.contains(self_cpu)
             && self.lowpri[s] > pri
@@ -800,6 +840,10 @@ impl SchedPolicy for Ule {
         th.slice = 0;
         th.queued_from = wake.waker_cpu;
         self.sched_priority(ctx, t);
+        let info = ctx.task(t);
+        if self.p.wakeup == WakeupCpu::Last && info.allowed.contains(info.cpu) {
+            return info.cpu;
+        }
         self.pickcpu(ctx, t, wake.waker_cpu)
     }
 

@@ -299,3 +299,55 @@ fn the_balancer_runs_on_cpu0_every_half_to_one_and_a_half_seconds() {
         assert!((490 * MS..=1500 * MS).contains(&gap), "gap {} ms", gap / MS);
     }
 }
+
+#[test]
+fn a_wakeup_past_its_affinity_scans_the_machine_and_wakeup_last_stays_on_its_cpu() {
+    // Two sockets x 2 nodes x 8 cores (the Opteron preset), an L3 per node. Thread t last ran on CPU
+    // 3 and slept 10 ms, past its 3-tick affinity to the L3; CPU 3 runs a hog, CPU 20 alone is idle.
+    let setup = |wakeup: WakeupCpu| {
+        let mut w = TestWorld::new(32);
+        w.topo = Topology::symmetric(2, 2, 1, 8, 1).unwrap();
+        let mut p = Ule::new(UleParams { wakeup, ..UleParams::default() });
+        p.init(&w.ctx());
+        let t = w.add_task(0);
+        w.tasks[t.idx()].allowed = CpuSet::single(CpuId(3));
+        w.start(&mut p, t);
+        w.tasks[t.idx()].allowed = w.topo.all();
+        assert_eq!(w.pick(&mut p, CpuId(3)), Some(t));
+        w.advance(&mut p, MS);
+        w.stop(&mut p, CpuId(3), SwitchReason::Blocked);
+        for cpu in (0..32).filter(|&c| c != 20) {
+            let h = w.add_task(0);
+            w.tasks[h.idx()].allowed = CpuSet::single(CpuId(cpu));
+            w.start(&mut p, h);
+            w.tasks[h.idx()].allowed = w.topo.all();
+            w.pick(&mut p, CpuId(cpu));
+        }
+        w.advance(&mut p, 10 * MS);
+        p.take_examined();
+        (w, p, t)
+    };
+    // sched_pickcpu: no affine cache group, so the machine is searched for a CPU that can run it
+    // now (one search of 32 CPUs finds the idle CPU 20, in the other socket).
+    let (mut w, mut p, t) = setup(WakeupCpu::Pickcpu);
+    assert_eq!(w.wake(&mut p, t, CpuId(3)), CpuId(20));
+    assert_eq!(p.take_examined(), 32, "one sched_lowest over the whole machine");
+    // With CPU 20 busy too, nothing can run it now: the machine is searched a second time for the
+    // least loaded CPU.
+    let (mut w, mut p, t) = setup(WakeupCpu::Pickcpu);
+    let h = w.add_task(0);
+    w.tasks[h.idx()].allowed = CpuSet::single(CpuId(20));
+    w.start(&mut p, h);
+    w.pick(&mut p, CpuId(20));
+    p.take_examined();
+    w.wake(&mut p, t, CpuId(3));
+    assert_eq!(p.take_examined(), 64, "two searches of 32 CPUs");
+    // Seed 002's replacement: back to CPU 3, busy as it is, without a search.
+    let (mut w, mut p, t) = setup(WakeupCpu::Last);
+    assert_eq!(w.wake(&mut p, t, CpuId(3)), CpuId(3));
+    assert_eq!(p.take_examined(), 0);
+    let mut params = UleParams::default();
+    assert!(params.set("wakeup", "sideways").unwrap_err().contains("pickcpu or last"));
+    params.set("wakeup", "last").unwrap();
+    assert_eq!(params.wakeup, WakeupCpu::Last);
+}
