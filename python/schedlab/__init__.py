@@ -67,7 +67,9 @@ def machines() -> pd.DataFrame:
 
 
 def workloads() -> pd.DataFrame:
-    """The built-in workload generators: ``name``, ``summary``, ``score``, ``params``."""
+    """The built-in workload generators: ``name``, ``summary``, ``score``, ``params`` (a list of dicts
+    with ``key``, ``default``, ``help`` and ``source``: where a time or cost default comes from,
+    ``"source: ..."`` or ``"no source: ..."``, else ``None``)."""
     return _params_frame(json.loads(_native.workloads()))
 
 

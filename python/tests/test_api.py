@@ -54,6 +54,9 @@ def test_lists_name_what_the_command_lists():
     assert (m.loc["core2duo", "cpus"], m.loc["xeon-e5520-2s", "cpus"]) == (2, 16)
     w = schedlab.workloads()
     assert "hackbench" in w.index and any(p["key"] == "groups" for p in w.loc["hackbench", "params"])
+    sources = {p["key"]: p["source"] for p in w.loc["cyclictest", "params"]}
+    assert sources["interval"].startswith("source: cyclictest's DEFAULT_INTERVAL") and sources["threads"] is None
+    assert schedlab.workloads().loc["apache-ab", "params"][3]["source"].startswith("no source:")
     assert schedlab.workload_toml("hogs[n=2]") == cli("workload", "show", "hogs[n=2]").stdout
 
 

@@ -598,3 +598,54 @@ paper = "2 s"
     assert!(out.contains("[holds] ends-with-pi:"), "{out}");
     assert!(out.contains("[holds] runs-to-duration:"), "{out}");
 }
+
+/// A generator default that has no source (crates/workload/src/generators/sources.rs) may decide a
+/// verdict only where the experiment declares it `[[free]]`: a case that runs one undeclared is
+/// refused with the file, line and key, naming every such default; set explicitly or declared free,
+/// the file loads.
+#[test]
+fn a_default_with_no_source_must_be_set_or_declared_free() {
+    let base = r#"
+title = "apache on one CPU"
+source = "arithmetic"
+machine = "up"
+policies = ["cfs"]
+duration = "1s"
+
+[[case]]
+name = "web"
+workload = "apache-ab[server_threads=2,concurrency=2,requests=100,request_cost=100us]"
+
+[[claim]]
+id = "busy"
+quote = "the CPU does some work"
+source = "none"
+metric = "summary.busy_ns"
+policy = "cfs"
+expect = "> 0"
+paper = "-"
+"#;
+    let list = |name: &str, text: &str| {
+        let d = experiments(name, &[("web.toml", text)]);
+        schedlab(&["reproduce", "--all", "--dir", d.to_str().unwrap(), "--list"])
+    };
+    let (ok, _, err) = list("unsourced", base);
+    assert!(!ok, "request_stddev and ab_cost run at their defaults undeclared");
+    let want_line = base.lines().position(|l| l.starts_with("workload =")).unwrap() + 1;
+    assert!(err.contains(&format!("web.toml:{want_line}: key `workload`: case `web`")), "{err}");
+    assert!(err.contains("`apache-ab.request_stddev` = 50us (no source:"), "{err}");
+    assert!(err.contains("`apache-ab.ab_cost` = 20us (no source:"), "{err}");
+    assert!(!err.contains("request_cost"), "set in the workload: the file's own choice: {err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    // Set in the workload, or declared free: the file loads.
+    let set = base.replace("request_cost=100us]", "request_cost=100us,request_stddev=10us,ab_cost=5us]");
+    let (ok, out, err) = list("set", &set);
+    assert!(ok && out.contains("web"), "{err}");
+    let free = format!(
+        "{base}\n[[free]]\nparam = \"apache-ab.request_stddev\"\nchosen = \"50us\"\nrange = [\"25us\", \"100us\"]\n\
+         why = \"no source\"\n\n[[free]]\nparam = \"apache-ab.ab_cost\"\nchosen = \"20us\"\n\
+         range = [\"10us\", \"40us\"]\nwhy = \"no source\"\n"
+    );
+    let (ok, _, err) = list("free", &free);
+    assert!(ok, "{err}");
+}

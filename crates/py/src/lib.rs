@@ -57,8 +57,15 @@ fn workloads() -> String {
     let v: Vec<Value> = schedlab_workload::generators::generators()
         .iter()
         .map(|g| {
-            let params: Vec<Value> =
-                g.params.iter().map(|(k, d, h)| json!({"key": k, "default": d, "help": h})).collect();
+            let params: Vec<Value> = g
+                .params
+                .iter()
+                .map(|(k, d, h)| {
+                    let source =
+                        schedlab_workload::generators::sources::source_of(g.name, k).map(|s| s.describe());
+                    json!({"key": k, "default": d, "help": h, "source": source})
+                })
+                .collect();
             json!({"name": g.name, "summary": g.summary, "score": g.score, "params": params})
         })
         .collect();

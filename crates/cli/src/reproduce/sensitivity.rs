@@ -11,7 +11,8 @@
 //! - *fails at the chosen point*: its mean does not hold, some seed or end does;
 //! - *fails everywhere*, or is *not measured* (nowhere measured).
 //!
-//! A case a parameter does not change is not run again: its chosen-point runs stand in. Each run is
+//! A case a parameter does not change is not run again: its chosen-point runs stand in, and at a range
+//! end only the policies some claim reads in a case are run. Each run is
 //! reduced to the claims' metric values as it ends, so a full sweep does not keep its reports.
 
 use super::claim::{Outcome, Unit};
@@ -86,11 +87,26 @@ fn fill_seeds(seeds: &[u64]) -> Vec<u64> {
 /// Every claim's metric value in one run (`None` where the run cannot give it).
 type Values = Vec<Option<f64>>;
 
+/// One case's runs at one point: per policy (`None` where it was not run), per seed.
+type CaseRuns = Vec<Option<Vec<Values>>>;
+
 /// One free parameter's end: its label and each case, `None` where it changes nothing.
 struct Variant {
     exp: usize,
     label: String,
     cases: Vec<Option<Case>>,
+}
+
+/// `read[case][policy]`: whether some claim of `exp` reads that case's runs under that policy (as its
+/// value, reference or base); a range end need not re-run the others.
+fn read_by_claims(exp: &Experiment) -> Vec<Vec<bool>> {
+    let read =
+        std::cell::RefCell::new(exp.cases.iter().map(|c| vec![false; c.policies.len()]).collect::<Vec<_>>());
+    check_claims(exp, &|_, ci, pi| {
+        read.borrow_mut()[ci][pi] = true;
+        Some(1.0)
+    });
+    read.into_inner()
 }
 
 /// Runs the sensitivity sweep of `exps`; returns the text (or Markdown) to print.
@@ -111,22 +127,26 @@ pub fn run(exps: &[Experiment], opts: &Options) -> Result<String> {
         }
     }
     let seeds: Vec<Vec<u64>> = exps.iter().map(seeds_of).collect();
+    let read: Vec<Vec<Vec<bool>>> = exps.iter().map(read_by_claims).collect();
     let mut jobs: Vec<Job> = Vec::new();
-    fn push<'a>(jobs: &mut Vec<Job<'a>>, exp: &'a Experiment, case: &'a Case, seeds: &[u64]) {
-        for pi in 0..case.policies.len() {
+    fn push<'a>(jobs: &mut Vec<Job<'a>>, exp: &'a Experiment, case: &'a Case, seeds: &[u64], read: &[bool]) {
+        for pi in (0..case.policies.len()).filter(|&pi| read[pi]) {
             jobs.extend(seeds.iter().map(|&seed| Job { exp, case, policy: pi, seed, scx: None }));
         }
     }
-    // The chosen points first, then every variant's changed cases, each (policy, seed) in order.
+    // The chosen points first, then every variant's changed cases, each (policy, seed) in order; a
+    // variant runs only the policies some claim reads in that case.
     let mut chosen_jobs: Vec<Job> = Vec::new();
     for (ei, exp) in exps.iter().enumerate() {
         for case in &exp.cases {
-            push(&mut chosen_jobs, exp, case, &seeds[ei]);
+            push(&mut chosen_jobs, exp, case, &seeds[ei], &vec![true; case.policies.len()]);
         }
     }
     for v in &variants {
-        for case in v.cases.iter().flatten() {
-            push(&mut jobs, &exps[v.exp], case, &seeds[v.exp]);
+        for (ci, case) in v.cases.iter().enumerate() {
+            if let Some(case) = case {
+                push(&mut jobs, &exps[v.exp], case, &seeds[v.exp], &read[v.exp][ci]);
+            }
         }
     }
     chosen_jobs.append(&mut jobs);
@@ -135,21 +155,36 @@ pub fn run(exps: &[Experiment], opts: &Options) -> Result<String> {
         job.exp.claims.iter().map(|c| c.metric.eval(&report)).collect()
     };
     let mut results = run_all_map(&jobs, opts.jobs, opts.progress, keep).into_iter();
-    let mut take = |case: &Case, n_seeds: usize| -> Result<Vec<Vec<Values>>> {
+    // The runs of one case, per policy (`None` for a policy not run) and seed.
+    let mut take = |case: &Case, n_seeds: usize, read: &[bool]| -> Result<CaseRuns> {
         (0..case.policies.len())
-            .map(|_| (0..n_seeds).map(|_| results.next().unwrap_or_else(|| bail!("lost a run"))).collect())
+            .map(|pi| {
+                read[pi]
+                    .then(|| {
+                        (0..n_seeds).map(|_| results.next().unwrap_or_else(|| bail!("lost a run"))).collect()
+                    })
+                    .transpose()
+            })
             .collect()
     };
     // chosen[exp][case][policy][seed]
     let mut chosen: Vec<Vec<Vec<Vec<Values>>>> = Vec::new();
     for (ei, exp) in exps.iter().enumerate() {
-        chosen.push(exp.cases.iter().map(|c| take(c, seeds[ei].len())).collect::<Result<_>>()?);
+        let mut per_case = Vec::new();
+        for c in &exp.cases {
+            let all = vec![true; c.policies.len()];
+            per_case.push(take(c, seeds[ei].len(), &all)?.into_iter().flatten().collect());
+        }
+        chosen.push(per_case);
     }
-    // varied[variant][case]: Some where the variant changed the case.
-    let mut varied: Vec<Vec<Option<Vec<Vec<Values>>>>> = Vec::new();
+    // varied[variant][case][policy]: Some where the variant changed the case and a claim reads it.
+    let mut varied: Vec<Vec<Option<CaseRuns>>> = Vec::new();
     for v in &variants {
-        let per_case = v.cases.iter().map(|c| c.as_ref().map(|c| take(c, seeds[v.exp].len())).transpose());
-        varied.push(per_case.collect::<Result<_>>()?);
+        let mut per_case = Vec::new();
+        for (ci, c) in v.cases.iter().enumerate() {
+            per_case.push(c.as_ref().map(|c| take(c, seeds[v.exp].len(), &read[v.exp][ci])).transpose()?);
+        }
+        varied.push(per_case);
     }
     let mut out = Vec::new();
     for (ei, exp) in exps.iter().enumerate() {
@@ -166,8 +201,9 @@ pub fn run(exps: &[Experiment], opts: &Options) -> Result<String> {
             .zip(&varied)
             .filter(|(v, _)| v.exp == ei)
             .map(|(v, cases)| {
-                let m = |k: usize, ci: usize, pi: usize| match &cases[ci] {
-                    Some(r) => mean(&r[pi], k),
+                let m = |k: usize, ci: usize, pi: usize| match cases[ci].as_ref().and_then(|r| r[pi].as_ref())
+                {
+                    Some(r) => mean(r, k),
                     None => mean(&runs[ci][pi], k),
                 };
                 (v.label.clone(), check_claims(exp, &m))

@@ -351,6 +351,8 @@ pub fn load(path: &Path, mode: Mode) -> Result<Experiment> {
         return Err(r.err(src.len()..src.len(), "case", "an experiment needs at least one [[case]]"));
     }
     let mut cases: Vec<Case> = Vec::new();
+    // Per case: where it is written, its workload key and the unsourced defaults its generators read.
+    let mut chosen_defaults = Vec::new();
     for c in &doc.case {
         let (span, d) = (c.span(), c.get_ref());
         if cases.iter().any(|x| x.name == d.name) {
@@ -379,8 +381,11 @@ pub fn load(path: &Path, mode: Mode) -> Result<Experiment> {
                 ));
             }
         }
-        let workload = build_workload(&file, &specs, &[], taskset.as_deref())
-            .map_err(|e| r.err(span.clone(), key, format!("{e:#}")))?;
+        let (built, chosen) = schedlab_workload::generators::record_chosen_defaults(|| {
+            build_workload(&file, &specs, &[], taskset.as_deref())
+        });
+        let workload = built.map_err(|e| r.err(span.clone(), key, format!("{e:#}")))?;
+        chosen_defaults.push((span.clone(), key, chosen));
         let real_dur = d.real_duration.as_ref().filter(|_| mode == Mode::Real);
         let case_dur = if quick {
             real_dur.or(d.quick_duration.as_ref()).or(d.duration.as_ref())
@@ -540,6 +545,9 @@ pub fn load(path: &Path, mode: Mode) -> Result<Experiment> {
         p.check_against(&file, &cases).map_err(|(key, msg)| r.err(span.clone(), key, msg))?;
         free.push(p);
     }
+    for (case, (span, key, read)) in cases.iter().zip(&chosen_defaults) {
+        check_chosen_defaults(&file, case, read, &free).map_err(|m| r.err(span.clone(), key, m))?;
+    }
     Ok(Experiment {
         paper,
         name,
@@ -555,6 +563,52 @@ pub fn load(path: &Path, mode: Mode) -> Result<Experiment> {
         real_skip,
         free,
     })
+}
+
+/// Refuses a case that runs a generator default with no source (`Source::Chosen`,
+/// crates/workload/src/generators/sources.rs) which the experiment does not declare `[[free]]`: such a
+/// number would decide a verdict without anyone having chosen it for this paper. `read` are the chosen
+/// defaults the case's generators read; one counts when doubling it changes the case's workload.
+fn check_chosen_defaults(
+    file: &str,
+    case: &Case,
+    read: &[(&'static str, &'static str)],
+    free: &[FreeParam],
+) -> Result<(), String> {
+    use schedlab_workload::generators::{generators, sources::source_of, ParamOverride};
+    let mut unsourced = Vec::new();
+    for &(generator, param) in read {
+        let name = format!("{generator}.{param}");
+        if free.iter().any(|f| f.param == name) {
+            continue;
+        }
+        let default = generators()
+            .into_iter()
+            .find(|g| g.name == generator)
+            .and_then(|g| g.params.iter().find(|p| p.0 == param).map(|p| p.1))
+            .unwrap_or_default();
+        let Ok(ns) = parse_duration(default) else { continue };
+        let o = ParamOverride {
+            generator: generator.into(),
+            param: param.into(),
+            value: format!("{}ns", ns * 2),
+        };
+        let doubled =
+            build_workload(file, &case.specs, &[o], case.taskset.as_deref()).map_err(|e| format!("{e:#}"))?;
+        if doubled != case.workload {
+            let why = source_of(generator, param).map(|s| s.describe()).unwrap_or_default();
+            unsourced.push(format!("`{name}` = {default} ({why})"));
+        }
+    }
+    if unsourced.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "case `{}` runs generator defaults that have no source: {}; set each in the workload with its \
+         source, or declare it [[free]] with a plausible range",
+        case.name,
+        unsourced.join("; ")
+    ))
 }
 
 /// Every experiment file under `dir` (`dir/<paper>/<name>.toml`), sorted.

@@ -63,8 +63,8 @@ pub(super) fn generators() -> Vec<Generator> {
             simplifies: "the timer fires exactly (high-resolution timers, no timer slack): the lateness is the wakeup latency, from the timer's expiry until the probe runs",
             score: "the probe's wakeup latency (`tasks[*probe*].wakeup_latency.max_ns`, its mean and percentiles); counter `probes`",
             params: &[
-                ("period", "250ms", "sleep per probe (seed 000: 0.25 s)"),
-                ("work", "10us", "CPU time per wakeup: reading the clock and recording the lateness (no source: a few system calls)"),
+                ("period", "250ms", "sleep per probe"),
+                ("work", "10us", "CPU time per wakeup: reading the clock and recording the lateness"),
             ],
             build: latency_probe,
         },
@@ -76,8 +76,8 @@ pub(super) fn generators() -> Vec<Generator> {
             score: "none of its own: it is there for what it does to the foreground tasks (their `nivcsw`)",
             params: &[
                 ("n", "1", "background tasks"),
-                ("interval", "340ms", "mean time between one task's wakeups (seed 003 fig. 4.4: 2.95 involuntary switches a second of a lone process)"),
-                ("work", "50us", "CPU time per wakeup (no source: a kernel thread's or daemon's short job)"),
+                ("interval", "340ms", "mean time between one task's wakeups"),
+                ("work", "50us", "CPU time per wakeup"),
             ],
             build: system_noise,
         },

@@ -12,10 +12,36 @@ mod latency;
 mod messaging;
 mod parallel;
 mod servers;
+pub mod sources;
 mod sysbench;
 
 use crate::model::Workload;
 use schedlab_core::Ns;
+use std::cell::RefCell;
+
+thread_local! {
+    /// The chosen defaults read while [`record_chosen_defaults`] runs on this thread.
+    static CHOSEN_READ: RefCell<Option<Vec<(&'static str, &'static str)>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` and returns with its result every `(generator, parameter)` that a generator built inside
+/// it read at a default with no source ([`sources::Source::Chosen`]), once each, in the order first
+/// read. Builds nested in `f` (a workload file's includes) count too.
+pub fn record_chosen_defaults<T>(f: impl FnOnce() -> T) -> (T, Vec<(&'static str, &'static str)>) {
+    let outer = CHOSEN_READ.with(|c| c.replace(Some(Vec::new())));
+    let out = f();
+    let read = CHOSEN_READ.with(|c| c.replace(outer)).unwrap_or_default();
+    CHOSEN_READ.with(|c| {
+        if let Some(outer) = c.borrow_mut().as_mut() {
+            for r in &read {
+                if !outer.contains(r) {
+                    outer.push(*r);
+                }
+            }
+        }
+    });
+    (out, read)
+}
 
 /// One documented parameter: key, default (as text), what it means.
 pub type ParamDoc = (&'static str, &'static str, &'static str);
@@ -46,12 +72,23 @@ pub struct Args {
 
 impl Args {
     fn raw(&self, key: &str) -> &str {
-        self.given
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
-            .or_else(|| self.params.iter().find(|p| p.0 == key).map(|p| p.1))
-            .unwrap_or_else(|| panic!("generator `{}` reads undocumented parameter `{key}`", self.generator))
+        if let Some((_, v)) = self.given.iter().find(|(k, _)| k == key) {
+            return v.as_str();
+        }
+        let doc = self.params.iter().find(|p| p.0 == key);
+        let Some(&(name, default, _)) = doc else {
+            panic!("generator `{}` reads undocumented parameter `{key}`", self.generator)
+        };
+        if matches!(sources::source_of(self.generator, name), Some(sources::Source::Chosen(_))) {
+            CHOSEN_READ.with(|c| {
+                if let Some(read) = c.borrow_mut().as_mut() {
+                    if !read.contains(&(self.generator, name)) {
+                        read.push((self.generator, name));
+                    }
+                }
+            });
+        }
+        default
     }
 
     fn bad(&self, key: &str, msg: String) -> String {
@@ -227,6 +264,30 @@ mod tests {
                 g.name
             );
         }
+    }
+
+    #[test]
+    fn builds_record_the_defaults_they_read_that_have_no_source() {
+        let (w, read) = record_chosen_defaults(|| builtin("hackbench[groups=1,loops=1]"));
+        assert!(w.unwrap().is_some());
+        assert_eq!(read, [("hackbench", "msg_cost")]);
+        // Given in the spec: the file's choice, not a default.
+        let (_, read) = record_chosen_defaults(|| builtin("hackbench[groups=1,loops=1,msg_cost=1us]"));
+        assert!(read.is_empty(), "{read:?}");
+        // cyclictest's interval and distance are cyclictest's own defaults (cited).
+        let (_, read) = record_chosen_defaults(|| builtin("cyclictest"));
+        assert!(read.is_empty(), "{read:?}");
+        // Nested recordings add to the outer one; outside a recording nothing is kept.
+        let ((_, inner), outer) = record_chosen_defaults(|| {
+            let _ = builtin("editor");
+            record_chosen_defaults(|| builtin("apache-ab"))
+        });
+        assert_eq!(
+            inner,
+            [("apache-ab", "request_cost"), ("apache-ab", "request_stddev"), ("apache-ab", "ab_cost")]
+        );
+        assert_eq!(outer.len(), 6, "editor's three and apache-ab's three: {outer:?}");
+        assert!(builtin("apache-ab").is_ok() && CHOSEN_READ.with(|c| c.borrow().is_none()));
     }
 
     #[test]
