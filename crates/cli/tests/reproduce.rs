@@ -649,3 +649,23 @@ paper = "-"
     let (ok, _, err) = list("free", &free);
     assert!(ok, "{err}");
 }
+
+/// The workload files kept beside the experiments for the measurements experiments/README.md reports
+/// (`experiments/<paper>/workloads/*.toml`, read by no case of their own) still load, so a reported
+/// measurement can be re-run.
+#[test]
+fn every_kept_measurement_workload_loads() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
+    let mut n = 0;
+    for paper in std::fs::read_dir(&root).unwrap().flatten() {
+        let Ok(files) = std::fs::read_dir(paper.path().join("workloads")) else { continue };
+        for f in files.flatten().filter(|f| f.path().extension().is_some_and(|e| e == "toml")) {
+            let path = f.path();
+            let w = schedlab_cli::resolve::load_workload(path.to_str().unwrap())
+                .unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+            assert!(!w.tasks.is_empty(), "{}", path.display());
+            n += 1;
+        }
+    }
+    assert!(n >= 15, "the kept workload files: {n}");
+}

@@ -11,8 +11,8 @@
 //! - *fails at the chosen point*: its mean does not hold, some seed or end does;
 //! - *fails everywhere*, or is *not measured* (nowhere measured).
 //!
-//! A case a parameter does not change is not run again: its chosen-point runs stand in, and at a range
-//! end only the policies some claim reads in a case are run. Each run is
+//! A case a parameter does not change is not run again: its chosen-point runs stand in; and a case
+//! runs only under the policies some claim reads there. Each run is
 //! reduced to the claims' metric values as it ends, so a full sweep does not keep its reports.
 
 use super::claim::{Outcome, Unit};
@@ -98,7 +98,7 @@ struct Variant {
 }
 
 /// `read[case][policy]`: whether some claim of `exp` reads that case's runs under that policy (as its
-/// value, reference or base); a range end need not re-run the others.
+/// value, reference or base); the sweep runs no others.
 fn read_by_claims(exp: &Experiment) -> Vec<Vec<bool>> {
     let read =
         std::cell::RefCell::new(exp.cases.iter().map(|c| vec![false; c.policies.len()]).collect::<Vec<_>>());
@@ -134,12 +134,12 @@ pub fn run(exps: &[Experiment], opts: &Options) -> Result<String> {
             jobs.extend(seeds.iter().map(|&seed| Job { exp, case, policy: pi, seed, scx: None }));
         }
     }
-    // The chosen points first, then every variant's changed cases, each (policy, seed) in order; a
-    // variant runs only the policies some claim reads in that case.
+    // The chosen points first, then every variant's changed cases, each (policy, seed) in order; only
+    // the policies some claim reads in a case are run (the others' runs would change no verdict).
     let mut chosen_jobs: Vec<Job> = Vec::new();
     for (ei, exp) in exps.iter().enumerate() {
-        for case in &exp.cases {
-            push(&mut chosen_jobs, exp, case, &seeds[ei], &vec![true; case.policies.len()]);
+        for (ci, case) in exp.cases.iter().enumerate() {
+            push(&mut chosen_jobs, exp, case, &seeds[ei], &read[ei][ci]);
         }
     }
     for v in &variants {
@@ -171,9 +171,9 @@ pub fn run(exps: &[Experiment], opts: &Options) -> Result<String> {
     let mut chosen: Vec<Vec<Vec<Vec<Values>>>> = Vec::new();
     for (ei, exp) in exps.iter().enumerate() {
         let mut per_case = Vec::new();
-        for c in &exp.cases {
-            let all = vec![true; c.policies.len()];
-            per_case.push(take(c, seeds[ei].len(), &all)?.into_iter().flatten().collect());
+        for (ci, c) in exp.cases.iter().enumerate() {
+            let runs = take(c, seeds[ei].len(), &read[ei][ci])?;
+            per_case.push(runs.into_iter().map(Option::unwrap_or_default).collect());
         }
         chosen.push(per_case);
     }
