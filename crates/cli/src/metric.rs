@@ -212,6 +212,42 @@ impl Metric {
         Ok(m)
     }
 
+    /// The top-level keys of the run report the metric reads (`summary`, `tasks`, `series`, ...):
+    /// [`Metric::eval`] gives the same value on a report holding only these, so a caller that keeps
+    /// reports only to evaluate metrics can leave the rest out (a report's tasks and series are most
+    /// of its size).
+    pub fn report_keys(&self, out: &mut std::collections::BTreeSet<String>) {
+        match self {
+            Metric::Leaf(t) => {
+                let keys: &[&str] = match &t.0 {
+                    Term::Number(_) => &[],
+                    Term::Path(p) => {
+                        out.extend(p.first().cloned());
+                        &[]
+                    }
+                    Term::Rate(p) => {
+                        out.extend(p.first().cloned());
+                        &["duration_ns"]
+                    }
+                    Term::Counter(..) => &["counters", "duration_ns"],
+                    Term::Stat(_) => &["policy_stats"],
+                    Term::Tasks { .. } | Term::CountBelow { .. } => &["tasks"],
+                    Term::SpreadAt(_)
+                    | Term::BalancedAfter(..)
+                    | Term::MigrationsBetween(..)
+                    | Term::PeakRate(..) => &["series"],
+                    Term::NodeSpreadAt(_) => &["series", "cpus"],
+                    Term::ShareBetween(..) | Term::PolicyExtreme { .. } => &["series", "tasks"],
+                };
+                out.extend(keys.iter().map(|k| k.to_string()));
+            }
+            Metric::Op(_, a, b) => {
+                a.report_keys(out);
+                b.report_keys(out);
+            }
+        }
+    }
+
     /// The value of the metric on one run report.
     pub fn eval(&self, r: &Value) -> Option<f64> {
         match self {
@@ -682,6 +718,37 @@ mod tests {
 
     fn eval(text: &str) -> Option<f64> {
         Metric::parse(text).unwrap().eval(&report())
+    }
+
+    #[test]
+    fn a_report_cut_to_the_keys_a_metric_reads_gives_the_same_value() {
+        // One metric per kind of operand; each must have a value on the example report, and the same
+        // value when the report keeps only the keys `report_keys` names (a missing key would give
+        // `None` or another value).
+        let metrics = [
+            "summary.wakeup_latency.p99_ns",
+            "rate(summary.busy_ns)",
+            "counter(events) + counter_rate(events)",
+            "stat(nr_recalcs)",
+            "mean(tasks[sb.*].run_ns) + count_below(tasks[*].run_ns, 200)",
+            "spread_at(1s) + node_spread_at(1s) + migrations_between(1s, 2s)",
+            "balanced_after(0s, 1)",
+            "peak_rate(switches, 500ms)",
+            "policy_max(tasks[*], score, 0s, end)",
+            "share_between(tasks[fibo*], 0s, 2s)",
+            "3 * 2",
+        ];
+        let full = report();
+        for text in metrics {
+            let m = Metric::parse(text).unwrap();
+            let mut keys = std::collections::BTreeSet::new();
+            m.report_keys(&mut keys);
+            let mut cut = full.clone();
+            cut.as_object_mut().unwrap().retain(|k, _| keys.contains(k));
+            let whole = m.eval(&full);
+            assert!(whole.is_some(), "{text} has no value on the example report");
+            assert_eq!(m.eval(&cut), whole, "{text} reads keys beyond {keys:?}");
+        }
     }
 
     #[test]

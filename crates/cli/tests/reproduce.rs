@@ -115,6 +115,26 @@ fn claims_hold_fail_or_are_not_measured_and_reports_are_written() {
 }
 
 #[test]
+fn claims_read_the_same_values_from_whole_reports_and_from_reports_cut_to_what_they_read() {
+    // With HTML pages each run's whole report is kept; without, only the report keys the claims
+    // read. The outcomes (values, seeds, verdicts) must not differ.
+    let dir = experiments("cut", &[("two-hogs.toml", TOY)]);
+    let d = dir.to_str().unwrap();
+    let outcomes = |extra: &[&str], name: &str| {
+        let json = dir.join(name);
+        let (ok, _, err) =
+            schedlab(&[&["reproduce", "toy", "--dir", d, "--json", json.to_str().unwrap()], extra].concat());
+        assert!(ok, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        v["experiments"].clone()
+    };
+    let whole = outcomes(&["-o", dir.join("html").to_str().unwrap()], "whole.json");
+    let cut = outcomes(&["--no-html"], "cut.json");
+    assert_eq!(whole, cut);
+    assert_eq!(whole[0]["claims"][2]["value"], 2.0, "the tasks were read: exactly two hogs");
+}
+
+#[test]
 fn results_do_not_depend_on_the_number_of_workers() {
     let dir = experiments("jobs", &[("two-hogs.toml", TOY), ("again.toml", TOY)]);
     let run = |jobs: &str| {

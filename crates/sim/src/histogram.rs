@@ -2,8 +2,8 @@
 //!
 //! Values below 64 ns are counted exactly; above, each power of two is split into 32 linear
 //! sub-buckets, so a recorded value is known to within 1/32 (about 3 %). The bucket vector grows only
-//! to the largest value seen (at most 1,920 buckets for any u64), so a task that only ever waits
-//! microseconds costs a few hundred bytes.
+//! to the end of the largest value's power of two (at most 1,920 buckets for any u64), so a task that
+//! only ever waits microseconds costs a few hundred bytes.
 
 use serde::Serialize;
 
@@ -86,7 +86,9 @@ impl Histogram {
     pub fn record(&mut self, v: u64) {
         let b = bucket_of(v);
         if b >= self.counts.len() {
-            self.counts.resize(b + 1, 0);
+            // To the end of the value's power of two: values that creep upwards grow the vector
+            // once per doubling, not once per bucket.
+            self.counts.resize((b | ((1 << SUB_BITS) - 1)) + 1, 0);
         }
         self.counts[b] = self.counts[b].saturating_add(1);
         if self.total == 0 || v < self.min {
@@ -121,21 +123,34 @@ impl Histogram {
 
     /// The value at quantile `q` in 0..=1 (the lower bound of its bucket; exact max for q = 1).
     pub fn quantile(&self, q: f64) -> u64 {
+        self.quantiles([q])[0]
+    }
+
+    /// The values at quantiles `qs` (in increasing order), as [`Histogram::quantile`] gives each, in
+    /// one pass over the buckets from the smallest value's.
+    fn quantiles<const N: usize>(&self, qs: [f64; N]) -> [u64; N] {
+        let mut out = [self.max; N];
         if self.total == 0 {
-            return 0;
+            return [0; N];
         }
-        if q >= 1.0 {
-            return self.max;
-        }
-        let rank = ((q * self.total as f64).ceil() as u64).max(1);
+        let first = bucket_of(self.min);
         let mut seen = 0u64;
-        for (b, &c) in self.counts.iter().enumerate() {
-            seen += c as u64;
-            if seen >= rank {
-                return bucket_low(b).max(self.min).min(self.max);
+        let mut b = first;
+        for (i, q) in qs.into_iter().enumerate() {
+            if q >= 1.0 {
+                break;
+            }
+            let rank = ((q * self.total as f64).ceil() as u64).max(1);
+            while b < self.counts.len() {
+                if seen + self.counts[b] as u64 >= rank {
+                    out[i] = bucket_low(b).max(self.min).min(self.max);
+                    break;
+                }
+                seen += self.counts[b] as u64;
+                b += 1;
             }
         }
-        self.max
+        out
     }
 
     /// The buckets that hold values, in increasing order: the whole distribution, at most 1,920
@@ -156,14 +171,15 @@ impl Histogram {
 
     /// Percentile summary.
     pub fn summary(&self) -> LatencySummary {
+        let [p50_ns, p90_ns, p99_ns, p999_ns] = self.quantiles([0.5, 0.9, 0.99, 0.999]);
         LatencySummary {
             count: self.total,
             min_ns: if self.total == 0 { 0 } else { self.min },
             mean_ns: if self.total == 0 { 0 } else { (self.sum / self.total as u128) as u64 },
-            p50_ns: self.quantile(0.5),
-            p90_ns: self.quantile(0.9),
-            p99_ns: self.quantile(0.99),
-            p999_ns: self.quantile(0.999),
+            p50_ns,
+            p90_ns,
+            p99_ns,
+            p999_ns,
             max_ns: self.max,
         }
     }
@@ -214,6 +230,38 @@ mod tests {
             assert!(w[0].high_ns <= w[1].low_ns, "in order, not overlapping: {w:?}");
         }
         assert!(Histogram::new().buckets().is_empty());
+    }
+
+    #[test]
+    fn percentiles_are_the_bucket_of_the_value_at_each_rank() {
+        // Against the sorted values: the quantile q is the ceil(q n)-th smallest value's bucket
+        // floor (not below the exact minimum), for spreads that start past zero, hold one value,
+        // or share buckets.
+        let sets: [Vec<u64>; 4] = [
+            (0..1_000u64).map(|i| (i * 7_919) % 100_003 + 5_000).collect(),
+            vec![42_000; 9],
+            (0..300u64).map(|i| 1 << (i % 40)).collect(),
+            (1..=17u64).map(|i| i * i * i).collect(),
+        ];
+        for values in sets {
+            let mut h = Histogram::new();
+            values.iter().for_each(|&v| h.record(v));
+            let mut sorted = values.clone();
+            sorted.sort_unstable();
+            let at = |q: f64| {
+                let rank = ((q * sorted.len() as f64).ceil() as usize).max(1);
+                let v = sorted[rank - 1];
+                bucket_low(bucket_of(v)).max(sorted[0])
+            };
+            let s = h.summary();
+            assert_eq!(
+                [s.p50_ns, s.p90_ns, s.p99_ns, s.p999_ns],
+                [at(0.5), at(0.9), at(0.99), at(0.999)],
+                "{values:?}"
+            );
+            assert_eq!((h.quantile(0.25), h.quantile(1.0)), (at(0.25), *sorted.last().unwrap()));
+        }
+        assert_eq!(Histogram::new().summary(), LatencySummary::default());
     }
 
     #[test]

@@ -454,8 +454,10 @@ const PRESETS: &[Preset] = &[
     ("up", "uniprocessor: one CPU (seed 003 experiments, uniprocessor kernels of seed 001)", || {
         machine("up", Topology::flat(1), false, 1000)
     }),
-    ("athlon2-x2", "AMD Athlon II M320: 2 cores, private L2 each, 2.1 GHz (HTFS thesis, seed 000 sec. 5.1)", || {
+    ("athlon2-x2", "AMD Athlon II M320: 2 cores, private L2 each, 2.1 GHz (HTFS thesis, seed 000 sec. 5.1.1)", || {
         let mut m = machine("athlon2-x2", Topology::symmetric(1, 1, 2, 1, 1).expect("preset"), false, 1000);
+        // Seed 000 sec. 5.1.1: "AMD Athlon II M320 @ 2.10 GHz".
+        m.cpu_mhz = 2100;
         m.costs.thread_switch_ns = Some(ATHLON2_THREAD_SWITCH_NS);
         m
     }),
@@ -466,14 +468,24 @@ const PRESETS: &[Preset] = &[
         m.dvfs.levels_mv = vec![1100, 1150, 1212, 1275];
         m
     }),
-    ("xeon-e5520-2s", "2 x Intel Xeon E5520: 2 sockets x 4 cores x 2 SMT = 16 CPUs, L3 per socket, NUMA (seed 000 sec. 5.1)", || {
-        machine("xeon-e5520-2s", Topology::symmetric(2, 1, 1, 4, 2).expect("preset"), true, 1000)
+    ("xeon-e5520-2s", "2 x Intel Xeon E5520: 2 sockets x 4 cores x 2 SMT = 16 CPUs, L3 per socket, NUMA, 2.26 GHz (seed 000 sec. 5.1.1)", || {
+        let mut m = machine("xeon-e5520-2s", Topology::symmetric(2, 1, 1, 4, 2).expect("preset"), true, 1000);
+        // Seed 000 sec. 5.1.1: "2 x Intel Xeon E5520 @ 2.26GHz".
+        m.cpu_mhz = 2260;
+        m
     }),
-    ("pentium2-4way", "4 x Pentium II Xeon SMP: private L2 each, one shared memory (seed 001 VolanoMark machine)", || {
-        machine("pentium2-4way", Topology::symmetric(4, 1, 1, 1, 1).expect("preset"), false, 100)
+    ("pentium2-4way", "4 x Pentium II Xeon SMP: private L2 each, one shared memory, 400 MHz (seed 001 VolanoMark machine)", || {
+        let mut m = machine("pentium2-4way", Topology::symmetric(4, 1, 1, 1, 1).expect("preset"), false, 100);
+        // Seed 001 names no clock for its Netfinity 7000's Pentium II Xeons, which Intel sold at
+        // 400 and 450 MHz: the lower, chosen (it only converts run time into counted cycles).
+        m.cpu_mhz = 400;
+        m
     }),
-    ("opteron6172-32", "32-core AMD Opteron 6172 box: 2 sockets x 2 NUMA nodes x 8 cores, L3 per node (seed 002)", || {
-        machine("opteron6172-32", Topology::symmetric(2, 2, 1, 8, 1).expect("preset"), true, 1000)
+    ("opteron6172-32", "32-core AMD Opteron 6172 box: 2 sockets x 2 NUMA nodes x 8 cores, L3 per node, 2.1 GHz (seed 002)", || {
+        let mut m = machine("opteron6172-32", Topology::symmetric(2, 2, 1, 8, 1).expect("preset"), true, 1000);
+        // Seed 002 sec. 5.1 names the AMD Opteron 6172, whose clock is 2.1 GHz (AMD's specification).
+        m.cpu_mhz = 2100;
+        m
     }),
 ];
 
@@ -716,6 +728,9 @@ mod tests {
         assert_eq!(o.topology.nr_cpus(), 32);
         assert_eq!(o.topology.counts().2, 4);
         assert_eq!(Machine::preset("pentium2-4way").unwrap().hz, 100);
+        // The clocks the seeds state (seed 000 sec. 5.1.1), and AMD's for seed 002's Opteron 6172.
+        let mhz = |n: &str| Machine::preset(n).unwrap().cpu_mhz;
+        assert_eq!((mhz("athlon2-x2"), mhz("xeon-e5520-2s"), mhz("opteron6172-32")), (2100, 2260, 2100));
         assert!(Machine::preset("nope").is_none());
         for name in preset_names() {
             assert!(!Machine::preset(name).unwrap().description.is_empty());

@@ -112,6 +112,49 @@ struct Job<'a> {
     /// Simulate the policy deciding in user space (`--real`): the case's machine with these
     /// round trips (`real::RoundTrips::apply`: `CostModel::scx_round_trip_ns` and the kinds').
     scx: Option<real::RoundTrips>,
+    /// Keep only the parts of the report the experiment's claims read ([`claim_report_keys`]): no
+    /// HTML page will draw it, and a large run's tasks and series cost more to convert to JSON and
+    /// free than the rest of the run (hackbench's 12,000 tasks).
+    trim: bool,
+}
+
+/// The top-level report keys the claims of `exp` read.
+fn claim_report_keys(exp: &Experiment) -> std::collections::BTreeSet<String> {
+    let mut keys = std::collections::BTreeSet::new();
+    for c in &exp.claims {
+        c.metric.report_keys(&mut keys);
+    }
+    keys
+}
+
+/// The report as JSON; with `keys`, only those top-level keys, and the large parts no key names are
+/// not converted at all.
+fn report_json(
+    mut report: schedlab_sim::RunReport,
+    keys: Option<&std::collections::BTreeSet<String>>,
+) -> Result<Value> {
+    let Some(keys) = keys else { return Ok(serde_json::to_value(&report)?) };
+    let unread = |k: &str| !keys.contains(k);
+    if unread("tasks") {
+        report.tasks = Vec::new();
+    }
+    if unread("series") {
+        report.series = None;
+    }
+    if unread("timeline") {
+        report.timeline = None;
+    }
+    if unread("pipes") {
+        report.pipes = Vec::new();
+    }
+    if unread("cpus") {
+        report.cpus = Vec::new();
+    }
+    let mut v = serde_json::to_value(&report)?;
+    if let Some(o) = v.as_object_mut() {
+        o.retain(|k, _| keys.contains(k));
+    }
+    Ok(v)
 }
 
 fn run_job(job: &Job) -> Result<Value> {
@@ -133,7 +176,7 @@ fn run_job(job: &Job) -> Result<Value> {
         m.hz = real::SCX_HZ;
     }
     let report = Sim::new(&machine, &case.workload, policy.as_mut(), spec.clone(), cfg)?.run()?;
-    Ok(serde_json::to_value(&report)?)
+    report_json(report, job.trim.then(|| claim_report_keys(job.exp)).as_ref())
 }
 
 /// Runs `jobs` on `threads` workers; results in job order.
@@ -416,7 +459,7 @@ pub fn reproduce(opts: &Options) -> Result<String> {
         for case in &exp.cases {
             for pi in 0..case.policies.len() {
                 for &seed in &exp.seeds {
-                    jobs.push(Job { exp, case, policy: pi, seed, scx: None });
+                    jobs.push(Job { exp, case, policy: pi, seed, scx: None, trim: opts.out.is_none() });
                 }
             }
         }

@@ -416,7 +416,14 @@ fn sim_jobs<'a>(exp: &'a Experiment, trips: Option<&[Vec<Option<RoundTrips>>]>) 
     for (ci, c) in exp.cases.iter().enumerate().filter(|(_, c)| c.real) {
         for pi in 0..c.policies.len() {
             let scx = trips.and_then(|t| t.get(ci)?.get(pi).copied().flatten());
-            jobs.extend(exp.seeds.iter().map(|&seed| Job { exp, case: c, policy: pi, seed, scx }));
+            jobs.extend(exp.seeds.iter().map(|&seed| Job {
+                exp,
+                case: c,
+                policy: pi,
+                seed,
+                scx,
+                trim: false,
+            }));
         }
     }
     jobs

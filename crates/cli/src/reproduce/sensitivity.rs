@@ -131,7 +131,7 @@ pub fn run(exps: &[Experiment], opts: &Options) -> Result<String> {
     let mut jobs: Vec<Job> = Vec::new();
     fn push<'a>(jobs: &mut Vec<Job<'a>>, exp: &'a Experiment, case: &'a Case, seeds: &[u64], read: &[bool]) {
         for pi in (0..case.policies.len()).filter(|&pi| read[pi]) {
-            jobs.extend(seeds.iter().map(|&seed| Job { exp, case, policy: pi, seed, scx: None }));
+            jobs.extend(seeds.iter().map(|&seed| Job { exp, case, policy: pi, seed, scx: None, trim: true }));
         }
     }
     // The chosen points first, then every variant's changed cases, each (policy, seed) in order; only
