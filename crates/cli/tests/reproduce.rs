@@ -512,6 +512,22 @@ fn sensitivity_says_where_each_verdict_holds_across_seeds_and_free_ranges() {
         ],
         "each seed, then each end that differs from the chosen value"
     );
+    // The machine costs charged at the engine's defaults (no source) that nothing varies are listed,
+    // most charged first; the context switch is declared free, so it is not.
+    let unvaried: Vec<(&str, f64)> = e["unvaried_costs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| (u["cost"].as_str().unwrap(), u["share"].as_f64().unwrap()))
+        .collect();
+    let names: Vec<&str> = unvaried.iter().map(|u| u.0).collect();
+    assert!(names.contains(&"sched_base_ns") && !names.contains(&"context_switch_ns"), "{unvaried:?}");
+    assert!(unvaried.windows(2).all(|w| w[0].1 >= w[1].1), "{unvaried:?}");
+    // A decision costs 250 ns; with 2 s of CPU time the decisions' share is 250 ns times their
+    // number over 2 s: well under 1 %, above none.
+    let base = unvaried.iter().find(|u| u.0 == "sched_base_ns").unwrap().1;
+    assert!(base > 0.0 && base < 0.01, "{base}");
+    assert!(out.contains("  unsourced machine costs charged, not varied: `"), "{out}");
     // Two processes of 1 s each end together a little after 2 s (switches and ticks cost time), and
     // at the range's ends after a little more than 1 s and 4 s.
     let checked = |k: usize| e["claims"][0]["points"][k]["checked"].as_f64().unwrap();

@@ -136,6 +136,43 @@ pub struct Summary {
     /// (`CostModel::scx_round_trip_ns`); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scx: Option<ScxRoundTrips>,
+    /// The machine's costs the run charged, one entry per cost charged at least once, in
+    /// [`CHARGED_COSTS`] order (absent from reports built from a trace).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub machine_costs: Vec<CostCharge>,
+}
+
+/// The `CostModel` fields whose charges a run counts, in report order: the decision (base and per
+/// task examined), the switch (of address space, between threads), the reschedule IPI and the exit
+/// from idle, the cache refill after a move at each topology level or an eviction, and the tick's
+/// interrupt.
+pub const CHARGED_COSTS: [&str; 13] = [
+    "sched_base_ns",
+    "sched_per_task_ns",
+    "context_switch_ns",
+    "thread_switch_ns",
+    "wakeup_ipi_ns",
+    "idle_exit_ns",
+    "refill_smt_ns",
+    "refill_llc_ns",
+    "refill_node_ns",
+    "refill_socket_ns",
+    "refill_machine_ns",
+    "refill_evicted_ns",
+    "tick_irq_ns",
+];
+
+/// How often and how much a run charged one machine cost (docs/metrics.md, "Machine costs").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct CostCharge {
+    /// The `CostModel` field (`[costs]` key of a machine file).
+    pub cost: &'static str,
+    /// Times charged: decisions, tasks examined, switches, IPIs, idle exits, refills, ticks.
+    pub count: u64,
+    /// What it added, ns: CPU time for the decision, switch and tick costs, wakeup latency for the
+    /// IPI and idle exit, and for a refill the time added to the task's cold period (run at
+    /// `cold_speed_pct`).
+    pub ns: Ns,
 }
 
 /// The user-space round trips of a run simulated under sched_ext, by the decision each waited
@@ -689,6 +726,12 @@ pub(crate) fn build(sim: &Sim, end: Ns, stop: &'static str) -> RunReport {
                 f
             },
             scx: sim.machine.costs.scx_round_trip_ns.map(|_| c.scx),
+            machine_costs: CHARGED_COSTS
+                .iter()
+                .zip(c.machine_costs)
+                .filter(|(_, (count, _))| *count > 0)
+                .map(|(&cost, (count, ns))| CostCharge { cost, count, ns })
+                .collect(),
         },
         distributions: Distributions { wakeup_latency: all_lat.buckets(), run_length: all_runs.buckets() },
         tasks,
@@ -767,6 +810,7 @@ pub fn measured_summary(
         fairness: fairness(tasks, duration_ns),
         energy_uj: 0,
         scx: None,
+        machine_costs: Vec::new(),
     }
 }
 

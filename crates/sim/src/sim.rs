@@ -26,8 +26,8 @@ use crate::report::{self, RunReport, Series};
 use crate::Histogram;
 use schedlab_core::{
     BalanceKind, CpuId, CpuInfo, CpuSet, Ctx, DequeueReason, Dispatch, EnqueueReason, GroupId, GroupInfo,
-    Migration, Ns, SchedClass, SchedPolicy, SwitchReason, TaskId, TaskInfo, TaskState, WaitKind, WakeInfo,
-    WakeKind, WorkConservation,
+    Level, Migration, Ns, SchedClass, SchedPolicy, SwitchReason, TaskId, TaskInfo, TaskState, WaitKind,
+    WakeInfo, WakeKind, WorkConservation,
 };
 use schedlab_workload::{Op, StopWhen, Workload};
 use std::collections::VecDeque;
@@ -331,6 +331,49 @@ pub(crate) struct Counters {
     pub nr_events: u64,
     /// Round trips under sched_ext, by decision.
     pub scx: crate::report::ScxRoundTrips,
+    /// (times, ns) charged of each machine cost, indexed by [`Charged`] (`report::CHARGED_COSTS`).
+    pub machine_costs: [(u64, Ns); 13],
+}
+
+/// A machine cost the engine charges, indexing [`Counters::machine_costs`] in the order of
+/// `report::CHARGED_COSTS`.
+#[derive(Clone, Copy)]
+pub(crate) enum Charged {
+    SchedBase,
+    SchedPerTask,
+    ContextSwitch,
+    ThreadSwitch,
+    WakeupIpi,
+    IdleExit,
+    Refill(Level),
+    RefillEvicted,
+    TickIrq,
+}
+
+impl Counters {
+    /// Counts `count` charges of `cost` adding `ns` in all.
+    #[inline]
+    pub(crate) fn charge(&mut self, cost: Charged, count: u64, ns: Ns) {
+        let i = match cost {
+            Charged::SchedBase => 0,
+            Charged::SchedPerTask => 1,
+            Charged::ContextSwitch => 2,
+            Charged::ThreadSwitch => 3,
+            Charged::WakeupIpi => 4,
+            Charged::IdleExit => 5,
+            Charged::Refill(Level::Same) => return,
+            Charged::Refill(Level::Smt) => 6,
+            Charged::Refill(Level::Llc) => 7,
+            Charged::Refill(Level::Node) => 8,
+            Charged::Refill(Level::Socket) => 9,
+            Charged::Refill(Level::Machine) => 10,
+            Charged::RefillEvicted => 11,
+            Charged::TickIrq => 12,
+        };
+        let e = &mut self.machine_costs[i];
+        e.0 += count;
+        e.1 += ns;
+    }
 }
 
 /// What a task's program does next (from [`Sim::advance`]).
@@ -1132,6 +1175,7 @@ impl<'a> Sim<'a> {
         // which it makes no progress, kept as kernel time before its work goes on.
         let irq_ns = self.machine.costs.tick_irq_ns.unwrap_or(0);
         if irq_ns > 0 && !self.spinning(curr) {
+            self.counters.charge(Charged::TickIrq, 1, irq_ns);
             self.settle(cpu);
             self.tasks[curr.idx()].syscall_left += irq_ns;
             self.program_segment(cpu);
@@ -1319,9 +1363,13 @@ impl<'a> Sim<'a> {
             c.resched_pending = true;
             let costs = &self.machine.costs;
             let mut lat = if cpu == from { 0 } else { costs.wakeup_ipi_ns };
+            if cpu != from {
+                self.counters.charge(Charged::WakeupIpi, 1, costs.wakeup_ipi_ns);
+            }
             // An idle CPU exits idle first, unless a timer woke it for this very instant.
             if self.cpu_views[cpu.idx()].curr.is_none() && c.timer_awake_at != Some(self.now) {
                 lat += costs.idle_exit_ns;
+                self.counters.charge(Charged::IdleExit, 1, costs.idle_exit_ns);
             }
             if let Some(rt) = round_trip {
                 // Under sched_ext the decision comes from user space first. A CPU running a task
@@ -1711,6 +1759,10 @@ impl<'a> Sim<'a> {
         let now = self.now;
         let costs = &self.machine.costs;
         let mut overhead = costs.sched_base_ns + costs.sched_per_task_ns * examined;
+        self.counters.charge(Charged::SchedBase, 1, costs.sched_base_ns);
+        if examined > 0 {
+            self.counters.charge(Charged::SchedPerTask, examined, costs.sched_per_task_ns * examined);
+        }
         if costs.scx_round_trip_ns.is_some() {
             // A CPU whose own task ended waits for user space's answer (a reschedule sent to it
             // carried one already). A task that goes on while no other waits keeps its CPU
@@ -1743,19 +1795,25 @@ impl<'a> Sim<'a> {
         if switched {
             let tgid = self.views[t.idx()].tgid;
             let same_mm = self.cpus[cpu.idx()].mm.replace(tgid) == Some(tgid);
-            overhead += match costs.thread_switch_ns {
-                Some(thread) if same_mm => thread,
-                _ => costs.context_switch_ns,
+            let (kind, switch_ns) = match costs.thread_switch_ns {
+                Some(thread) if same_mm => (Charged::ThreadSwitch, thread),
+                _ => (Charged::ContextSwitch, costs.context_switch_ns),
             };
-            match tk.last_cpu_ran {
+            overhead += switch_ns;
+            self.counters.charge(kind, 1, switch_ns);
+            let refill = match tk.last_cpu_ran {
                 Some(l) if l != cpu => {
                     let level = self.machine.topology.level(l, cpu);
-                    tk.cold_ns = tk.cold_ns.max(costs.refill_ns(level));
+                    Some((Charged::Refill(level), costs.refill_ns(level)))
                 }
                 Some(_) if self.cpus[cpu.idx()].task_run_total - tk.evict_stamp >= costs.evict_after_ns => {
-                    tk.cold_ns = tk.cold_ns.max(costs.refill_evicted_ns);
+                    Some((Charged::RefillEvicted, costs.refill_evicted_ns))
                 }
-                _ => {}
+                _ => None,
+            };
+            if let Some((kind, cold_ns)) = refill {
+                self.counters.charge(kind, 1, cold_ns.saturating_sub(tk.cold_ns));
+                tk.cold_ns = tk.cold_ns.max(cold_ns);
             }
         }
         if let Some(b) = tk.blocked_at.take() {

@@ -1757,6 +1757,58 @@ fn a_switch_between_threads_of_one_process_costs_the_thread_switch() {
     m.costs.thread_switch_ns = None;
     let unset = run(&m, &build(true), "cfs", 1_000 * MS);
     assert_eq!(unset.summary.overhead_ns, processes.summary.overhead_ns);
+    // The report says which switch cost was charged, how often and how much.
+    let charged = |r: &schedlab_sim::RunReport, cost: &str| {
+        r.summary.machine_costs.iter().find(|c| c.cost == cost).map(|c| (c.count, c.ns))
+    };
+    assert_eq!(charged(&processes, "context_switch_ns"), Some((switch_ins, switch_ins * 2_000)));
+    assert_eq!(charged(&processes, "thread_switch_ns"), None, "never charged: not listed");
+    assert_eq!(charged(&threads, "context_switch_ns"), Some((1, 2_000)));
+    assert_eq!(charged(&threads, "thread_switch_ns"), Some((switch_ins - 1, (switch_ins - 1) * 100)));
+}
+
+#[test]
+fn a_run_reports_each_machine_cost_it_charged() {
+    // Two CPUs of one LLC. A waker on CPU 0 sends a byte every 10 ms to a reader that may run on
+    // either CPU; each send wakes the reader. With only an IPI (3 us), an idle exit (1 us) and a
+    // refill within the LLC (20 us) costing anything, the latencies they add are whole multiples of
+    // the cost, and a refill adds at most its cost, once per move.
+    let mut w = WorkloadBuilder::new("costs");
+    let pipe = w.pipe("p", 4096);
+    w.task("waker", P::new().repeat(20, |b| b.sleep(10 * MS).compute(100 * US).send(pipe, 1)).build()).cpus =
+        Some(vec![0]);
+    w.task("reader", P::new().repeat(20, |b| b.recv(pipe, 1).compute(2 * MS)).build());
+    w.stop(StopWhen::AllDone);
+    let w = w.build().unwrap();
+    let mut m = Machine::flat(2);
+    m.costs = Default::default();
+    m.costs.context_switch_ns = 0;
+    m.costs.sched_base_ns = 0;
+    m.costs.sched_per_task_ns = 0;
+    m.costs.wakeup_ipi_ns = 3_000;
+    m.costs.idle_exit_ns = 1_000;
+    m.costs.refill_llc_ns = 20 * US;
+    m.costs.refill_evicted_ns = 0;
+    let r = run(&m, &w, "cfs", 2_000 * MS);
+    let charged =
+        |cost: &str| r.summary.machine_costs.iter().find(|c| c.cost == cost).map(|c| (c.count, c.ns));
+    let (ipis, ipi_ns) = charged("wakeup_ipi_ns").expect("a wakeup across CPUs sends an IPI");
+    let (exits, exit_ns) = charged("idle_exit_ns").expect("the reader's CPU is idle when it is woken");
+    assert_eq!((ipi_ns, exit_ns), (ipis * 3_000, exits * 1_000));
+    // Every IPI and idle exit is a wakeup's or a new task's placement.
+    let (wakeups, tasks) = (r.summary.nr_wakeups, r.summary.nr_tasks);
+    assert!(ipis <= wakeups + tasks && exits <= wakeups + tasks, "{:?}", r.summary.machine_costs);
+    assert!(exits >= 20, "the reader's CPU idles between messages: {exits}");
+    match charged("refill_llc_ns") {
+        Some((refills, cold_ns)) => {
+            assert!(refills <= r.summary.nr_migrations && cold_ns <= refills * 20 * US)
+        }
+        None => assert_eq!(r.summary.nr_migrations, 0, "a move within the LLC refills"),
+    }
+    let order: Vec<&str> = r.summary.machine_costs.iter().map(|c| c.cost).collect();
+    let mut sorted = order.clone();
+    sorted.sort_by_key(|c| schedlab_sim::report::CHARGED_COSTS.iter().position(|k| k == c));
+    assert_eq!(order, sorted, "in CHARGED_COSTS order");
 }
 
 #[test]

@@ -14,6 +14,7 @@ pub use schedlab_cli::metric;
 pub mod real;
 pub mod sensitivity;
 pub mod spec;
+pub mod unvaried;
 
 use crate::report_html::{self, esc};
 use anyhow::{bail, Context, Result};
@@ -118,9 +119,10 @@ struct Job<'a> {
     trim: bool,
 }
 
-/// The top-level report keys the claims of `exp` read.
+/// The top-level report keys the claims of `exp` read, and `summary` (small; its machine costs are
+/// listed by `--sensitivity`: [`unvaried`]).
 fn claim_report_keys(exp: &Experiment) -> std::collections::BTreeSet<String> {
-    let mut keys = std::collections::BTreeSet::new();
+    let mut keys = std::collections::BTreeSet::from(["summary".to_string()]);
     for c in &exp.claims {
         c.metric.report_keys(&mut keys);
     }

@@ -14,9 +14,13 @@
 //! A case a parameter does not change is not run again: its chosen-point runs stand in; and a case
 //! runs only under the policies some claim reads there. Each run is
 //! reduced to the claims' metric values as it ends, so a full sweep does not keep its reports.
+//!
+//! Beside the verdicts, each experiment lists the machine costs its chosen-point runs charged that no
+//! free parameter varies and no source sets ([`super::unvaried`]).
 
 use super::claim::{Outcome, Unit};
 use super::spec::{Case, Experiment};
+use super::unvaried::{self, Charged, Unvaried};
 use super::{check_claims, run_all_map, Job, Options};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
@@ -151,28 +155,41 @@ pub fn run(exps: &[Experiment], opts: &Options) -> Result<String> {
     }
     chosen_jobs.append(&mut jobs);
     let jobs = chosen_jobs;
-    let keep = |job: &Job, report: serde_json::Value| -> Values {
-        job.exp.claims.iter().map(|c| c.metric.eval(&report)).collect()
+    let keep = |job: &Job, report: serde_json::Value| -> (Values, Charged) {
+        (job.exp.claims.iter().map(|c| c.metric.eval(&report)).collect(), Charged::of(&report))
     };
     let mut results = run_all_map(&jobs, opts.jobs, opts.progress, keep).into_iter();
-    // The runs of one case, per policy (`None` for a policy not run) and seed.
-    let mut take = |case: &Case, n_seeds: usize, read: &[bool]| -> Result<CaseRuns> {
+    // What each chosen-point run charged of the machine's costs, per experiment: (case, charges).
+    let mut charged: Vec<Vec<(usize, Charged)>> = vec![Vec::new(); exps.len()];
+    // The runs of one case, per policy (`None` for a policy not run) and seed; the charges of each
+    // run go to `charges` when given.
+    let mut take = |case: &Case, n_seeds: usize, read: &[bool], mut charges: Option<&mut Vec<Charged>>| {
         (0..case.policies.len())
             .map(|pi| {
                 read[pi]
                     .then(|| {
-                        (0..n_seeds).map(|_| results.next().unwrap_or_else(|| bail!("lost a run"))).collect()
+                        (0..n_seeds)
+                            .map(|_| {
+                                let (values, c) = results.next().unwrap_or_else(|| bail!("lost a run"))?;
+                                if let Some(list) = charges.as_deref_mut() {
+                                    list.push(c);
+                                }
+                                Ok(values)
+                            })
+                            .collect::<Result<Vec<Values>>>()
                     })
                     .transpose()
             })
-            .collect()
+            .collect::<Result<CaseRuns>>()
     };
     // chosen[exp][case][policy][seed]
     let mut chosen: Vec<Vec<Vec<Vec<Values>>>> = Vec::new();
     for (ei, exp) in exps.iter().enumerate() {
         let mut per_case = Vec::new();
         for (ci, c) in exp.cases.iter().enumerate() {
-            let runs = take(c, seeds[ei].len(), &read[ei][ci])?;
+            let mut list = Vec::new();
+            let runs = take(c, seeds[ei].len(), &read[ei][ci], Some(&mut list))?;
+            charged[ei].extend(list.into_iter().map(|c| (ci, c)));
             per_case.push(runs.into_iter().map(Option::unwrap_or_default).collect());
         }
         chosen.push(per_case);
@@ -182,7 +199,8 @@ pub fn run(exps: &[Experiment], opts: &Options) -> Result<String> {
     for v in &variants {
         let mut per_case = Vec::new();
         for (ci, c) in v.cases.iter().enumerate() {
-            per_case.push(c.as_ref().map(|c| take(c, seeds[v.exp].len(), &read[v.exp][ci])).transpose()?);
+            per_case
+                .push(c.as_ref().map(|c| take(c, seeds[v.exp].len(), &read[v.exp][ci], None)).transpose()?);
         }
         varied.push(per_case);
     }
@@ -238,19 +256,21 @@ pub fn run(exps: &[Experiment], opts: &Options) -> Result<String> {
                 unit: c.checked_unit(),
             });
         }
-        out.push((exp, claims));
+        let runs: Vec<(usize, &Charged)> = charged[ei].iter().map(|(ci, c)| (*ci, c)).collect();
+        out.push((exp, claims, unvaried::unvaried(exp, &runs)));
     }
     if let Some(path) = &opts.json {
         let v = serde_json::json!({
             "schema": "schedlab.sensitivity/1",
             "quick": opts.quick,
-            "experiments": out.iter().map(|(exp, claims)| serde_json::json!({
+            "experiments": out.iter().map(|(exp, claims, unvaried)| serde_json::json!({
                 "experiment": exp.id(),
                 "seeds": seeds_of(exp),
                 "free": exp.free.iter().map(|f| serde_json::json!({
                     "param": f.param, "chosen": f.chosen, "range": [f.low, f.high], "why": f.why,
                 })).collect::<Vec<_>>(),
                 "claims": claims,
+                "unvaried_costs": unvaried,
             })).collect::<Vec<_>>(),
         });
         std::fs::write(path, serde_json::to_string_pretty(&v)? + "\n")
@@ -299,16 +319,23 @@ fn spread(r: &ClaimResult) -> String {
     format!("{} (seeds {} to {})", show(r.chosen.checked), show(r.seed_min), show(r.seed_max))
 }
 
-fn text(out: &[(&Experiment, Vec<ClaimResult>)], quick: bool) -> String {
+/// Per experiment: its claims' results and the unsourced machine costs its runs charged unvaried.
+type Results<'a> = [(&'a Experiment, Vec<ClaimResult>, Vec<Unvaried>)];
+
+fn text(out: &Results, quick: bool) -> String {
     let mut s = String::new();
     let mut counts = [0usize; 5];
-    for (exp, claims) in out {
+    for (exp, claims, unvaried) in out {
         let _ = writeln!(s, "{}  {}", exp.id(), exp.title);
         for f in &exp.free {
             let _ = writeln!(s, "  free {} = {} in [{}, {}]", f.param, f.chosen, f.low, f.high);
         }
         if exp.free.is_empty() {
             let _ = writeln!(s, "  no free parameters declared: seeds only");
+        }
+        if !unvaried.is_empty() {
+            let _ =
+                writeln!(s, "  unsourced machine costs charged, not varied: {}", unvaried::show(unvaried));
         }
         for r in claims {
             counts[VERDICTS.iter().position(|v| *v == r.verdict).unwrap_or(4)] += 1;
@@ -333,7 +360,7 @@ fn text(out: &[(&Experiment, Vec<ClaimResult>)], quick: bool) -> String {
     s
 }
 
-fn markdown(out: &[(&Experiment, Vec<ClaimResult>)]) -> String {
+fn markdown(out: &Results) -> String {
     let mut summary = String::from(
         "| experiment | free parameters | claims | hold everywhere | hold at the chosen point only | \
          fail at the chosen point | fail everywhere | not measured |\n|---|---|---|---|---|---|---|---|\n",
@@ -341,9 +368,14 @@ fn markdown(out: &[(&Experiment, Vec<ClaimResult>)]) -> String {
     let mut rows = String::from(
         "| experiment | claim | chosen point (seed spread) | verdict | where it differs |\n|---|---|---|---|---|\n",
     );
+    let mut costs = String::from(
+        "| experiment | unsourced machine costs its claims' runs charged that no free parameter varies \
+         (charged time over the runs' CPU time) |\n|---|---|\n",
+    );
     let mut total = [0usize; 5];
     let cell = |t: &str| t.replace('|', "\\|");
-    for (exp, claims) in out {
+    for (exp, claims, unvaried) in out {
+        let _ = writeln!(costs, "| {} | {} |", exp.id(), unvaried::show(unvaried));
         let mut counts = [0usize; 5];
         for r in claims {
             counts[VERDICTS.iter().position(|v| *v == r.verdict).unwrap_or(4)] += 1;
@@ -388,7 +420,7 @@ fn markdown(out: &[(&Experiment, Vec<ClaimResult>)]) -> String {
         total[3],
         total[4]
     );
-    format!("{summary}\n{rows}")
+    format!("{summary}\n{costs}\n{rows}")
 }
 
 #[cfg(test)]
