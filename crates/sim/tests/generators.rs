@@ -36,6 +36,8 @@ const TESTED: &[&str] = &[
     "nas-mg",
     "c-ray",
     "pinned-spinners",
+    "blackscholes",
+    "ferret",
 ];
 
 fn run(spec: &str, cpus: u32, duration_ns: u64) -> RunReport {
@@ -388,6 +390,74 @@ fn c_ray_cascade_wakes_threads_in_order() {
 }
 
 #[test]
+fn blackscholes_reads_then_prices_in_parallel_then_writes() {
+    // 1,001 options over 4 threads: 250 each (bs_thread leaves the last one unpriced), 10 runs.
+    let r = run(
+        "blackscholes[threads=4,options=1001,runs=10,price_cost=1us,read_cost=2us,write_cost=1us]",
+        4,
+        1_000 * MS,
+    );
+    assert_eq!(r.stop_reason, "all_done");
+    let main = one(&r, "main");
+    assert_eq!(main.work_ns, 1001 * 2 * US + 1001 * US, "the read and the write are the main thread's");
+    let priced: Vec<&TaskReport> = r.tasks.iter().filter(|t| t.name.starts_with("worker")).collect();
+    assert_eq!(priced.len(), 4);
+    assert!(priced.iter().all(|t| t.work_ns == 250 * 10 * US), "each prices its 250 options 10 times");
+    // No thread prices before the read is done, and the write starts after the last one ended.
+    let read_done = 1001 * 2 * US;
+    assert!(priced.iter().all(|t| t.started_ns.unwrap() >= read_done));
+    let last_priced = priced.iter().map(|t| t.exited_ns.unwrap()).max().unwrap();
+    assert!(main.exited_ns.unwrap() >= last_priced + 1001 * US);
+    // On 4 CPUs the pricing runs in parallel: the run takes about read + 2.5 ms + write, not 10 ms more.
+    let serial_sum = read_done + 4 * 2_500 * US + 1001 * US;
+    assert!(r.summary.makespan_ns.unwrap() < serial_sum - 5 * MS, "{:?}", r.summary.makespan_ns);
+}
+
+#[test]
+fn ferret_passes_every_query_through_every_stage_in_order() {
+    let r = run(
+        "ferret[threads=3,queries=10,depth=2,load_cost=1ms,seg_cost=2ms,extract_cost=1ms,vec_cost=3ms,rank_cost=2ms,out_cost=100us]",
+        4,
+        10_000 * MS,
+    );
+    assert_eq!(r.stop_reason, "all_done");
+    assert_eq!(r.tasks.len(), 4 * 3 + 2, "4n + 2 threads");
+    assert_eq!(one(&r, "load").work_ns, 10 * MS);
+    assert_eq!(one(&r, "out").work_ns, 10 * 100 * US);
+    for (stage, cost) in [("seg", 2 * MS), ("extract", MS), ("vec", 3 * MS), ("rank", 2 * MS)] {
+        let threads: Vec<&TaskReport> =
+            r.tasks.iter().filter(|t| t.template == stage || t.template == format!("{stage}+")).collect();
+        assert_eq!(threads.len(), 3, "{stage}");
+        assert_eq!(threads.iter().map(|t| t.work_ns).sum::<u64>(), 10 * cost, "{stage}: every query once");
+        // 10 queries over 3 threads: one takes 4, two take 3.
+        let mut shares: Vec<u64> = threads.iter().map(|t| t.work_ns / cost).collect();
+        shares.sort();
+        assert_eq!(shares, [3, 3, 4], "{stage}");
+    }
+    // The last query leaves the serial load stage at 10 ms and still passes through the four stages
+    // and the output.
+    assert!(r.summary.makespan_ns.unwrap() >= 10 * MS + (2 + 1 + 3 + 2) * MS + 100 * US);
+}
+
+#[test]
+fn ferret_full_queues_hold_the_load_stage_back() {
+    // One slow thread per stage and queues of one entry: the load thread, 100x faster than the
+    // stages, must wait for free slots (it sleeps), and the output thread waits for results.
+    let r = run(
+        "ferret[threads=1,queries=20,depth=1,load_cost=100us,seg_cost=10ms,extract_cost=100us,vec_cost=100us,rank_cost=100us,out_cost=100us]",
+        8,
+        10_000 * MS,
+    );
+    assert_eq!(r.stop_reason, "all_done");
+    let load = one(&r, "load");
+    // With free slots it would be done at 2 ms; a full queue holds it until segmentation has taken
+    // all but the queue's one entry and the one in hand: (20 - 2) x 10 ms.
+    assert!(load.exited_ns.unwrap() >= 18 * 10 * MS, "{:?}", load.exited_ns);
+    assert!(load.sleep_ns > 150 * MS && load.nvcsw >= 17, "{} {}", load.sleep_ns, load.nvcsw);
+    assert!(one(&r, "out").nvcsw >= 19, "the output thread sleeps between results");
+}
+
+#[test]
 fn pinned_spinners_stay_on_their_cpu_until_unpinned() {
     let r = run("pinned-spinners[threads=16,unpin_at=100ms]", 4, 1_000 * MS);
     let s = r.series.as_ref().unwrap();
@@ -531,6 +601,8 @@ fn workload_show_round_trips_to_an_identical_run() {
             "c-ray" => "c-ray[threads=8,work=1ms]".to_string(),
             "pinned-spinners" => "pinned-spinners[threads=8,unpin_at=20ms]".to_string(),
             "nas-mg" => "nas-mg[threads=4,iterations=1,levels=3,top_work=2ms]".to_string(),
+            "ferret" => "ferret[threads=2,queries=7,depth=2,load_cost=1ms,seg_cost=3ms]".to_string(),
+            "blackscholes" => "blackscholes[threads=3,options=3000,runs=2]".to_string(),
             name => name.to_string(),
         };
         let w = builtin(&spec).unwrap().unwrap();

@@ -20,12 +20,13 @@
 //!   order, the running one included.
 //!
 //! Simplified: the runqueue averages of `stdavg` and `avg` are only updated after runs, and an empty
-//! runqueue's reads as 0 (the thesis does not say what an idle CPU reports); tasks of groups are
+//! runqueue's reads as 0 (the thesis does not say what an idle CPU reports; `idle_load=last` reads
+//! the average as the last run left it); tasks of groups are
 //! weighed by their own load, not through CFS's hierarchical `h_load`; `effective_load` walks the
 //! group hierarchy with the groups' weights (HTFS's group entities are weighted as CFS's
 //! `update_cfs_shares` does, from the groups' weights, whatever the method).
 
-use super::{Htfs, Method, Se, MIN_SHARES};
+use super::{Htfs, IdleLoad, Method, Se, MIN_SHARES};
 use crate::cfs::fold_cpu_load;
 use crate::cfs::lb2638::{fold_avg_idle, Balance2638};
 use crate::cfs::lb_host::LbHost;
@@ -54,7 +55,7 @@ impl Htfs {
         let c = &self.cpus[cpu.idx()];
         match self.p.balance {
             Method::Std => c.load,
-            Method::StdAvg | Method::Avg if c.nr_running == 0 => 0,
+            Method::StdAvg | Method::Avg if c.nr_running == 0 && self.p.idle_load == IdleLoad::Zero => 0,
             Method::StdAvg | Method::Avg => c.avg,
         }
     }

@@ -174,6 +174,21 @@ pub struct HtfsParams {
     pub wake_runqueue: WakeRunqueue,
     /// What eq. 19 adds to vtime after a normal entity left early. Default [`VtimeEarly::Granted`].
     pub vtime_early: VtimeEarly,
+    /// What an idle CPU's moving-average load reads under `stdavg` and `avg`. Default
+    /// [`IdleLoad::Zero`].
+    pub idle_load: IdleLoad,
+}
+
+/// The load an idle CPU reports under the moving-average methods (`stdavg`, `avg`): the thesis
+/// updates a runqueue's average "everytime after a task ran on the CPU" and sets the CPU load to it
+/// (sec. 4.10), and says nothing of an idle CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdleLoad {
+    /// 0, as CFS's instantaneous load of an empty runqueue (the model's reading).
+    Zero,
+    /// The average as last updated, after the last run there (sec. 4.10 read literally: nothing
+    /// updates it while no task runs).
+    Last,
 }
 
 /// Where a waking entity is enqueued: the two readings of sec. 4.4 (see `place_waking`).
@@ -206,6 +221,7 @@ impl Default for HtfsParams {
             boostthr: 2,
             wake_runqueue: WakeRunqueue::Ahead,
             vtime_early: VtimeEarly::Granted,
+            idle_load: IdleLoad::Zero,
         }
     }
 }
@@ -234,6 +250,11 @@ impl Params for HtfsParams {
                 default: "granted",
                 help: "eq. 19's time after a normal task left early: granted (its slice, the thesis) or charged (run time + punishment, a counterfactual)",
             },
+            ParamInfo {
+                key: "idle_load",
+                default: "zero",
+                help: "an idle CPU's load under stdavg and avg: zero, or last (its average as after the last run, sec. 4.10 read literally)",
+            },
         ]
     }
 
@@ -261,6 +282,13 @@ impl Params for HtfsParams {
                     "granted" => VtimeEarly::Granted,
                     "charged" => VtimeEarly::Charged,
                     other => return Err(format!("expected granted or charged, got `{other}`")),
+                }
+            }
+            "idle_load" => {
+                self.idle_load = match value.trim() {
+                    "zero" => IdleLoad::Zero,
+                    "last" => IdleLoad::Last,
+                    other => return Err(format!("expected zero or last, got `{other}`")),
                 }
             }
             _ => unreachable!("checked by apply"),

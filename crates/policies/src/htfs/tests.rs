@@ -578,3 +578,32 @@ fn vtime_advances_by_the_granted_slice_after_an_early_leave_as_eq_19_says() {
         assert_eq!(advance(early, SwitchReason::Preempted).0, eq19(100 * US), "preempted: its run time");
     }
 }
+
+/// Sec. 4.10 updates a runqueue's average only after runs and sets the CPU load to it. A task runs
+/// 100 us of its 2^17 ns interactive slice on CPU 1 and blocks: it used 100,000 / 131,072 of the
+/// slice, so its average load becomes (7 x 512 + 1024 x 100,000 / 131,072 + 4) / 8 = 546 (it starts
+/// at half its weight), and the runqueue's average, from 0, (546 + 4) / 8 = 68 under `avg`; under
+/// `stdavg` the average of the sum of weights, (1024 + 4) / 8 = 128. With `idle_load=last` the idle
+/// CPU reports that value however long it stays idle; with `zero` (the default) it reports 0.
+#[test]
+fn an_idle_cpu_reports_zero_or_the_average_its_last_run_left() {
+    let cpu1 = CpuId(1);
+    let idle_loads = |balance: Method, idle_load: IdleLoad| {
+        let mut w = TestWorld::new(2);
+        let mut p = Htfs::new(HtfsParams { balance, idle_load, ..HtfsParams::default() });
+        p.init(&w.ctx());
+        let a = start_on(&mut w, &mut p, cpu1, &[0])[0];
+        assert_eq!(pick(&mut w, &mut p, cpu1), (a, INTER_SLICE));
+        run_then(&mut w, &mut p, cpu1, 100 * US, SwitchReason::Blocked);
+        let at_block = p.cpu_load_now(cpu1);
+        w.advance(&mut p, 50_000_000);
+        (at_block, p.cpu_load_now(cpu1))
+    };
+    assert_eq!(idle_loads(Method::Avg, IdleLoad::Last), (68, 68));
+    assert_eq!(idle_loads(Method::StdAvg, IdleLoad::Last), (128, 128));
+    assert_eq!(idle_loads(Method::Avg, IdleLoad::Zero), (0, 0));
+    assert_eq!(idle_loads(Method::StdAvg, IdleLoad::Zero), (0, 0));
+    // `std` reads CFS's instantaneous load, 0 on an empty runqueue, whatever `idle_load` says.
+    assert_eq!(idle_loads(Method::Std, IdleLoad::Last), (0, 0));
+    assert_eq!(HtfsParams::default().idle_load, IdleLoad::Zero);
+}

@@ -11,6 +11,7 @@ mod batch;
 mod latency;
 mod messaging;
 mod parallel;
+mod parsec;
 mod servers;
 pub mod sources;
 mod sysbench;
@@ -157,6 +158,7 @@ pub fn generators() -> Vec<Generator> {
     v.extend(latency::generators());
     v.extend(servers::generators());
     v.extend(parallel::generators());
+    v.extend(parsec::generators());
     v
 }
 

@@ -82,6 +82,15 @@ const SOURCES: &[(&str, &str, Source)] = &[
     ("nas-mg", "top_work", Chosen("a thread's share of the finest grid level")),
     ("nas-mg", "spin", Cited("seed 002 sec. 6.3: a thread \"waits on a spin-barrier for 100ms and then sleeps\"")),
     ("c-ray", "work", Chosen("a thread's share of the image")),
+    ("blackscholes", "price_cost", Chosen("one Black-Scholes evaluation (two CNDF calls, a log, an exp and a square root) on a 2 GHz core without vectors")),
+    ("blackscholes", "read_cost", Chosen("fscanf of one line of nine fields")),
+    ("blackscholes", "write_cost", Chosen("fprintf of one price")),
+    ("ferret", "load_cost", Chosen("decoding one small JPEG; the ULE paper says ferret does not scale to 32 cores, which a serial stage of this size gives")),
+    ("ferret", "seg_cost", Chosen("segmenting one image")),
+    ("ferret", "extract_cost", Chosen("extracting one image's region features")),
+    ("ferret", "vec_cost", Chosen("one LSH index query")),
+    ("ferret", "rank_cost", Chosen("ranking one query's candidates by earth mover's distance")),
+    ("ferret", "out_cost", Chosen("printing one result line")),
     ("pinned-spinners", "unpin_at", Cited("seed 002 sec. 6.1, fig. 6: the taskset command runs at 14.5 s")),
 ];
 
