@@ -606,4 +606,9 @@ fn an_idle_cpu_reports_zero_or_the_average_its_last_run_left() {
     // `std` reads CFS's instantaneous load, 0 on an empty runqueue, whatever `idle_load` says.
     assert_eq!(idle_loads(Method::Std, IdleLoad::Last), (0, 0));
     assert_eq!(HtfsParams::default().idle_load, IdleLoad::Zero);
+    // From a spec, and a bad value named.
+    assert!(crate::create("htfs[balance=avg,idle_load=last]").is_ok());
+    let e =
+        crate::create("htfs[idle_load=sometimes]").err().expect("an unknown value is an error").to_string();
+    assert!(e.contains("idle_load") && e.contains("expected zero or last, got `sometimes`"), "{e}");
 }
