@@ -199,6 +199,11 @@ pub struct RunOutcome {
     pub scx_log: Vec<String>,
     /// schedlab exec's output.
     pub exec_log: Vec<String>,
+    /// How many loads of schedlab-scx the kernel refused before the one the run used (ops.init_task
+    /// failing to allocate; the init script tries again, three tries in all).
+    pub load_refusals: u32,
+    /// schedlab-scx's output in the refused tries.
+    pub refused_log: Vec<String>,
     /// The report, decoded.
     pub report: Option<String>,
 }
@@ -335,6 +340,15 @@ pub fn vm_test_cmd(args: VmTestArgs) -> Result<()> {
         ));
     }
     print!("{table}");
+    for o in outcomes.iter().filter(|o| o.load_refusals > 0) {
+        println!(
+            "{}: the kernel refused the scheduler {} time(s) as it loaded{}: {}",
+            o.name,
+            o.load_refusals,
+            if o.state == "enabled" { ", then took it" } else { "" },
+            o.refused_log.iter().rev().find(|l| l.contains("EXIT")).map_or("", |l| l.as_str())
+        );
+    }
     println!("serial log: {}; reports: {}/<run>.json", serial_path.display(), out.display());
     if !failures.is_empty() {
         bail!("vm-test failed:\n  {}", failures.join("\n  "));
@@ -672,13 +686,34 @@ say clock source="$(cat /sys/devices/system/clocksource/clocksource0/current_clo
 # work (measured at each start, with a schedlab scheduler loaded, it swings by half under TCG).
 PS=$(@EXEC_PIN@/bin/schedlab calibrate --loop 2>/dev/null)
 say loop ps-per-loop="$PS"
+alive() { [ -r /proc/$1/stat ] && [ "$(cut -d' ' -f3 /proc/$1/stat)" != Z ]; }
+# Starts schedlab-scx for run $1 under policy $2 and waits until sched_ext is enabled (30 s at
+# most). A load the kernel ejects because ops.init_task() could not allocate a task's storage
+# (-12: a transient failure of the kernel's lock-free allocator) is tried again, three tries in all;
+# each refused try is reported with its log. $scx is the running scheduler's pid.
+start_scx() {
+  try=1
+  while :; do
+    $SCX_ENV /bin/schedlab-scx --policy "$2" --stats-interval 1@SCX_ARGS@ > /tmp/scx-$1.log 2>&1 &
+    scx=$!
+    i=0
+    while [ "$(state)" != enabled ] && [ $i -lt 300 ] && alive $scx; do sleep 0.1; i=$((i+1)); done
+    if [ "$(state)" = enabled ] || alive $scx || [ $try -ge 3 ] \
+       || ! grep -q 'ops.init_task() failed (-12)' /tmp/scx-$1.log; then
+      return
+    fi
+    wait $scx
+    say run $1 load-refused=$try
+    sed "s/^/SCHEDLAB-VM refused $1: /" /tmp/scx-$1.log
+    i=0
+    while [ "$(state)" != disabled ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+    try=$((try+1))
+  done
+}
 run() {
   name=$1; policy=$2; workload=$3; duration=$4; threads=$5; sample=$6; spawn=$7; rt=$8
   if [ -n "$policy" ]; then
-    $SCX_ENV /bin/schedlab-scx --policy "$policy" --stats-interval 1@SCX_ARGS@ > /tmp/scx-$name.log 2>&1 &
-    scx=$!
-    i=0
-    while [ "$(state)" != enabled ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
+    start_scx $name "$policy"
   fi
   say run $name state="$(state)" ops="$(cat /sys/kernel/sched_ext/root/ops 2>/dev/null)"
 "#,
@@ -721,11 +756,7 @@ run() {
         // On the workload's CPUs; under a schedlab policy if asked, started and stopped as a run's.
         let (start, stop) = match &boot.calibrate_policy {
             Some(p) => (
-                format!(
-                    "$SCX_ENV /bin/schedlab-scx --policy '{p}' --stats-interval 1{scx_args} > /tmp/scx-{CALIBRATE}.log 2>&1 &\n\
-                     scx=$!\ni=0\n\
-                     while [ \"$(state)\" != enabled ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done\n"
-                ),
+                format!("start_scx {CALIBRATE} '{p}'\n"),
                 format!(
                     "kill -INT $scx\nwait $scx\n\
                      sed \"s/^/SCHEDLAB-VM scx {CALIBRATE}: /\" /tmp/scx-{CALIBRATE}.log\n"
@@ -816,6 +847,9 @@ pub fn parse_serial(log: &str) -> Vec<RunOutcome> {
                 if let Some(v) = field(tail, "state-before-stop") {
                     o.state_before_stop = v;
                 }
+                if let Some(v) = field(tail, "load-refused") {
+                    o.load_refusals = o.load_refusals.max(v.parse().unwrap_or(0));
+                }
                 if let Some(v) = field(tail, "scx-exit") {
                     o.scx_exit = v.parse().ok();
                     o.state_after = field(tail, "state-after").unwrap_or_default();
@@ -828,6 +862,10 @@ pub fn parse_serial(log: &str) -> Vec<RunOutcome> {
             "exec" => {
                 let i = get(&mut out);
                 out[i].exec_log.push(tail.to_string());
+            }
+            "refused" => {
+                let i = get(&mut out);
+                out[i].refused_log.push(tail.to_string());
             }
             "begin" => {
                 get(&mut out);
@@ -1136,7 +1174,7 @@ mod tests {
         let init = init_script(&boot);
         assert!(
             init.contains(
-                "$SCX_ENV /bin/schedlab-scx --policy \"$policy\" --stats-interval 1 --watchdog-ms 30000 \
+                "$SCX_ENV /bin/schedlab-scx --policy \"$2\" --stats-interval 1 --watchdog-ms 30000 \
                  --scheduler-cpu 1 >"
             ),
             "{init}"
@@ -1149,9 +1187,7 @@ mod tests {
         // --calibrate-under: schedlab-scx runs the policy while the guest calibrates, then stops.
         boot.calibrate_policy = Some("cfs".into());
         let under = init_script(&boot);
-        let start = under
-            .find("/bin/schedlab-scx --policy 'cfs' --stats-interval 1 --watchdog-ms 30000")
-            .expect("started");
+        let start = under.find("start_scx calibrate 'cfs'\n").expect("started");
         let cal = under.find("/bin/schedlab calibrate -o /tmp/calibrate.toml").expect("calibrate step");
         let stop = under[cal..].find("kill -INT $scx").expect("stopped") + cal;
         assert!(start < cal && stop < under.find("run kernel ''").expect("baseline run"), "{under}");
@@ -1199,16 +1235,7 @@ mod tests {
             spawn_at_start: false,
             allow_rt: false,
         };
-        let boot = Boot {
-            files: Vec::new(),
-            runs: vec![run("kernel", None), run("cfs", Some("cfs")), run("ule", Some("ule"))],
-            cpus: 1,
-            calibrate: false,
-            calibrate_policy: None,
-            longest_run: Duration::from_secs(1),
-            watchdog_ms: None,
-            scheduler_cpu: false,
-        };
+        let boot = one_cpu_boot(vec![run("kernel", None), run("cfs", Some("cfs")), run("ule", Some("ule"))]);
         let log =
             "SCHEDLAB-VM run kernel exec-exit=0\nSCHEDLAB-VM begin kernel\ne30K\nSCHEDLAB-VM end kernel\n\
                    SCHEDLAB-VM run cfs exec-exit=0\nSCHEDLAB-VM begin cfs\ne30K\nSCHEDLAB-VM end cfs\n\
@@ -1300,6 +1327,106 @@ SCHEDLAB-VM end cfs\r
         // Other policies weight nice levels their own way: no such check.
         shares.ops = "schedlab_ule_0.1.0".into();
         assert!(check_run(Some("ule"), &shares).is_empty());
+    }
+
+    /// A boot of `runs` on one CPU, without calibration, watchdog or scheduler CPU.
+    fn one_cpu_boot(runs: Vec<Run>) -> Boot {
+        Boot {
+            files: Vec::new(),
+            runs,
+            cpus: 1,
+            calibrate: false,
+            calibrate_policy: None,
+            longest_run: Duration::from_secs(1),
+            watchdog_ms: None,
+            scheduler_cpu: false,
+        }
+    }
+
+    /// A directory removed when dropped.
+    struct TempDir(PathBuf);
+    impl TempDir {
+        fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// The init script's `start_scx`, run by a real shell with a stand-in for schedlab-scx that the
+    /// kernel "ejects" as it did in CI (ops.init_task() failed (-12)) on its first `refuse` starts:
+    /// a refused load is tried again and reported, three tries in all; another failure is not.
+    #[test]
+    fn a_load_the_kernel_refuses_for_want_of_memory_is_tried_again() {
+        let Ok(shell) = which("busybox").map(|b| (b, true)).or_else(|_| which("sh").map(|s| (s, false)))
+        else {
+            panic!("neither busybox nor sh is installed");
+        };
+        let boot = one_cpu_boot(Vec::new());
+        let init = init_script(&boot);
+        let from = init.find("alive() {").expect("alive()");
+        let to = init.find("run() {").expect("run()");
+        let dir = TempDir(std::env::temp_dir().join(format!("schedlab-start-scx-{}", std::process::id())));
+        std::fs::create_dir_all(dir.path()).unwrap();
+        let d = dir.path().display();
+        // The stand-in: counts its starts; refused ones print the kernel's exit and end, a taken one
+        // enables sched_ext (a file here) and runs until killed.
+        let fake = format!(
+            "#!/bin/sh\nn=$(($(cat {d}/starts 2>/dev/null || echo 0) + 1)); echo $n > {d}/starts\n\
+             if [ $n -le $(cat {d}/refuse) ]; then echo disabled > {d}/state; echo \"schedlab-scx: ejected by the \
+             kernel: EXIT: runtime error ($(cat {d}/reason) for init[1]) on CPU 0\"; exit 1; fi\n\
+             echo enabled > {d}/state; echo \"schedlab-scx: policy $2 enabled\"; exec sleep 30\n"
+        );
+        std::fs::write(dir.path().join("scx"), fake).unwrap();
+        std::fs::set_permissions(dir.path().join("scx"), std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let run = |refuse: u32, reason: &str| -> (String, u32) {
+            std::fs::write(dir.path().join("refuse"), refuse.to_string()).unwrap();
+            std::fs::write(dir.path().join("reason"), reason).unwrap();
+            std::fs::write(dir.path().join("state"), "disabled").unwrap();
+            let _ = std::fs::remove_file(dir.path().join("starts"));
+            let script = format!(
+                "say() {{ echo \"SCHEDLAB-VM $*\"; }}\nstate() {{ cat {d}/state; }}\nSCX_ENV=env\n{}\n\
+                 start_scx ule 'ule'\nsay run ule state=\"$(state)\" ops=\n\
+                 alive $scx && kill $scx\ntrue\n",
+                init[from..to]
+                    .replace("/tmp/", &format!("{d}/"))
+                    .replace("/bin/schedlab-scx", &format!("{d}/scx"))
+            );
+            let mut cmd = Command::new(&shell.0);
+            if shell.1 {
+                cmd.arg("sh");
+            }
+            let out = cmd.arg("-c").arg(script).output().unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            let starts = std::fs::read_to_string(dir.path().join("starts")).unwrap().trim().parse().unwrap();
+            (String::from_utf8(out.stdout).unwrap(), starts)
+        };
+        let enomem = "ops.init_task() failed (-12)";
+        // Taken at once: one start, nothing reported.
+        let (log, starts) = run(0, enomem);
+        assert_eq!(starts, 1, "{log}");
+        let o = parse_serial(&log);
+        assert_eq!((o[0].state.as_str(), o[0].load_refusals), ("enabled", 0), "{log}");
+        // Refused twice, taken at the third try.
+        let (log, starts) = run(2, enomem);
+        assert_eq!(starts, 3, "{log}");
+        let o = parse_serial(&log);
+        assert_eq!((o[0].state.as_str(), o[0].load_refusals), ("enabled", 2), "{log}");
+        assert_eq!(o[0].refused_log.len(), 2, "{log}");
+        assert!(o[0].refused_log[1].contains(enomem), "{log}");
+        // Refused three times: given up, the run's checks fail on the state.
+        let (log, starts) = run(5, enomem);
+        assert_eq!(starts, 3, "{log}");
+        let o = parse_serial(&log);
+        assert_eq!((o[0].state.as_str(), o[0].load_refusals), ("disabled", 2), "{log}");
+        // Any other ejection is the scheduler's own failure: not tried again.
+        let (log, starts) = run(1, "ops.init_task() failed (-22)");
+        assert_eq!(starts, 1, "{log}");
+        assert_eq!(parse_serial(&log)[0].load_refusals, 0, "{log}");
     }
 
     #[test]
