@@ -364,6 +364,39 @@ fn apache_ab_completes_n_requests() {
     assert_eq!(processes(&r), 5, "ab and four httpd processes");
 }
 
+/// Without keep-alive a server lingers on each connection until ab closes it (ap_lingering_close),
+/// so it serves the next request only after ab's close; with `-k` it serves queued requests back to
+/// back. One server, two connections, 20 requests, 1 ms of server work and 5 ms of ab work each, on
+/// two CPUs, computed by hand:
+/// - keep-alive: ab is the bottleneck; it finishes response k at 1 + 5k ms (k = 1..18, each
+///   followed by a request), the server answers request 20 at 91 + 1 = 92 ms, ab's last read;
+/// - no keep-alive: the server takes request i + 1 when ab's close of i arrives, at D_i, and
+///   answers at D_i + 1, which ab reads at once and closes 5 ms later: D_i = 6i for i = 1..18, then
+///   the last two responses (no ab work) at 109 and 110 ms.
+#[test]
+fn apache_servers_linger_until_ab_closes_each_connection() {
+    let spec = |keepalive: bool| {
+        format!(
+            "apache-ab[server_threads=1,concurrency=2,requests=20,request_cost=1ms,request_stddev=0ns,\
+             ab_cost=5ms,keepalive={keepalive}]"
+        )
+    };
+    for (keepalive, expect_ns) in [(true, 92 * MS), (false, 110 * MS)] {
+        let r = run(&spec(keepalive), 2, 10_000 * MS);
+        assert_eq!(counter(&r, "requests"), 20);
+        let got = r.summary.makespan_ns.unwrap();
+        // The system calls and switches add microseconds to the hand-computed milliseconds.
+        assert!(
+            got >= expect_ns && got < expect_ns + expect_ns / 100,
+            "keepalive={keepalive}: {got} ns, expected {expect_ns} ns + < 1 %"
+        );
+        // Each request's server wakes once (keep-alive: for the request; else for ab's close, the
+        // request being queued by then), so the server blocks once a request either way.
+        let httpd = one(&r, "httpd");
+        assert!((19..=21).contains(&httpd.nr_wakeups), "keepalive={keepalive}: {}", httpd.nr_wakeups);
+    }
+}
+
 #[test]
 fn nas_mg_threads_do_the_v_cycle_work_between_barriers() {
     let r = run("nas-mg[threads=4,iterations=2,levels=3,top_work=8ms]", 4, 10_000 * MS);

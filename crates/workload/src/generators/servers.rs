@@ -24,8 +24,8 @@ pub(super) fn generators() -> Vec<Generator> {
         Generator {
             name: "apache-ab",
             summary: "apache + ab (seed 002 sec. 5.3): a pool of server threads and a single-threaded load generator",
-            models: "ab keeps `concurrency` requests outstanding and sends a new one as each response arrives; server threads take requests from one queue (like accept), compute the response and send it back",
-            simplifies: "one shared request queue stands for the listen socket; no connection set-up, no disk, a log-normal request cost",
+            models: "ab (support/ab.c) keeps `concurrency` connections open and, as each response ends, starts the next request; without -k (ab's default, and the papers' runs) each request is a connection of its own: ab reads the response to the server's close, closes its end, connects again and writes the request. Apache listens with TCP_DEFER_ACCEPT (its Linux default, `AcceptFilter http data`), so a server's accept returns only when the request has arrived: ab's write wakes it, not its connect. The server reads the request, computes the response, writes it and shuts its end (`ap_lingering_close`), then reads until ab's close arrives, which wakes it again, before it accepts the next connection",
+            simplifies: "shared queues stand for the listen socket and the connections (first in, first out, so each close reaches the server that waits on that connection); connect and close cost only their system calls, ab's other work per request is `ab_cost`; the threaded MPMs' listener thread (worker, event) is not modelled: every server accepts and closes its own connections, as prefork's processes do; no disk, a log-normal request cost",
             score: "counter `requests` per second (ab's Requests per second); makespan_ns for -n requests",
             params: &[
                 ("server_threads", "16", "apache worker threads"),
@@ -34,6 +34,11 @@ pub(super) fn generators() -> Vec<Generator> {
                 ("request_cost", "200us", "mean server CPU time per request (log-normal)"),
                 ("request_stddev", "50us", "its standard deviation"),
                 ("ab_cost", "20us", "ab CPU time per response"),
+                (
+                    "keepalive",
+                    "false",
+                    "ab -k: requests reuse their connection (no close and reconnect, no lingering close)",
+                ),
                 (
                     "prefork",
                     "false",
@@ -116,18 +121,35 @@ fn apache_ab(a: &Args) -> Result<Workload, String> {
         return Err("workload `apache-ab`: request_cost must be above zero".into());
     }
     let ab_cost = a.dur("ab_cost")?;
+    let keepalive = a.bool("keepalive")?;
     let mut w = WorkloadBuilder::new("apache-ab");
     let done = w.counter("requests");
+    // The requests as they reach the listen socket (accept returns with the request read:
+    // TCP_DEFER_ACCEPT) or a kept-alive connection, the responses ending with the server's FIN,
+    // and ab's closes, each reaching the server that lingers on that connection (FIFO order).
     let req = w.pipe("requests", 1 << 20);
     let resp = w.pipe("responses", 1 << 20);
+    let closes = (!keepalive).then(|| w.pipe("closes", 1 << 20));
+    // After a response: ab closes the connection and connects again (no wakeup: the listener
+    // defers the accept), then writes the next request.
+    let next = move |p: P| match closes {
+        Some(c) => p.send(c, 1),
+        None => p,
+    };
     let ab = P::new()
         .repeat(c, |p| p.send(req, 100))
-        .repeat(n - c, |p| p.recv(resp, 100).count(done).compute(ab_cost).send(req, 100))
-        .repeat(c, |p| p.recv(resp, 100).count(done))
+        .repeat(n - c, |p| next(p.recv(resp, 100).count(done).compute(ab_cost)).send(req, 100))
+        .repeat(c, |p| next(p.recv(resp, 100).count(done)))
         .build();
     w.task("ab", ab);
-    let worker =
-        P::new().forever(|p| p.recv(req, 100).compute(Dist::LogNormal { mean, stddev }).send(resp, 100));
+    let worker = P::new().forever(|p| {
+        let p = p.recv(req, 100).compute(Dist::LogNormal { mean, stddev }).send(resp, 100);
+        // ap_lingering_close: shut the write side, read until the client's close.
+        match closes {
+            Some(c) => p.recv(c, 1),
+            None => p,
+        }
+    });
     let t = w.task("httpd", worker.build());
     t.instances = servers;
     // prefork: each server a process of its own (its own address space to switch to).
