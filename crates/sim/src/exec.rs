@@ -368,8 +368,15 @@ impl<'a> Sim<'a> {
                 tk.pc += 1;
             }
         }
+        // A wakeup that asks this CPU to reschedule takes effect when the call that made it returns
+        // (the kernel checks TIF_NEED_RESCHED on the way back to user space), not at the task's next
+        // op that needs time: the ops after it wait until the task runs again.
+        let resched_at_entry = self.cpus[cpu.idx()].need_resched;
         let mut budget = MAX_OPS_PER_INSTANT;
         loop {
+            if !resched_at_entry && self.cpus[cpu.idx()].need_resched {
+                return Step::Run;
+            }
             budget -= 1;
             if budget == 0 {
                 return self.fail_workload(

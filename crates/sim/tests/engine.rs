@@ -118,6 +118,35 @@ fn an_empty_pipe_blocks_the_reader_until_data_arrives() {
     assert_eq!(rd.work_ns, 5 * MS / 10);
 }
 
+/// A write that wakes a reader who preempts the writer switches the writer out when the write
+/// returns (the kernel's check of TIF_NEED_RESCHED on the way back to user space), before the
+/// writer's next call, here a read of the reader's answer: when the writer runs again the answer
+/// is there, so it never blocks, and its switches are the preemption and its exit. Had the read come
+/// before the switch (or without wakeup preemption), it would have blocked there instead.
+#[test]
+fn a_wakeup_preemption_takes_effect_when_the_waking_call_returns() {
+    let workload = || {
+        let mut w = WorkloadBuilder::new("preempt-at-return");
+        let p = w.pipe("p", 65536);
+        let q = w.pipe("q", 65536);
+        let sent = w.counter("sent");
+        // The reader sleeps in recv from the start (CFS's sleeper credit), the writer computes 5 ms.
+        w.task("writer", P::new().compute(5 * MS).send(p, 100).count(sent).recv(q, 100).build());
+        w.task("reader", P::new().recv(p, 100).compute(MS).send(q, 100).build());
+        w.stop(StopWhen::AllDone);
+        w.build().unwrap()
+    };
+    let r = run(&one_cpu_without_costs(), &workload(), "cfs", 1_000 * MS);
+    let wr = task(&r, "writer");
+    assert_eq!((wr.nivcsw, wr.nvcsw), (1, 1), "preempted at its send, then its exit");
+    // The reader ran its 1 ms from the writer's send at 5 ms, then woke the writer.
+    assert!(near(wr.exited_ns.unwrap(), 6 * MS, MS / 10), "{:?}", wr.exited_ns);
+    // Without wakeup preemption the writer goes on to its recv and blocks there, then exits.
+    let r = run(&one_cpu_without_costs(), &workload(), "cfs[wakeup_preempt=false]", 1_000 * MS);
+    let wr = task(&r, "writer");
+    assert_eq!((wr.nivcsw, wr.nvcsw), (0, 2));
+}
+
 #[test]
 fn a_mutex_is_handed_to_waiters_in_arrival_order() {
     let mut w = WorkloadBuilder::new("mutex");

@@ -117,7 +117,9 @@ fn replaying_under_the_same_policy_reproduces_every_tasks_cpu_time_exactly() {
         }
         // The ping-pong wakeups became semaphore edges; forks stayed forks.
         let client = by_template(&replayed, "client", 0);
-        assert!(client.nvcsw >= 150, "{policy}: the client still blocks on the server: {}", client.nvcsw);
+        // Without the edges it would never block; a wakeup that preempts the waker where both
+        // share a CPU lets some answers arrive before the client asks, so not every round blocks.
+        assert!(client.nvcsw >= 100, "{policy}: the client still blocks on the server: {}", client.nvcsw);
     }
 }
 
