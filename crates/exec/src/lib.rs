@@ -488,9 +488,11 @@ pub fn run(w: &Workload, cfg: &ExecConfig) -> Result<Outcome, ExecError> {
     if let Some(e) = spawn_error.or_else(|| shared.failure.lock().ok().and_then(|f| f.clone())) {
         return Err(ExecError::System(e));
     }
-    let warnings = shared.warnings.lock().map(|w| w.clone()).unwrap_or_default();
+    let mut warnings = shared.warnings.lock().map(|w| w.clone()).unwrap_or_default();
     let mut results = shared.results.lock().map(|r| r.clone()).unwrap_or_default();
-    let notes = vec![count_migrations(trace, &mut results)];
+    let (note, cleanup) = count_migrations(trace, &mut results);
+    warnings.extend(cleanup);
+    let notes = vec![note];
     let duration_ns = finished_at.saturating_sub(t0).min(cfg.duration_ns);
     let mut report = report::build(&shared, results, stop_reason, duration_ns, &cpu_before, &cpu_after);
     if let Some(s) = sampler {
@@ -502,24 +504,31 @@ pub fn run(w: &Workload, cfg: &ExecConfig) -> Result<Outcome, ExecError> {
 
 /// Sets each thread's migrations from the best source there is: the trace's `sched_migrate_task`
 /// events, else the kernel's per-thread count, else the CPU changes sampled between ops; returns a
-/// note naming the source (and why a better one was not used).
+/// note naming the source (and why a better one was not used), and a warning if the trace instance
+/// could not be removed.
 fn count_migrations(
     trace: Option<Result<tracing::MigrationTrace, String>>,
     results: &mut [TaskResult],
-) -> String {
+) -> (String, Option<String>) {
+    let mut cleanup = None;
+    let mut instance = String::new();
     let traced = match trace {
         None => Err("not asked for".to_string()),
-        Some(t) => {
+        Some(Err(why)) => Err(why),
+        Some(Ok(mut t)) => {
+            instance = t.name();
             let windows = results.iter().map(|r| (r.tid, r.measured)).collect();
-            t.and_then(|t| t.finish(&windows))
+            let counted = t.finish(&windows);
+            cleanup = t.remove().err();
+            counted
         }
     };
-    match traced {
+    let note = match traced {
         Ok(counts) => {
             for r in results.iter_mut() {
                 r.migrations = counts.get(&r.tid).copied().unwrap_or(0);
             }
-            "migrations: counted from tracefs sched:sched_migrate_task events".to_string()
+            format!("migrations: counted from tracefs sched:sched_migrate_task events (instance {instance})")
         }
         Err(why) if results.iter().all(|r| r.stat.nr_migrations.is_some()) => {
             for r in results.iter_mut() {
@@ -531,7 +540,8 @@ fn count_migrations(
             "migrations: sampled as CPU changes between ops (tracing: {why}; /proc/<tid>/sched has no \
              se.nr_migrations without CONFIG_SCHED_DEBUG)"
         ),
-    }
+    };
+    (note, cleanup)
 }
 
 /// Applies the timed affinity changes, takes the samples and waits for the stop condition; returns

@@ -22,6 +22,13 @@ pub fn getpid() -> i32 {
     unsafe { libc::getpid() }
 }
 
+/// Whether a process `pid` exists (`kill(pid, 0)`: a process of another user exists too).
+pub fn process_exists(pid: i32) -> bool {
+    // SAFETY: signal 0 sends nothing; only the existence and permission checks run.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
 /// CPUs online.
 pub fn nr_cpus() -> usize {
     // SAFETY: sysconf with a valid name.
