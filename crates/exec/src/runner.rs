@@ -58,10 +58,10 @@ pub struct TaskResult {
     pub warnings: Vec<String>,
 }
 
-/// Children forked by one thread, for `wait_children`.
+/// Children forked by one thread, for `wait_children` and `wait_child`.
 #[derive(Default)]
 pub struct Children {
-    live: Mutex<u32>,
+    live: Mutex<Counts>,
     cv: Condvar,
     /// In a task process: the task processes this thread forked and has not reaped yet, which it
     /// reaps itself (`wait4`) as a forking program does.
@@ -80,17 +80,35 @@ pub struct Forked {
     pub name: String,
 }
 
+/// What one `wait4` for a thread's task processes came to.
+enum Reaped {
+    /// One of them ended and was reported.
+    One,
+    /// The run's stop interrupted the wait.
+    Interrupted,
+    /// No child is left to wait for (the error of `wait4`).
+    NoChild(std::io::Error),
+}
+
+/// How many of a thread's children are running, and how many ended since its last `wait_child`.
+#[derive(Default)]
+struct Counts {
+    live: u32,
+    unclaimed: u32,
+}
+
 impl Children {
     fn add(&self) {
         if let Ok(mut n) = self.live.lock() {
-            *n += 1;
+            n.live += 1;
         }
     }
 
     /// One child finished.
     pub fn done(&self) {
         if let Ok(mut n) = self.live.lock() {
-            *n = n.saturating_sub(1);
+            n.live = n.live.saturating_sub(1);
+            n.unclaimed += 1;
             self.cv.notify_all();
         }
     }
@@ -105,27 +123,11 @@ impl Children {
     /// Reaps this thread's task processes as they end (`wait4` on any child, as `wait()` does),
     /// reporting each upstream; `false` if the run's stop interrupts it (`stop` given).
     fn reap(&self, shared: &Arc<Shared>, stop: Option<&std::sync::atomic::AtomicBool>) -> bool {
-        loop {
-            if self.unreaped.lock().map(|u| u.is_empty()).unwrap_or(true) {
-                return true;
-            }
-            match crate::process::reap_any() {
-                Ok((pid, status, life_ns)) => {
-                    let f = self.unreaped.lock().ok().and_then(|mut u| {
-                        let i = u.iter().position(|f| f.pid == pid)?;
-                        Some(u.swap_remove(i))
-                    });
-                    if let Some(f) = f {
-                        crate::process::report_reaped(shared, &f, status, life_ns);
-                        self.done();
-                    }
-                }
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {
-                    if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
-                        return false;
-                    }
-                }
-                Err(e) => {
+        while !self.unreaped.lock().map(|u| u.is_empty()).unwrap_or(true) {
+            match self.reap_next(shared, stop) {
+                Reaped::One => {}
+                Reaped::Interrupted => return false,
+                Reaped::NoChild(e) => {
                     // No child left to wait for (ECHILD): those not reaped ended unseen.
                     let lost = self.unreaped.lock().map(|mut u| std::mem::take(&mut *u)).unwrap_or_default();
                     for f in lost {
@@ -147,15 +149,39 @@ impl Children {
                 }
             }
         }
+        true
     }
 
-    fn wait(&self, shared: &Arc<Shared>) -> bool {
-        let stop = shared.stop();
-        if !self.reap(shared, Some(stop)) {
-            return false;
+    /// Reaps the next of this thread's task processes to end (`wait4` on any child), reporting it
+    /// upstream.
+    fn reap_next(&self, shared: &Arc<Shared>, stop: Option<&std::sync::atomic::AtomicBool>) -> Reaped {
+        loop {
+            match crate::process::reap_any() {
+                Ok((pid, status, life_ns)) => {
+                    let f = self.unreaped.lock().ok().and_then(|mut u| {
+                        let i = u.iter().position(|f| f.pid == pid)?;
+                        Some(u.swap_remove(i))
+                    });
+                    if let Some(f) = f {
+                        crate::process::report_reaped(shared, &f, status, life_ns);
+                        self.done();
+                        return Reaped::One;
+                    }
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {
+                    if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+                        return Reaped::Interrupted;
+                    }
+                }
+                Err(e) => return Reaped::NoChild(e),
+            }
         }
+    }
+
+    /// Waits on the condition variable until `done(counts)` holds; `false` if the run stops first.
+    fn wait_until(&self, stop: &std::sync::atomic::AtomicBool, done: impl Fn(&mut Counts) -> bool) -> bool {
         let Ok(mut n) = self.live.lock() else { return false };
-        while *n > 0 {
+        while !done(&mut n) {
             if stop.load(Ordering::Relaxed) {
                 return false;
             }
@@ -167,6 +193,39 @@ impl Children {
         true
     }
 
+    /// `wait()` for all: until every child has ended (all reaped).
+    fn wait(&self, shared: &Arc<Shared>) -> bool {
+        let stop = shared.stop();
+        self.reap(shared, Some(stop))
+            && self.wait_until(stop, |n| {
+                let all = n.live == 0;
+                if all {
+                    n.unclaimed = 0;
+                }
+                all
+            })
+    }
+
+    /// `wait()`: until one child has ended since the last such wait (a task process reaped with
+    /// `wait4` on any child), at once if one has, or none is left; `false` if the run stops.
+    fn wait_one(&self, shared: &Arc<Shared>) -> bool {
+        let stop = shared.stop();
+        let claimed = self.live.lock().map(|n| n.unclaimed > 0).unwrap_or(false);
+        let forked = self.unreaped.lock().map(|u| !u.is_empty()).unwrap_or(false);
+        // No child left (ECHILD): `reap`, at the end, reports those that ended unseen.
+        if !claimed && forked && matches!(self.reap_next(shared, Some(stop)), Reaped::Interrupted) {
+            return false;
+        }
+        self.wait_until(stop, |n| {
+            if n.unclaimed > 0 {
+                n.unclaimed -= 1;
+                true
+            } else {
+                n.live == 0
+            }
+        })
+    }
+
     /// Blocks until every child has ended, whether or not the run is stopping (threads: at most
     /// 30 s): a task process dies with the thread that forked it (`PR_SET_PDEATHSIG`), so its
     /// forker's thread outlives it, and a task process's own children are reaped here.
@@ -174,7 +233,7 @@ impl Children {
         self.reap(shared, None);
         let deadline = now_ns() + 30_000_000_000;
         let Ok(mut n) = self.live.lock() else { return };
-        while *n > 0 && now_ns() < deadline {
+        while n.live > 0 && now_ns() < deadline {
             match self.cv.wait_timeout(n, std::time::Duration::from_millis(10)) {
                 Ok((x, _)) => n = x,
                 Err(_) => return,
@@ -683,6 +742,7 @@ impl<'a> Interp<'a> {
                     }
                 }
                 Op::WaitChildren => self.children.wait(self.shared),
+                Op::WaitChild => self.children.wait_one(self.shared),
                 Op::Exec(_) => {
                     // Refused before the run (`check`).
                     self.shared.fail(format!("{}: exec is not supported in real runs", self.r.name));

@@ -240,6 +240,7 @@ impl<'a> Sim<'a> {
             Op::Io { .. }
             | Op::Exec(_)
             | Op::WaitChildren
+            | Op::WaitChild
             | Op::SetCpus(_)
             | Op::Nice(_)
             | Op::SetClass { .. } => call,
@@ -314,7 +315,7 @@ impl<'a> Sim<'a> {
         match tk.pc.checked_sub(1).and_then(|i| ops.get(i as usize)) {
             Some(Op::Sleep { .. } | Op::Timer { .. }) => WaitKind::Sleep,
             Some(Op::Send { .. } | Op::Recv { .. }) => WaitKind::Pipe,
-            Some(Op::WaitChildren) => WaitKind::Children,
+            Some(Op::WaitChildren | Op::WaitChild) => WaitKind::Children,
             Some(Op::Io { .. }) => WaitKind::Disk,
             Some(
                 Op::Lock(_)
@@ -746,8 +747,20 @@ impl<'a> Sim<'a> {
                 Op::WaitChildren => {
                     let tk = &mut self.tasks[t.idx()];
                     tk.pc += 1;
+                    // Every child exited by the time it returns: all are reaped.
+                    tk.children_unreaped = 0;
                     if tk.children_alive > 0 {
                         tk.waiting_children = true;
+                        return Step::Block;
+                    }
+                }
+                Op::WaitChild => {
+                    let tk = &mut self.tasks[t.idx()];
+                    tk.pc += 1;
+                    if tk.children_unreaped > 0 {
+                        tk.children_unreaped -= 1;
+                    } else if tk.children_alive > 0 {
+                        tk.waiting_child = true;
                         return Step::Block;
                     }
                 }

@@ -55,7 +55,7 @@ pub struct CostModel {
     /// it. Default 0 (the seed papers' kernels); `schedlab calibrate` measures it.
     pub timer_slack_ns: Ns,
     /// CPU time of one system call, charged to the calling task before each op that always enters
-    /// the kernel (sleep, timer, yield, send, recv, condition wait, suspend, io, fork, wait_children,
+    /// the kernel (sleep, timer, yield, send, recv, condition wait, suspend, io, fork, wait_children, wait_child,
     /// cpus): entry, the call's own work and exit, which Linux counts as the thread's run time. Ops
     /// that enter the kernel only when contended (mutexes, semaphores, barriers, signal, resume) are
     /// not charged. A per-kind cost below, when set, replaces it for its kind of call. Default 0

@@ -263,6 +263,10 @@ pub(crate) struct Task {
     pub timer_exit_done: bool,
     pub children_alive: u32,
     pub waiting_children: bool,
+    /// Children that exited since this task last waited for one (`WaitChild`), not yet reaped.
+    pub children_unreaped: u32,
+    /// Blocked in `WaitChild`: the next child to exit wakes it.
+    pub waiting_child: bool,
     /// A spin-then-sleep barrier released this task while it spun.
     pub barrier_released: bool,
     /// Woken from a mutex's wait queue, it retries the lock (glibc's `__lll_lock_wait`), and takes it
@@ -1581,9 +1585,18 @@ impl<'a> Sim<'a> {
         if let Some(p) = self.views[t.idx()].parent {
             let pt = &mut self.tasks[p.idx()];
             pt.children_alive -= 1;
-            if pt.children_alive == 0 && pt.waiting_children {
-                pt.waiting_children = false;
+            if pt.waiting_child {
+                // wait(): this exit is the one it reaps.
+                pt.waiting_child = false;
                 self.wake(p, cpu, Some(t), false);
+            } else if pt.waiting_children {
+                // Reaped by the wait for them all, which ends with the last.
+                if pt.children_alive == 0 {
+                    pt.waiting_children = false;
+                    self.wake(p, cpu, Some(t), false);
+                }
+            } else {
+                pt.children_unreaped += 1;
             }
         }
         self.schedule(cpu, SwitchReason::Exited);

@@ -600,6 +600,49 @@ fn a_broadcast_that_switches_groups_waits_for_the_signalled_waiters_to_run() {
     }
 }
 
+/// `wait_child` is `wait()`: it returns when one child exits, at once for a child that exited since
+/// the last wait (a zombie), and at once with no child left. Children of 10, 30 and 20 ms on three
+/// CPUs: the first wait ends at 10 ms; the parent computes 25 ms, by when the 20 and 30 ms children
+/// have exited, so the second and third waits reap them at once (35 ms), and a fourth finds no child
+/// and returns at once.
+#[test]
+fn wait_child_reaps_one_exited_child_at_a_time() {
+    let mut w = WorkloadBuilder::new("wait-child");
+    let kids: Vec<u32> = [10, 30, 20]
+        .iter()
+        .map(|&ms| {
+            let id = w.next_template();
+            w.task(format!("kid{ms}"), P::new().compute(ms * MS).build()).instances = 0;
+            id
+        })
+        .collect();
+    let mut parent = P::new();
+    for &k in &kids {
+        parent = parent.fork(k);
+    }
+    let parent = parent.wait_child().compute(25 * MS).wait_child().wait_child().wait_child().compute(MS);
+    w.task("parent", parent.build());
+    w.stop(StopWhen::AllDone);
+    let r = run(&Machine::flat(4), &w.build().unwrap(), "cfs", 1_000 * MS);
+    let p = task(&r, "parent");
+    // Blocked once (the first wait), never again: 10 + 25 + 1 ms.
+    assert_eq!(p.nr_wakeups, 1, "woken once, by the first exit");
+    assert!(near(p.exited_ns.unwrap(), 36 * MS, MS / 10), "{:?}", p.exited_ns);
+    // A wait while a child still runs blocks until it exits (the 30 ms child, with the 20 ms one
+    // reaped first): 10 ms + 5 ms of work, then waits for the exits at 20 and 30 ms.
+    let mut w2 = WorkloadBuilder::new("wait-child-blocks");
+    let slow = w2.next_template();
+    w2.task("slow", P::new().compute(30 * MS).build()).instances = 0;
+    let fast = w2.next_template();
+    w2.task("fast", P::new().compute(20 * MS).build()).instances = 0;
+    w2.task("parent", P::new().fork(slow).fork(fast).compute(5 * MS).wait_child().wait_child().build());
+    w2.stop(StopWhen::AllDone);
+    let r = run(&Machine::flat(4), &w2.build().unwrap(), "cfs", 1_000 * MS);
+    let p = task(&r, "parent");
+    assert_eq!(p.nr_wakeups, 2, "each wait blocked until an exit");
+    assert!(near(p.exited_ns.unwrap(), 30 * MS, MS / 10), "{:?}", p.exited_ns);
+}
+
 #[test]
 fn a_forking_process_pays_process_forks_and_its_own_exit() {
     // One CPU, no other cost. `parent` (a process of its own, as it is neither `threads` nor in a

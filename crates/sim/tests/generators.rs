@@ -515,8 +515,70 @@ fn kernel_build_compiles_every_file_with_at_most_jobs_in_flight() {
         let live = cc.iter().filter(|&&(a, b)| a <= s && s < b).count();
         assert!(live <= 2, "{live} compiles at {s}");
     }
+    // make forks a job when wait() has reaped one (not when the job is about to exit): the k-th
+    // compile starts after the (k-2)-th exit, and soon after it on these otherwise idle CPUs.
+    let mut starts: Vec<u64> = cc.iter().map(|&(s, _)| s).collect();
+    let mut exits: Vec<u64> = cc.iter().map(|&(_, e)| e).collect();
+    starts.sort_unstable();
+    exits.sort_unstable();
+    for k in 2..starts.len() {
+        let reaped = exits[k - 2];
+        assert!(starts[k] >= reaped, "compile {k} starts at {} before the exit at {reaped}", starts[k]);
+        assert!(starts[k] - reaped < MS, "compile {k} starts {} ns after the exit", starts[k] - reaped);
+    }
     let ld = &tasks(&r, "ld")[0];
     assert!(cc.iter().all(|&(_, e)| e <= ld.started_ns.unwrap()), "link starts after every compile");
+}
+
+/// The ops a program runs, its loops unrolled (finite loops only).
+fn unrolled(ops: &[schedlab_workload::Op]) -> Vec<schedlab_workload::Op> {
+    use schedlab_workload::Op;
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < ops.len() {
+        match &ops[i] {
+            Op::Loop { count, end } => {
+                let body = unrolled(&ops[i + 1..*end as usize]);
+                for _ in 0..*count {
+                    out.extend(body.iter().copied());
+                }
+                i = *end as usize + 1;
+            }
+            op => {
+                out.push(*op);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// make -j as GNU make runs it: the first `jobs` jobs are forked at once, and each further one only
+/// after wait() has reaped a job; no semaphore stands in for the job tokens (a job that released a
+/// token before its exit could be preempted between the two, which make never sees).
+#[test]
+fn kernel_build_make_forks_a_job_each_time_it_reaps_one() {
+    use schedlab_workload::Op;
+    for (spec, jobs, files) in [
+        ("kernel-build[jobs=2,files=5]", 2, 5),
+        ("kernel-build[jobs=3,files=4,processes=kbuild]", 3, 4),
+        ("kernel-build[jobs=8,files=3]", 3, 3),
+    ] {
+        let w = builtin(spec).unwrap().unwrap();
+        assert!(w.semaphores.is_empty(), "{spec}: {:?}", w.semaphores);
+        let make = w.tasks.iter().find(|t| t.name == "make").unwrap();
+        let seq: String = unrolled(&make.program.ops)
+            .iter()
+            .filter_map(|op| match op {
+                Op::Fork(_) => Some('F'),
+                Op::WaitChild => Some('w'),
+                Op::WaitChildren => Some('W'),
+                _ => None,
+            })
+            .collect();
+        let want = format!("{}{}WFW", "F".repeat(jobs), "wF".repeat(files - jobs));
+        assert_eq!(seq, want, "{spec}");
+    }
 }
 
 /// `processes=kbuild`: Kbuild's command per file as arch/x86/Makefile builds it (`-pipe`): make forks

@@ -104,6 +104,11 @@ impl ProgramBuilder {
     pub fn wait_children(self) -> Self {
         self.op(Op::WaitChildren)
     }
+
+    /// Wait for one child to exit (`wait()`).
+    pub fn wait_child(self) -> Self {
+        self.op(Op::WaitChild)
+    }
     /// Blocking I/O on a device.
     pub fn io(self, device: DeviceId, service: impl Into<Dist>) -> Self {
         self.op(Op::Io { device, service: service.into() })

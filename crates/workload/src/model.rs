@@ -143,7 +143,7 @@ impl Activity {
 /// time; `Barrier` blocks until `parties` tasks have arrived; `CondWait` releases the mutex, waits for a
 /// `Signal`/`Broadcast`, then re-acquires the mutex; `Io` queues on the device (FIFO, one request at a
 /// time) and blocks for its service time; `WaitChildren` blocks until every task this task forked has
-/// exited.
+/// exited; `WaitChild` until one of them has (at once if one exited since the last wait).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
     /// Compute calibrated work: the wall time taken scales with CPU speed and cache warmth (rt-app's
@@ -254,6 +254,10 @@ pub enum Op {
     Exec(TemplateId),
     /// Wait until every child this task forked has exited.
     WaitChildren,
+    /// `wait()`: wait until one child this task forked has exited, and reap it; a child that
+    /// exited since this task last waited is reaped at once, and with no child left it returns
+    /// at once (`ECHILD`). How `make -j` learns that a job ended.
+    WaitChild,
     /// Block on a device for a service time once the device is free (FIFO).
     Io {
         /// The device.

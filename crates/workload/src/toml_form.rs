@@ -837,7 +837,7 @@ struct Names {
 }
 
 const VERBS: &str = "compute, spin, sleep, timer, yield, lock, unlock, wait, signal, broadcast, sem_wait, \
-sem_post, suspend, resume, cpus, nice, policy, count, send, recv, barrier, fork, exec, wait_children, io, loop, exit";
+sem_post, suspend, resume, cpus, nice, policy, count, send, recv, barrier, fork, exec, wait_children, wait_child, io, loop, exit";
 
 /// A scheduling policy by its workload-file name (`policy = "fifo"`, as `sched_setscheduler` names
 /// them without `SCHED_`).
@@ -994,6 +994,10 @@ fn parse_op(t: &toml::Table, path: &str, cx: &mut OpCx, out: &mut Vec<Op>) -> Re
         "wait_children" => {
             flag("wait_children")?;
             Op::WaitChildren
+        }
+        "wait_child" => {
+            flag("wait_child")?;
+            Op::WaitChild
         }
         "lock" => Op::Lock(name("lock", &names.mutexes, "mutex")?),
         "unlock" => Op::Unlock(name("unlock", &names.mutexes, "mutex")?),

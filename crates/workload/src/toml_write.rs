@@ -114,6 +114,7 @@ fn write_ops(out: &mut String, w: &Workload, ops: &[Op], from: usize, to: usize,
             Op::Fork(t) => format!("{{ fork = {} }}", q(&w.tasks[t as usize].name)),
             Op::Exec(t) => format!("{{ exec = {} }}", q(&w.tasks[t as usize].name)),
             Op::WaitChildren => "{ wait_children = true }".into(),
+            Op::WaitChild => "{ wait_child = true }".into(),
             Op::Io { device, service } => {
                 format!("{{ io = {}, service = {} }}", q(&w.devices[device as usize]), dist(service))
             }
@@ -292,7 +293,7 @@ name = "b"
 background = true
 nice = -3
 slice = "300us"
-ops = [ { loop = "forever", ops = [ { timer = "1ms", mode = "absolute", ref = "tick" }, { signal = "c" }, { io = "disk", service = { lognormal = ["1ms", "1ms"] } }, { sem_wait = "s" }, { sem_post = "s" }, { resume = "e" }, { count = "done" }, { send = "p", bytes = 10 }, { recv = "p", bytes = 10 }, { yield = true } ] }, { fork = "c" }, { wait_children = true }, { exec = "d" } ]
+ops = [ { loop = "forever", ops = [ { timer = "1ms", mode = "absolute", ref = "tick" }, { signal = "c" }, { io = "disk", service = { lognormal = ["1ms", "1ms"] } }, { sem_wait = "s" }, { sem_post = "s" }, { resume = "e" }, { count = "done" }, { send = "p", bytes = 10 }, { recv = "p", bytes = 10 }, { yield = true } ] }, { fork = "c" }, { wait_children = true }, { wait_child = true }, { exec = "d" } ]
 [[task]]
 name = "c"
 instances = 0

@@ -4,6 +4,7 @@
 use super::{Args, Generator};
 use crate::builder::{ProgramBuilder as P, WorkloadBuilder};
 use crate::model::{Activity, Dist, StopWhen, Workload};
+use crate::TemplateId;
 use schedlab_core::{NSEC_PER_MSEC as MS, NSEC_PER_USEC as US};
 
 pub(super) fn generators() -> Vec<Generator> {
@@ -51,7 +52,7 @@ pub(super) fn generators() -> Vec<Generator> {
         Generator {
             name: "kernel-build",
             summary: "make -jN: a DAG of compile processes with CPU bursts and file I/O, then a link",
-            models: "make forks one compiler process per file, at most `jobs` at a time (a job-token semaphore); a compile reads its source, computes a log-normal burst and writes its object on one disk; the link runs when all objects exist. With `processes=kbuild`, each file is Kbuild's command as Linux 2.6's x86 Makefile runs it: make forks a shell (fork, then exec), the shell runs the gcc driver, which runs cc1 and as connected by a pipe (`-pipe`, arch/x86/Makefile): cc1 parses for 40 % of its burst and then writes the assembly in 4 KiB stdio writes spread over the rest, as reads each write as it comes; then the shell runs fixdep. Every program is a fork and an exec (the kernel balances at both). Per file the burst is drawn once for the source tree (`tree_seed`: a tree compiles the same files in every run), and its assembly is `asm_per_ms` bytes a millisecond of burst",
+            models: "make forks one compiler process per file, at most `jobs` at a time: it starts `jobs`, then waits for a child to exit (`wait()`, as GNU make reaps its jobs) before it forks the next; a compile reads its source, computes a log-normal burst and writes its object on one disk; the link runs when all objects exist. With `processes=kbuild`, each file is Kbuild's command as Linux 2.6's x86 Makefile runs it: make forks a shell (fork, then exec), the shell runs the gcc driver, which runs cc1 and as connected by a pipe (`-pipe`, arch/x86/Makefile): cc1 parses for 40 % of its burst and then writes the assembly in 4 KiB stdio writes spread over the rest, as reads each write as it comes; then the shell runs fixdep. Every program is a fork and an exec (the kernel balances at both). Per file the burst is drawn once for the source tree (`tree_seed`: a tree compiles the same files in every run), and its assembly is `asm_per_ms` bytes a millisecond of burst",
             simplifies: "the dependency DAG is flattened to independent compiles plus one link; make's own CPU time and the page cache are not modelled; one disk serves all I/O; with `processes=kbuild` the programs' costs are fixed CPU bursts measured with perf stat and strace on a 2026 x86-64 VM compiling libbpf's C sources with gcc -O2 -pipe (dash -c: 0.84 ms; the gcc driver: 1.4 ms; as: 2 ms plus 45 us a KiB; fixdep as sed over a 7 KiB .d file: 1.2 ms; cc1: 170-240 bytes of assembly a ms, written 4 KiB at a time from 27-52 % of its life on), not on the papers' machines",
             score: "makespan_ns (the build time); counter `objects`",
             params: &[
@@ -215,28 +216,34 @@ fn kernel_build(a: &Args) -> Result<Workload, String> {
     }
     let mut w = WorkloadBuilder::new(format!("kernel-build[jobs={jobs}]"));
     let disk = w.device("disk");
-    let tokens = w.semaphore("jobserver", jobs);
     let objects = w.counter("objects");
     let cc = w.next_template() + 1;
     let ld = cc + 1;
-    w.task(
-        "make",
-        P::new()
-            .repeat(files, |p| p.sem_wait(tokens).fork(cc))
-            .wait_children()
-            .fork(ld)
-            .wait_children()
-            .build(),
-    );
+    // make -j: the first `jobs` compiles, then one more each time one exits (see `make_jobs`).
+    let mut make = P::new().repeat(jobs.min(files), |p| p.fork(cc));
+    if files > jobs {
+        make = make.repeat(files - jobs, |p| p.wait_child().fork(cc));
+    }
+    w.task("make", make.wait_children().fork(ld).wait_children().build());
     let compile = Dist::LogNormal { mean, stddev };
-    w.task(
-        "cc",
-        P::new().io(disk, read).compute(compile).io(disk, write).count(objects).sem_post(tokens).build(),
-    )
-    .instances = 0;
+    w.task("cc", P::new().io(disk, read).compute(compile).io(disk, write).count(objects).build()).instances =
+        0;
     w.task("ld", P::new().io(disk, read).compute(link).io(disk, write).build()).instances = 0;
     w.stop(StopWhen::AllDone);
     w.build()
+}
+
+/// make's job loop with `-j jobs`: it forks the first `jobs` jobs, then, for each further job,
+/// waits for a running one to exit (GNU make reaps its children with `wait()`; its job token goes
+/// back when it has) and forks the next; `template(f)` is file f's job.
+fn make_jobs(mut p: P, jobs: u32, files: u32, template: impl Fn(u32) -> TemplateId) -> P {
+    for f in 0..files {
+        if f >= jobs {
+            p = p.wait_child();
+        }
+        p = p.fork(template(f));
+    }
+    p
 }
 
 /// The fixed CPU costs of `kernel-build[processes=kbuild]`'s programs.
@@ -273,7 +280,6 @@ fn kbuild(
     }
     let mut w = WorkloadBuilder::new(format!("kernel-build[jobs={jobs},processes=kbuild]"));
     let disk = w.device("disk");
-    let tokens = w.semaphore("jobserver", jobs);
     let objects = w.counter("objects");
     // Templates: make, then 8 per file (for sh, gcc, cc1 and as: the forked copy of its parent,
     // named after the program it execs, and that program, `-exec`), then fixdep's two and the link.
@@ -282,10 +288,7 @@ fn kbuild(
     let first = make + 1;
     let fixdep_fork = first + PER_FILE * files;
     let (fixdep, ld) = (fixdep_fork + 1, fixdep_fork + 2);
-    let mut make_prog = P::new();
-    for f in 0..files {
-        make_prog = make_prog.sem_wait(tokens).fork(first + PER_FILE * f);
-    }
+    let make_prog = make_jobs(P::new(), jobs, files, |f| first + PER_FILE * f);
     w.task("make", make_prog.wait_children().fork(ld).wait_children().build());
     let mut burst = TreeBursts::new(tree, mean, stddev);
     for f in 0..files {
@@ -302,14 +305,7 @@ fn kbuild(
         w.task(format!("sh-{f}"), P::new().exec(sh).build()).instances = 0;
         w.task(
             format!("sh-{f}-exec"),
-            P::new()
-                .compute(c.sh)
-                .fork(gcc_fork)
-                .wait_children()
-                .fork(fixdep_fork)
-                .wait_children()
-                .sem_post(tokens)
-                .build(),
+            P::new().compute(c.sh).fork(gcc_fork).wait_children().fork(fixdep_fork).wait_children().build(),
         )
         .instances = 0;
         w.task(format!("gcc-{f}"), P::new().exec(gcc).build()).instances = 0;
