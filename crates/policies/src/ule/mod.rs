@@ -21,7 +21,11 @@
 //! * **Fork and exit.** A child process (`fork`, `sched_fork`) inherits its parent's history and CPU
 //!   usage, scaled down to 0.5 s of history, and starts with a short first slice; the parent is
 //!   charged one tick. A new thread of the parent's process (`pthread_create`: `thread_create` calls
-//!   `sched_fork_thread` alone) takes the parent's history as it is, and the parent pays nothing. An exiting thread's
+//!   `sched_fork_thread` alone) takes the parent's history as it is, and the parent pays nothing
+//!   (`new_thread=fork` forks it as a process instead: what the ULE paper's port into Linux 4.9 ran,
+//!   since Linux's `sched_fork` calls a class's `task_fork(p)` without the clone flags, early in
+//!   `copy_process`, on a copy of the parent whose pid, thread group and memory are set only later,
+//!   so the port could not tell a thread from a process). An exiting thread's
 //!   run time is added to its parent's (so a shell that starts CPU hogs starts its next children as
 //!   batch). Workload tasks without a parent start as if forked from an idle shell (0.5 s of sleep).
 //! * **Slices.** Counted in stathz ticks (127 Hz): `slice = stathz / 10` (12 ticks, 94.5 ms) when at
@@ -115,6 +119,20 @@ pub struct UleParams {
     /// counterfactual (seed 002 sec. 6.3: "we replaced the ULE wakeup function by a simple one that
     /// returns the CPU on which the thread was previously running").
     pub wakeup: WakeupCpu,
+    /// How a new thread of its creator's process starts (`NewThread`).
+    pub new_thread: NewThread,
+}
+
+/// How a new thread of its creator's process takes its history (`UleParams::new_thread`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NewThread {
+    /// FreeBSD's `thr_new` -> `thread_create` -> `sched_fork_thread` alone: the parent's history as
+    /// it is, and the parent pays nothing (FreeBSD 10.4 kern_thr.c).
+    Thread,
+    /// As a process: `sched_fork`'s scaling to `SCHED_SLP_RUN_FORK` and a tick charged to the
+    /// parent, what a port into Linux runs for every clone when its `task_fork(p)` hook, which
+    /// Linux calls without the clone flags, calls FreeBSD's `sched_fork`.
+    Fork,
 }
 
 /// The CPU a woken ULE thread is queued on (`UleParams::wakeup`).
@@ -144,6 +162,7 @@ impl Default for UleParams {
             balance_interval: None,
             affinity: 1,
             wakeup: WakeupCpu::Pickcpu,
+            new_thread: NewThread::Thread,
         }
     }
 }
@@ -199,6 +218,11 @@ impl Params for UleParams {
                 default: "pickcpu",
                 help: "a woken thread's CPU: pickcpu (sched_pickcpu) or last (its previous CPU, no search: seed 002 sec. 6.3's replacement)",
             },
+            ParamInfo {
+                key: "new_thread",
+                default: "thread",
+                help: "a new thread of its creator's process: thread (sched_fork_thread, FreeBSD's pthread_create) or fork (sched_fork, as for a process)",
+            },
         ]
     }
 
@@ -220,6 +244,13 @@ impl Params for UleParams {
                     "pickcpu" => WakeupCpu::Pickcpu,
                     "last" => WakeupCpu::Last,
                     _ => return Err(format!("`{value}`: expected pickcpu or last")),
+                }
+            }
+            "new_thread" => {
+                self.new_thread = match value {
+                    "thread" => NewThread::Thread,
+                    "fork" => NewThread::Fork,
+                    _ => return Err(format!("`{value}`: expected thread or fork")),
                 }
             }
             _ => unreachable!("checked by apply"),
@@ -779,7 +810,7 @@ impl SchedPolicy for Ule {
         let mut th = Thread::new(class);
         let parent = info.parent.filter(|p| ctx.task(*p).state != TaskState::Exited);
         match parent {
-            Some(p) if ctx.task(p).tgid == info.tgid => {
+            Some(p) if ctx.task(p).tgid == info.tgid && self.p.new_thread == NewThread::Thread => {
                 // A thread of the parent's process (thr_new -> thread_create): sched_fork_thread
                 // alone. The child takes the parent's CPU estimate and its whole history as it is,
                 // and the parent pays nothing; sched_fork's scaling and penalty are fork(2)'s.

@@ -148,27 +148,47 @@ fn a_busy_master_forks_interactive_then_batch_children() {
     assert!((17..=19).contains(&first_batch), "first batch child is fork {first_batch}: {scores:?}");
 }
 
-#[test]
-fn a_thread_of_the_parents_process_takes_its_whole_history_and_the_parent_pays_nothing() {
-    // pthread_create is thr_new -> thread_create -> sched_fork_thread only (FreeBSD 10.4
-    // kern_thr.c): no sched_interact_fork scaling, no tickincr for the parent. The same master
-    // with 1000 ms of history as the fork test above: a thread child copies it as it is.
+/// A master that ran 1000 ms alone on one CPU creates a thread of its own process: the policy, the
+/// master, its history just before, and the thread.
+fn thread_of_a_master_with_a_second_of_history(params: UleParams) -> (Ule, TaskId, History, TaskId) {
     let mut w = TestWorld::new(1);
-    let mut p = ule();
+    let mut p = Ule::new(params);
     p.init(&w.ctx());
     let parent = w.add_task(0);
     w.start(&mut p, parent);
     w.pick(&mut p, CpuId(0));
     w.advance(&mut p, 1000 * MS);
     let before = p.history_of(parent);
-    assert!(before.runtime + before.slptime > 512_000, "more than SLP_RUN_FORK: a fork would scale it");
     let child = w.add_task(0);
     w.tasks[child.idx()].parent = Some(parent);
     w.tasks[child.idx()].tgid = w.tasks[parent.idx()].tgid;
     w.start(&mut p, child);
+    (p, parent, before, child)
+}
+
+#[test]
+fn a_thread_of_the_parents_process_takes_its_whole_history_and_the_parent_pays_nothing() {
+    // pthread_create is thr_new -> thread_create -> sched_fork_thread only (FreeBSD 10.4
+    // kern_thr.c): no sched_interact_fork scaling, no tickincr for the parent. The same master
+    // with 1000 ms of history as the fork test above: a thread child copies it as it is.
+    let (p, parent, before, child) = thread_of_a_master_with_a_second_of_history(UleParams::default());
+    assert!(before.runtime + before.slptime > 512_000, "more than SLP_RUN_FORK: a fork would scale it");
     assert_eq!(p.history_of(child), before);
     assert_eq!(p.history_of(parent), before, "no charge for creating a thread");
     assert_eq!(p.score_of(child), p.score_of(parent));
+}
+
+#[test]
+fn with_new_thread_fork_a_thread_is_forked_as_a_process() {
+    // The ULE paper's port into Linux: `task_fork(p)` gets no clone flags, so a new thread of the
+    // parent's process goes through sched_fork as a process would: scaled to SLP_RUN_FORK, and the
+    // parent pays a tick. The same master as the thread test above.
+    let params = UleParams { new_thread: NewThread::Fork, ..UleParams::default() };
+    let (p, parent, before, child) = thread_of_a_master_with_a_second_of_history(params);
+    let ratio = (before.runtime + before.slptime) / 512_000;
+    assert_eq!(ratio, 2);
+    assert_eq!(p.history_of(child), History { runtime: before.runtime / 2, slptime: before.slptime / 2 });
+    assert_eq!(p.history_of(parent).runtime, before.runtime + TICKINCR, "the parent pays a tick");
 }
 
 #[test]
