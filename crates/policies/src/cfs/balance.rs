@@ -240,6 +240,10 @@ impl Cfs {
                 let load = self.pelt_task_load(t, ctx.now).max(1) as i64;
                 let failed = self.cpus[this_cpu.idx()].domains[level].nr_balance_failed.min(63);
                 (load, (load >> failed) > rem)
+            } else if self.load49() && rq == self.root(busiest) {
+                // 4.9 detach_tasks: `if ((load / 2) > env->imbalance) goto next;` on task_h_load.
+                let load = self.l49_task_h_load(t, busiest) as i64;
+                (load, (load / 2) > rem)
             } else {
                 let w = self.ses[se as usize].weight as i64;
                 (w, (w >> 1) > rem)
@@ -269,6 +273,8 @@ impl Cfs {
         for g in 0..self.ngroups {
             let rq = self.rq_id(g as u32, cpu) as usize;
             let h = match self.group_parent[g] {
+                // 4.9's update_cfs_rq_h_load: the root's whole load average.
+                None if self.load49() => self.l49_cpu_whole_load(cpu),
                 None => self.weighted_cpuload(cpu, now),
                 Some(p) => {
                     let prq = self.rq_id(p, cpu) as usize;
@@ -302,8 +308,8 @@ impl Cfs {
                 let r = &self.rqs[rq as usize];
                 (r.h_load, r.load, r.task_weight)
             };
-            if self.eevdf && g == 0 {
-                // 6.6: root tasks move their PELT load (task_h_load), the unit of h_load.
+            if (self.eevdf || self.load49()) && g == 0 {
+                // 6.6 and 4.9: root tasks move their PELT load (task_h_load), the unit of h_load.
                 weight = h_load;
             }
             if task_weight == 0 {

@@ -245,12 +245,15 @@ impl Cfs {
         cpu.idx() as RqId
     }
 
-    /// `weighted_cpuload(cpu)`: the root runqueue's load (2.6.38), or its PELT average at `now`
-    /// (`cpu_load` of 6.6) in the EEVDF variant.
+    /// `weighted_cpuload(cpu)`: the root runqueue's load (2.6.38), its `runnable_load_avg` with
+    /// `load_tracking=4.9`, or its PELT average at `now` (`cpu_load` of 6.6) in the EEVDF variant.
     #[inline]
     pub(crate) fn weighted_cpuload(&self, cpu: CpuId, now: Ns) -> u64 {
         if self.eevdf {
             return self.pelt_cpu_load(cpu, now);
+        }
+        if self.load49() {
+            return self.l49_cpu_load(cpu);
         }
         self.rqs[cpu.idx()].load
     }

@@ -36,6 +36,11 @@
 //! with the same ordering and tie-breaks ([`timeline`]); a tickless idle CPU's `cpu_load[]` is caught
 //! up when read; the nohz idle balancer is the engine's; RT tasks are not counted in the fair class's
 //! `nr_running`.
+//!
+//! Towards Linux 4.9 (seed 002's CFS), in stages: `load_tracking=4.9` makes the balancer and the
+//! placement read 4.9's per-entity load averages ([`load49`], [`pelt49`]) and `placement=4.9` makes
+//! wakeups and forks go where 4.9's `select_task_rq_fair` sends them ([`select49`]); the domains'
+//! parameters, the balancer's group statistics and the group shares stay 2.6.38's for now.
 
 pub(crate) mod asym;
 pub mod avec;
@@ -48,12 +53,15 @@ pub(crate) mod lb2638;
 mod lb66;
 pub(crate) mod lb_host;
 mod lb_stats;
+mod load49;
 mod load_avg;
 pub mod math;
 mod newidle66;
 mod pelt;
+mod pelt49;
 mod renice;
 pub(crate) mod select;
+mod select49;
 mod select66;
 mod shares;
 mod timeline;
@@ -133,6 +141,14 @@ pub struct CfsParams {
     /// EEVDF feature UTIL_EST: the balancer reads utilisation estimates kept across sleeps
     /// ([`util_est`]). Default on.
     pub util_est: bool,
+    /// CFS: the balancer and wakeup placement read Linux 4.9's per-entity load tracking (a CPU's
+    /// `runnable_load_avg`, a task's `load_avg`) instead of 2.6.38's runqueue weights
+    /// ([`load49`]). Default off.
+    pub load_tracking_49: bool,
+    /// CFS: wakeup and fork placement as in Linux 4.9 (`wake_wide`, 4.9's `wake_affine` and
+    /// `select_idle_sibling`, `find_idlest_cpu` preferring idle CPUs; [`select49`]), which read
+    /// 4.9's load tracking, so this turns that on too. Default off.
+    pub placement_49: bool,
 }
 
 /// The Linux version whose EEVDF `eevdf` models (ordered by release).
@@ -237,6 +253,8 @@ impl Default for CfsParams {
             eevdf_kernel: EevdfKernel::default(),
             f612: Features612::default(),
             util_est: true,
+            load_tracking_49: false,
+            placement_49: false,
         }
     }
 }
@@ -304,6 +322,16 @@ impl Params for CfsParams {
                 default: "2.6.38",
                 help: "whose defaults the three granularities take: 2.6.38 (6 ms, 0.75 ms, 1 ms) or 2.6.32 (5 ms, 1 ms, 1 ms; RHEL 6); the code stays 2.6.38's",
             },
+            ParamInfo {
+                key: "load_tracking",
+                default: "2.6.38",
+                help: "what the balancer and wakeup placement read as loads: 2.6.38 (runqueue weights, cpu_load[] of them) or 4.9 (per-entity load tracking: runnable_load_avg, task load_avg; the first stage of a 4.9 port, the rest stays 2.6.38's)",
+            },
+            ParamInfo {
+                key: "placement",
+                default: "2.6.38",
+                help: "where a waking or new task goes: 2.6.38 or 4.9 (wake_wide, 4.9's wake_affine and select_idle_sibling, idle CPUs first at fork; brings load_tracking=4.9 with it)",
+            },
         ]
     }
 
@@ -359,6 +387,20 @@ impl Params for CfsParams {
             "delay_zero" => self.f612.delay_zero = Some(parse_bool(value)?),
             "pick_buddy" => self.f612.pick_buddy = Some(parse_bool(value)?),
             "util_est" => self.util_est = parse_bool(value)?,
+            "placement" => {
+                self.placement_49 = match value {
+                    "2.6.38" => false,
+                    "4.9" => true,
+                    _ => return Err("expected 2.6.38 or 4.9".into()),
+                }
+            }
+            "load_tracking" => {
+                self.load_tracking_49 = match value {
+                    "2.6.38" => false,
+                    "4.9" => true,
+                    _ => return Err("expected 2.6.38 or 4.9".into()),
+                }
+            }
             "ni_random" => self.f612.ni_random = Some(parse_bool(value)?),
             _ => unreachable!("checked by apply"),
         }
@@ -554,6 +596,14 @@ pub struct Cfs {
     avec: Option<avec::Avec>,
     /// Reused buffer for AVEC's candidates.
     avec_scratch: Vec<SeId>,
+    /// `load_tracking=4.9`: each CPU's root runqueue signal ([`load49`]).
+    l49_cpu: Vec<pelt49::Avg49>,
+    /// `load_tracking=4.9`: each task's signal.
+    l49_task: Vec<pelt49::Avg49>,
+    /// `load_tracking=4.9`: the CPU each task's signal is attached to (or none, [`load49`]).
+    l49_attached: Vec<u32>,
+    /// `placement=4.9`: `sd_llc->avg_scan_cost` of each LLC (by its first CPU), ns.
+    l49_scan_cost: Vec<u64>,
 }
 
 impl Cfs {
@@ -613,6 +663,10 @@ impl Cfs {
             v66: select66::State66::default(),
             avec: None,
             avec_scratch: Vec::new(),
+            l49_cpu: Vec::new(),
+            l49_task: Vec::new(),
+            l49_attached: Vec::new(),
+            l49_scan_cost: Vec::new(),
         }
     }
 
@@ -698,6 +752,9 @@ impl Cfs {
             self.util_est_dequeue(t);
             self.pelt_before_dequeue(cpu, t, now);
         }
+        if self.load49() {
+            self.l49_before_dequeue(cpu, t, now);
+        }
         self.dequeue_task(t, false, now);
         self.count_out(cpu, t);
     }
@@ -708,6 +765,9 @@ impl Cfs {
         if self.eevdf {
             self.util_est_enqueue(cpu, t);
             self.pelt_before_enqueue(cpu, t, now);
+        }
+        if self.load49() {
+            self.l49_before_enqueue(cpu, t, now);
         }
         self.enqueue_task(t, false, false, now);
         self.count_in(cpu, t);
@@ -817,6 +877,8 @@ impl SchedPolicy for Cfs {
         self.cpu_tasks = vec![0; self.ncpus];
         self.cpu_idle_tasks = vec![0; self.ncpus];
         self.pelt_cpu = vec![pelt::Avg::starting(ctx.now, 0, 0); self.ncpus];
+        self.l49_cpu = vec![pelt49::Avg49::runqueue(ctx.now); self.ncpus];
+        self.l49_scan_cost = vec![0; self.ncpus];
         self.ue_cpu = vec![0; self.ncpus];
         self.pelt_clock = vec![(ctx.now, ctx.now); self.ncpus];
         self.cap = ctx.topo.cpus().map(|c| ctx.capacity_of(c)).collect();
@@ -828,6 +890,12 @@ impl SchedPolicy for Cfs {
             self.v66.rng = (0..self.ncpus as u64)
                 .map(|c| RndState::seeded(splitmix(ctx.seed ^ (c << 32) ^ 0x6e69_6465)))
                 .collect();
+        }
+        if self.placement49() {
+            // 4.9's wakee records and idle-core notes (kept in the 6.6 state, which has the same).
+            let ndomains = self.cpus.iter().map(|c| c.domains.len()).max().unwrap_or(0);
+            let smt_active = ctx.topo.cpus().any(|c| ctx.topo.smt_width(c) > 1);
+            self.v66 = select66::State66::new(self.ncpus, ndomains, smt_active);
         }
     }
 
@@ -843,6 +911,9 @@ impl SchedPolicy for Cfs {
             self.ses[se as usize].vlag = 0;
             self.pelt_task_new(t, ctx.now);
             return self.select_task_rq_fair_66(ctx, t, this_cpu, select66::Placement::Fork, None, false);
+        }
+        if self.load49() {
+            self.l49_task_new(t);
         }
         if let Some(curr) = self.rqs[rq as usize].curr {
             self.ses[se as usize].vruntime = self.ses[curr as usize].vruntime;
@@ -881,6 +952,9 @@ impl SchedPolicy for Cfs {
         let mv = self.rqs[self.ses[se as usize].cfs_rq as usize].min_vruntime;
         let s = &mut self.ses[se as usize];
         s.vruntime = s.vruntime.wrapping_sub(mv);
+        if self.placement49() {
+            return self.select_task_rq_fair_49(ctx, t, wake.waker_cpu, wake.waker, wake.sync);
+        }
         self.select_wake_cpu(ctx, t, wake.waker_cpu, wake.waker, wake.sync)
     }
 
@@ -918,6 +992,9 @@ impl SchedPolicy for Cfs {
             let initial = self.is_612() && why == EnqueueReason::New;
             self.enqueue_task(t, false, initial, ctx.now);
         } else {
+            if self.load49() {
+                self.l49_before_enqueue(cpu, t, ctx.now);
+            }
             self.enqueue_task(t, wakeup, wakeup, ctx.now);
         }
         self.count_in(cpu, t);
@@ -975,7 +1052,17 @@ impl SchedPolicy for Cfs {
                 prev.into_iter().chain(co).filter_map(|t| av.vector(t)).collect();
             av.set_corunners(vectors.into_iter());
         }
-        self.pick_next_task(cpu, ctx.now).map(Dispatch::task)
+        let picked = self.pick_next_task(cpu, ctx.now);
+        if let Some(t) = picked.filter(|_| self.load49()) {
+            // set_next_entity's update_load_avg, before the entity becomes the runqueue's current:
+            // the task's wait accrues as runnable, not running.
+            self.l49_touch(cpu, t, ctx.now);
+        }
+        if picked.is_none() && self.placement49() {
+            // pick_next_task_idle's update_idle_core.
+            self.update_idle_core(ctx, cpu);
+        }
+        picked.map(Dispatch::task)
     }
 
     fn put_prev(&mut self, ctx: &Ctx, cpu: CpuId, t: TaskId, why: SwitchReason) {
@@ -986,6 +1073,10 @@ impl SchedPolicy for Cfs {
         if self.eevdf && why.still_runnable() {
             self.pelt_before_switch(cpu, t, ctx.now);
             self.prev_runnable[cpu.idx()] = Some(t);
+        }
+        if self.load49() && why.still_runnable() {
+            // put_prev_entity: update_load_avg of the still-queued entity, still current.
+            self.l49_touch(cpu, t, ctx.now);
         }
         if self.eevdf && !why.still_runnable() {
             // dequeue_task_fair(DEQUEUE_SLEEP): the estimate leaves the CPU and takes a sample
@@ -1004,6 +1095,9 @@ impl SchedPolicy for Cfs {
             if self.eevdf {
                 self.pelt_before_dequeue(cpu, t, ctx.now);
             }
+            if self.load49() {
+                self.l49_before_dequeue(cpu, t, ctx.now);
+            }
             self.dequeue_task(t, true, ctx.now);
             self.count_out(cpu, t);
         }
@@ -1012,6 +1106,11 @@ impl SchedPolicy for Cfs {
 
     #[inline]
     fn tick(&mut self, ctx: &Ctx, cpu: CpuId, curr: TaskId) -> bool {
+        if self.load49() {
+            // 4.9's scheduler_tick: task_tick (entity_tick's update_load_avg) before
+            // cpu_load_update_active, which folds the updated runnable_load_avg.
+            self.l49_touch(cpu, curr, ctx.now);
+        }
         self.update_cpu_load(cpu, ctx.now);
         if self.eevdf {
             // entity_tick -> update_load_avg: the CPU's and the running task's signals.
@@ -1069,6 +1168,10 @@ impl SchedPolicy for Cfs {
                     if self.eevdf {
                         self.rebalance_domains_66(ctx, cpu, idle, out);
                     } else {
+                        if self.load49() {
+                            // 4.9's rebalance_domains starts with update_blocked_averages(cpu).
+                            self.l49_update_cpu(cpu, ctx.now);
+                        }
                         self.rebalance_domains(ctx, cpu, idle, out);
                     }
                 }
@@ -1098,6 +1201,9 @@ impl SchedPolicy for Cfs {
         if self.eevdf {
             self.util_est_dequeue(t);
             self.pelt_exit(t, ctx.now);
+        }
+        if self.load49() {
+            self.l49_exit(t);
         }
     }
 
@@ -1160,6 +1266,8 @@ impl SchedPolicy for Cfs {
 mod tests;
 #[cfg(test)]
 mod tests_2638;
+#[cfg(test)]
+mod tests_49;
 #[cfg(test)]
 mod tests_612;
 #[cfg(test)]

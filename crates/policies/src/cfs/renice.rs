@@ -57,6 +57,10 @@ impl Cfs {
             if self.eevdf {
                 self.pelt_before_dequeue(cpu, t, now);
             }
+            if self.load49() {
+                // set_user_nice's dequeue_task: the signals accrue at the old weight up to now.
+                self.l49_before_dequeue(cpu, t, now);
+            }
             if delayed {
                 // The delay took it out of the count already; `dequeue_task` takes it out again.
                 self.nr_running_total += 1;
@@ -74,6 +78,9 @@ impl Cfs {
         self.ses[se as usize].inv_weight = inv_weight;
         if !queued {
             return false;
+        }
+        if self.load49() {
+            self.l49_before_enqueue(cpu, t, now);
         }
         self.enqueue_task(t, false, false, now);
         if delayed {

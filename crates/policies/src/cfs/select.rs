@@ -11,6 +11,26 @@ use crate::domains::{
 };
 use schedlab_core::{CpuId, CpuSet, Ctx, Ns, TaskId};
 
+/// 2.6.38's `find_idlest_cpu`: the least loaded allowed CPU of `group`, `this_cpu` winning ties.
+fn least_loaded_cpu<H: LbHost + ?Sized>(
+    host: &H,
+    group: &Group,
+    allowed: &CpuSet,
+    this_cpu: CpuId,
+    now: Ns,
+) -> Option<CpuId> {
+    let mut best = None;
+    let mut min_load = u64::MAX;
+    for &i in group.members.iter().filter(|&&i| allowed.contains(i)) {
+        let load = host.weighted_cpuload(i, now);
+        if load < min_load || (load == min_load && i == this_cpu) {
+            min_load = load;
+            best = Some(i);
+        }
+    }
+    best
+}
+
 /// 2.6.38's placement over a class's loads; the class supplies task weights and `effective_load`.
 pub(crate) trait Select2638: LbHost {
     /// The load `t` adds to a runqueue (its entity's weight, in the unit of the CPU loads).
@@ -115,17 +135,15 @@ pub(crate) trait Select2638: LbHost {
     }
 
     /// `find_idlest_cpu`: the least loaded allowed CPU of `group`, `this_cpu` winning ties.
-    fn find_idlest_cpu(&self, group: &Group, allowed: &CpuSet, this_cpu: CpuId, now: Ns) -> Option<CpuId> {
-        let mut best = None;
-        let mut min_load = u64::MAX;
-        for &i in group.members.iter().filter(|&&i| allowed.contains(i)) {
-            let load = self.weighted_cpuload(i, now);
-            if load < min_load || (load == min_load && i == this_cpu) {
-                min_load = load;
-                best = Some(i);
-            }
-        }
-        best
+    fn find_idlest_cpu(
+        &self,
+        _ctx: &Ctx,
+        group: &Group,
+        allowed: &CpuSet,
+        this_cpu: CpuId,
+        now: Ns,
+    ) -> Option<CpuId> {
+        least_loaded_cpu(self, group, allowed, this_cpu, now)
     }
 
     /// `select_idle_sibling(p, target)` (2.6.38 sched_fair.c): `target` itself if it is the waker's or
@@ -187,7 +205,7 @@ pub(crate) trait Select2638: LbHost {
                 continue;
             };
             let groups = self.domains(cpu)[level].groups.clone();
-            let cand = self.find_idlest_cpu(&groups[gi], &allowed, cpu, ctx.now);
+            let cand = self.find_idlest_cpu(ctx, &groups[gi], &allowed, cpu, ctx.now);
             match cand {
                 None => sd = level.checked_sub(1),
                 Some(c) if c == cpu => sd = level.checked_sub(1),
@@ -258,7 +276,25 @@ pub(crate) trait Select2638: LbHost {
 }
 
 impl Select2638 for Cfs {
+    fn find_idlest_cpu(
+        &self,
+        ctx: &Ctx,
+        group: &Group,
+        allowed: &CpuSet,
+        this_cpu: CpuId,
+        now: Ns,
+    ) -> Option<CpuId> {
+        if self.placement49() {
+            return Some(self.find_idlest_cpu_49(ctx, &group.members, allowed, this_cpu, now));
+        }
+        least_loaded_cpu(self, group, allowed, this_cpu, now)
+    }
+
     fn task_load_weight(&self, t: TaskId) -> i64 {
+        if self.load49() {
+            // 4.9's wake_affine: `weight = p->se.avg.load_avg` (and the waker's).
+            return self.l49_task_load(t) as i64;
+        }
         self.ses[self.task_se[t.idx()] as usize].weight as i64
     }
 

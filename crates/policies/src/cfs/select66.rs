@@ -142,7 +142,7 @@ impl Cfs {
     }
 
     /// `sd_llc_size` of `cpu`.
-    fn llc_size(&self, cpu: CpuId) -> u32 {
+    pub(super) fn llc_size(&self, cpu: CpuId) -> u32 {
         self.sd_llc(cpu).map_or(1, |l| self.cpus[cpu.idx()].domains[l].span_weight() as u32)
     }
 
@@ -152,7 +152,7 @@ impl Cfs {
     }
 
     /// `cpus_share_cache`.
-    fn cpus_share_cache(&self, a: CpuId, b: CpuId) -> bool {
+    pub(super) fn cpus_share_cache(&self, a: CpuId, b: CpuId) -> bool {
         a == b || self.sd_llc(a).is_some_and(|l| self.cpus[a.idx()].domains[l].span.contains(b))
     }
 
